@@ -1,0 +1,150 @@
+//! The domain's error type and the closed set of status codes every Cascade error maps to.
+//!
+//! Other crates keep their own error enums and map them to [`Code`] too; the gateway turns a
+//! [`Code`] into a gRPC status once.
+
+/// A status code, one per kind of failure a client can act on.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+pub enum Code {
+    InvalidArgument,
+    NotFound,
+    AlreadyExists,
+    FailedPrecondition,
+    ResourceExhausted,
+    Unavailable,
+    Internal,
+    DataLoss,
+    PermissionDenied,
+    Unauthenticated,
+}
+
+impl Code {
+    /// The gRPC status number (also used in per-item results).
+    pub fn grpc_code(self) -> i32 {
+        match self {
+            Code::InvalidArgument => 3,
+            Code::NotFound => 5,
+            Code::AlreadyExists => 6,
+            Code::PermissionDenied => 7,
+            Code::ResourceExhausted => 8,
+            Code::FailedPrecondition => 9,
+            Code::Internal => 13,
+            Code::Unavailable => 14,
+            Code::DataLoss => 15,
+            Code::Unauthenticated => 16,
+        }
+    }
+
+    /// The gRPC name, e.g. `INVALID_ARGUMENT`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Code::InvalidArgument => "INVALID_ARGUMENT",
+            Code::NotFound => "NOT_FOUND",
+            Code::AlreadyExists => "ALREADY_EXISTS",
+            Code::PermissionDenied => "PERMISSION_DENIED",
+            Code::ResourceExhausted => "RESOURCE_EXHAUSTED",
+            Code::FailedPrecondition => "FAILED_PRECONDITION",
+            Code::Internal => "INTERNAL",
+            Code::Unavailable => "UNAVAILABLE",
+            Code::DataLoss => "DATA_LOSS",
+            Code::Unauthenticated => "UNAUTHENTICATED",
+        }
+    }
+}
+
+/// An error of the domain: a value that fails validation.
+#[derive(Debug, thiserror::Error, Clone, PartialEq, Eq)]
+pub enum Error {
+    /// A field holds a value outside what is valid; `reason` says what is.
+    #[error("{field}: {reason}")]
+    InvalidArgument { field: String, reason: String },
+    /// A payload is larger than its queue allows.
+    #[error("payload: {size} bytes is over the queue's limit of {limit} bytes")]
+    PayloadTooLarge { size: u64, limit: u64 },
+}
+
+impl Error {
+    /// Shorthand for [`Error::InvalidArgument`].
+    pub fn invalid(field: impl Into<String>, reason: impl Into<String>) -> Error {
+        Error::InvalidArgument {
+            field: field.into(),
+            reason: reason.into(),
+        }
+    }
+
+    pub fn code(&self) -> Code {
+        match self {
+            Error::InvalidArgument { .. } => Code::InvalidArgument,
+            Error::PayloadTooLarge { .. } => Code::ResourceExhausted,
+        }
+    }
+
+    /// The field the error is about.
+    pub fn field(&self) -> &str {
+        match self {
+            Error::InvalidArgument { field, .. } => field,
+            Error::PayloadTooLarge { .. } => "payload",
+        }
+    }
+
+    /// The same error naming another field, e.g. `parse_duration(s)?` reported as `config.lease`.
+    pub fn with_field(self, field: impl Into<String>) -> Error {
+        match self {
+            Error::InvalidArgument { reason, .. } => Error::invalid(field, reason),
+            other => other,
+        }
+    }
+}
+
+/// Quotes user input for an error message: escaped, and cut after 40 characters.
+pub(crate) fn excerpt(input: &str) -> String {
+    const MAX_CHARS: usize = 40;
+    match input.char_indices().nth(MAX_CHARS) {
+        Some((cut, _)) => format!("{:?}...", &input[..cut]),
+        None => format!("{input:?}"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn grpc_numbers() {
+        let pairs = [
+            (Code::InvalidArgument, 3),
+            (Code::NotFound, 5),
+            (Code::AlreadyExists, 6),
+            (Code::FailedPrecondition, 9),
+            (Code::ResourceExhausted, 8),
+            (Code::Unavailable, 14),
+            (Code::Internal, 13),
+            (Code::DataLoss, 15),
+        ];
+        for (code, number) in pairs {
+            assert_eq!(code.grpc_code(), number, "{}", code.as_str());
+        }
+    }
+
+    #[test]
+    fn messages_name_the_field() {
+        let err = Error::invalid("queue", "must not be empty");
+        assert_eq!(err.to_string(), "queue: must not be empty");
+        assert_eq!(err.code(), Code::InvalidArgument);
+        let renamed = err.with_field("advance.to");
+        assert_eq!(renamed.to_string(), "advance.to: must not be empty");
+        let big = Error::PayloadTooLarge { size: 10, limit: 5 };
+        assert_eq!(big.code(), Code::ResourceExhausted);
+        assert_eq!(
+            big.to_string(),
+            "payload: 10 bytes is over the queue's limit of 5 bytes"
+        );
+    }
+
+    #[test]
+    fn excerpt_escapes_and_cuts() {
+        assert_eq!(excerpt("a\nb"), "\"a\\nb\"");
+        let long = "x".repeat(100);
+        assert_eq!(excerpt(&long), format!("\"{}\"...", "x".repeat(40)));
+    }
+}

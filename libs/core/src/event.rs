@@ -1,0 +1,156 @@
+//! The event and its states: delayed (activation time in the future) → ready → leased → gone.
+
+use std::collections::BTreeMap;
+
+use crate::error::{Error, excerpt};
+use crate::id::EventId;
+use crate::queue::QueueName;
+use crate::text::is_header_char;
+use crate::time::Timestamp;
+
+pub const MAX_HEADERS: usize = 64;
+pub const MAX_HEADER_NAME_BYTES: usize = 128;
+pub const MAX_HEADER_VALUE_BYTES: usize = 4096;
+
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+pub enum EventState {
+    /// Waiting for `activate_at`.
+    Delayed,
+    /// Deliverable, in `(activate_at, insertion sequence)` order.
+    Ready,
+    /// Taken, awaiting an outcome until `lease_expires_at`.
+    Leased,
+}
+
+impl EventState {
+    /// Lowercase name for logs and metrics labels.
+    pub fn name(self) -> &'static str {
+        match self {
+            EventState::Delayed => "delayed",
+            EventState::Ready => "ready",
+            EventState::Leased => "leased",
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Event {
+    pub id: EventId,
+    pub queue: QueueName,
+    pub payload: Vec<u8>,
+    /// Carries the W3C `traceparent` among others.
+    pub headers: BTreeMap<String, String>,
+    pub activate_at: Timestamp,
+    pub state: EventState,
+    /// Takes at the current stage: the first take makes it 1, an advance resets it to 0.
+    pub attempts: u32,
+    pub created_at: Timestamp,
+    /// Bumped by every change, so stale timer firings and hand-offs can be recognised.
+    pub version: u64,
+    /// Set while leased.
+    pub lease_expires_at: Option<Timestamp>,
+}
+
+/// Checks headers given in the field `headers`.
+pub fn validate_headers(headers: &BTreeMap<String, String>) -> Result<(), Error> {
+    validate_headers_at(headers, "headers")
+}
+
+/// At most 64 headers; names 1-128 bytes of `[A-Za-z0-9_.-]`; values at most 4096 bytes.
+pub fn validate_headers_at(headers: &BTreeMap<String, String>, field: &str) -> Result<(), Error> {
+    if headers.len() > MAX_HEADERS {
+        return Err(Error::invalid(
+            field,
+            format!(
+                "must hold at most {MAX_HEADERS} headers, got {}",
+                headers.len()
+            ),
+        ));
+    }
+    for (name, value) in headers {
+        let name_is_valid = !name.is_empty()
+            && name.len() <= MAX_HEADER_NAME_BYTES
+            && name.chars().all(is_header_char);
+        if !name_is_valid {
+            return Err(Error::invalid(
+                field,
+                format!(
+                    "a header name must be 1-128 bytes of [A-Za-z0-9_.-], got {}",
+                    excerpt(name)
+                ),
+            ));
+        }
+        if value.len() > MAX_HEADER_VALUE_BYTES {
+            return Err(Error::invalid(
+                field,
+                format!(
+                    "the value of header {name} must be at most {MAX_HEADER_VALUE_BYTES} bytes, got {}",
+                    value.len()
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn headers(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+        pairs
+            .iter()
+            .map(|(name, value)| (name.to_string(), value.to_string()))
+            .collect()
+    }
+
+    #[test]
+    fn valid_headers() {
+        assert_eq!(validate_headers(&BTreeMap::new()), Ok(()));
+        let traceparent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+        assert_eq!(
+            validate_headers(&headers(&[("traceparent", traceparent), ("x.y_z-1", "")])),
+            Ok(())
+        );
+        let long_value = "v".repeat(MAX_HEADER_VALUE_BYTES);
+        assert_eq!(
+            validate_headers(&headers(&[(&"n".repeat(128), &long_value)])),
+            Ok(())
+        );
+        let many: BTreeMap<String, String> =
+            (0..64).map(|i| (format!("h{i}"), String::new())).collect();
+        assert_eq!(validate_headers(&many), Ok(()));
+    }
+
+    #[test]
+    fn invalid_headers_say_what_is_valid() {
+        let too_many: BTreeMap<String, String> =
+            (0..65).map(|i| (format!("h{i}"), String::new())).collect();
+        assert_eq!(
+            validate_headers(&too_many).expect_err("65").to_string(),
+            "headers: must hold at most 64 headers, got 65"
+        );
+        assert_eq!(
+            validate_headers(&headers(&[("bad name", "v")]))
+                .expect_err("space")
+                .to_string(),
+            "headers: a header name must be 1-128 bytes of [A-Za-z0-9_.-], got \"bad name\""
+        );
+        assert!(validate_headers(&headers(&[("", "v")])).is_err());
+        assert!(validate_headers(&headers(&[("a:b", "v")])).is_err());
+        assert!(validate_headers(&headers(&[(&"n".repeat(129), "v")])).is_err());
+        let err = validate_headers_at(&headers(&[("big", &"v".repeat(4097))]), "advance.headers")
+            .expect_err("long value");
+        assert_eq!(
+            err.to_string(),
+            "advance.headers: the value of header big must be at most 4096 bytes, got 4097"
+        );
+    }
+
+    #[test]
+    fn state_names() {
+        let names =
+            [EventState::Delayed, EventState::Ready, EventState::Leased].map(EventState::name);
+        assert_eq!(names, ["delayed", "ready", "leased"]);
+    }
+}

@@ -1,0 +1,28 @@
+//! Cascade's domain: events, ids, queue names and configs, pipelines, outcomes and clocks.
+//!
+//! No I/O: every type here is plain data with validation, so the store, the services and the
+//! edge conversions share one definition of what is valid. Validation errors name the field.
+
+pub mod backoff;
+pub mod clock;
+pub mod config;
+pub mod error;
+pub mod event;
+pub mod id;
+pub mod outcome;
+pub mod pipeline;
+pub mod queue;
+mod text;
+pub mod time;
+pub mod units;
+
+pub use backoff::{retry_delay, retry_delay_base};
+pub use clock::{Clock, SimClock, SystemClock};
+pub use config::QueueConfig;
+pub use error::{Code, Error};
+pub use event::{Event, EventState, validate_headers};
+pub use id::{EventId, IdempotencyKey};
+pub use outcome::Outcome;
+pub use pipeline::{HandlerKind, HandlerSpec, Pipeline, Stage};
+pub use queue::QueueName;
+pub use time::{Timestamp, parse_duration, parse_size};

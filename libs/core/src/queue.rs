@@ -1,0 +1,232 @@
+//! Queue names. A name is 1-200 bytes of `[A-Za-z0-9._:-]`; a template (`inbox:*`) ends in
+//! one `*` and gives the config of every queue whose name extends its prefix.
+
+use std::borrow::Borrow;
+use std::fmt;
+use std::str::FromStr;
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::{Error, excerpt};
+use crate::text::is_queue_char;
+
+/// The longest queue name, in bytes.
+pub const MAX_QUEUE_NAME_BYTES: usize = 200;
+const RULE: &str = "must be 1-200 bytes of [A-Za-z0-9._:-] (a template ends in '*')";
+const DEAD_LETTER_SUFFIX: &str = ".dlq";
+
+/// A validated queue name or template.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(try_from = "String", into = "String")]
+pub struct QueueName(String);
+
+impl QueueName {
+    /// Parses a name given in the field `queue`.
+    pub fn parse(input: &str) -> Result<QueueName, Error> {
+        QueueName::parse_field(input, "queue")
+    }
+
+    /// Parses a name given in another field, e.g. `name` or `advance.to`.
+    pub fn parse_field(input: &str, field: &str) -> Result<QueueName, Error> {
+        check(input, field)?;
+        Ok(QueueName(input.to_owned()))
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+
+    pub fn is_template(&self) -> bool {
+        self.0.ends_with('*')
+    }
+
+    /// The part before the `*` of a template; `None` for a plain name.
+    pub fn template_prefix(&self) -> Option<&str> {
+        self.0.strip_suffix('*')
+    }
+
+    /// Whether this template covers `name`: a plain name that extends the prefix by 1+ chars.
+    pub fn template_matches(&self, name: &QueueName) -> bool {
+        match self.template_prefix() {
+            Some(prefix) => {
+                !name.is_template() && name.0.len() > prefix.len() && name.0.starts_with(prefix)
+            }
+            None => false,
+        }
+    }
+
+    /// `<name>.dlq`, the dead-letter queue used when the config names none.
+    pub fn dead_letter_default(&self) -> Result<QueueName, Error> {
+        if self.is_template() {
+            return Err(Error::invalid(
+                "queue",
+                format!(
+                    "template {} has no dead-letter queue of its own; each matching queue uses <name>.dlq",
+                    excerpt(&self.0)
+                ),
+            ));
+        }
+        let name = format!("{}{DEAD_LETTER_SUFFIX}", self.0);
+        if name.len() > MAX_QUEUE_NAME_BYTES {
+            return Err(Error::invalid(
+                "queue",
+                format!(
+                    "the default dead-letter queue <name>.dlq would be {} bytes, over 200; name one in dead_letter_queue",
+                    name.len()
+                ),
+            ));
+        }
+        Ok(QueueName(name))
+    }
+}
+
+fn check(input: &str, field: &str) -> Result<(), Error> {
+    if input.is_empty() {
+        return Err(Error::invalid(
+            field,
+            format!("{RULE}, got an empty string"),
+        ));
+    }
+    if input.len() > MAX_QUEUE_NAME_BYTES {
+        return Err(Error::invalid(
+            field,
+            format!("{RULE}, got {} bytes", input.len()),
+        ));
+    }
+    let body = input.strip_suffix('*').unwrap_or(input);
+    if let Some((at, bad)) = body.char_indices().find(|&(_, c)| !is_queue_char(c)) {
+        let detail = if bad == '*' {
+            " (only as the last character)"
+        } else {
+            ""
+        };
+        return Err(Error::invalid(
+            field,
+            format!("{RULE}, got {bad:?} at byte {at}{detail}"),
+        ));
+    }
+    Ok(())
+}
+
+impl fmt::Display for QueueName {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl FromStr for QueueName {
+    type Err = Error;
+
+    fn from_str(input: &str) -> Result<QueueName, Error> {
+        QueueName::parse(input)
+    }
+}
+
+impl TryFrom<String> for QueueName {
+    type Error = Error;
+
+    fn try_from(input: String) -> Result<QueueName, Error> {
+        check(&input, "queue")?;
+        Ok(QueueName(input))
+    }
+}
+
+impl From<QueueName> for String {
+    fn from(name: QueueName) -> String {
+        name.0
+    }
+}
+
+impl Borrow<str> for QueueName {
+    fn borrow(&self) -> &str {
+        &self.0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn name(text: &str) -> QueueName {
+        QueueName::parse(text).expect("valid name")
+    }
+
+    #[test]
+    fn valid_names() {
+        for good in [
+            "a",
+            "orders",
+            "p.stage-1",
+            "inbox:alice_01",
+            "inbox:*",
+            "*",
+            &"q".repeat(200),
+        ] {
+            assert_eq!(name(good).as_str(), good);
+        }
+        assert!(name("inbox:*").is_template());
+        assert!(!name("inbox:a").is_template());
+    }
+
+    #[test]
+    fn invalid_names_say_what_is_valid() {
+        let cases = [
+            (
+                "",
+                "queue: must be 1-200 bytes of [A-Za-z0-9._:-] (a template ends in '*'), got an empty string",
+            ),
+            (
+                &"q".repeat(203),
+                "queue: must be 1-200 bytes of [A-Za-z0-9._:-] (a template ends in '*'), got 203 bytes",
+            ),
+            (
+                "a b",
+                "queue: must be 1-200 bytes of [A-Za-z0-9._:-] (a template ends in '*'), got ' ' at byte 1",
+            ),
+            (
+                "a>",
+                "queue: must be 1-200 bytes of [A-Za-z0-9._:-] (a template ends in '*'), got '>' at byte 1",
+            ),
+            (
+                "a*b",
+                "queue: must be 1-200 bytes of [A-Za-z0-9._:-] (a template ends in '*'), got '*' at byte 1 (only as the last character)",
+            ),
+            (
+                "a**",
+                "queue: must be 1-200 bytes of [A-Za-z0-9._:-] (a template ends in '*'), got '*' at byte 1 (only as the last character)",
+            ),
+        ];
+        for (input, message) in cases {
+            assert_eq!(
+                QueueName::parse(input).expect_err(input).to_string(),
+                message
+            );
+        }
+        let err = QueueName::parse_field("bad name", "advance.to").expect_err("space");
+        assert_eq!(err.field(), "advance.to");
+    }
+
+    #[test]
+    fn template_matching() {
+        let template = name("inbox:*");
+        assert!(template.template_matches(&name("inbox:alice")));
+        assert!(template.template_matches(&name("inbox:a.dlq")));
+        assert!(!template.template_matches(&name("inbox:")));
+        assert!(!template.template_matches(&name("inbox:x*")));
+        assert!(!template.template_matches(&name("outbox:alice")));
+        assert!(!name("inbox:alice").template_matches(&name("inbox:alice")));
+        assert!(name("*").template_matches(&name("anything")));
+        assert_eq!(template.template_prefix(), Some("inbox:"));
+    }
+
+    #[test]
+    fn dead_letter_default() {
+        assert_eq!(name("orders").dead_letter_default(), Ok(name("orders.dlq")));
+        assert!(name(&"q".repeat(196)).dead_letter_default().is_ok());
+        let err = name(&"q".repeat(197))
+            .dead_letter_default()
+            .expect_err("too long");
+        assert!(err.to_string().contains("201 bytes, over 200"), "{err}");
+        assert!(name("inbox:*").dead_letter_default().is_err());
+    }
+}

@@ -1,0 +1,180 @@
+//! Primitive encoders for keys and values: big-endian fixed-width numbers (byte order = sort
+//! order) and length-prefixed byte strings. Every read is bounds-checked: a short or malformed
+//! buffer is a `Malformed` error naming what was being read, never a panic.
+
+use std::fmt;
+
+/// Why a stored key or value could not be decoded.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Malformed(pub String);
+
+impl fmt::Display for Malformed {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+#[derive(Default)]
+pub struct Writer {
+    buf: Vec<u8>,
+}
+
+impl Writer {
+    pub fn with_capacity(capacity: usize) -> Self {
+        Writer {
+            buf: Vec::with_capacity(capacity),
+        }
+    }
+
+    pub fn u8(&mut self, v: u8) -> &mut Self {
+        self.buf.push(v);
+        self
+    }
+
+    pub fn u32(&mut self, v: u32) -> &mut Self {
+        self.buf.extend_from_slice(&v.to_be_bytes());
+        self
+    }
+
+    pub fn u64(&mut self, v: u64) -> &mut Self {
+        self.buf.extend_from_slice(&v.to_be_bytes());
+        self
+    }
+
+    /// A byte string prefixed with its u32 length.
+    pub fn bytes(&mut self, v: &[u8]) -> &mut Self {
+        let len = u32::try_from(v.len()).expect("values are bounded far below 4 GiB");
+        self.u32(len);
+        self.buf.extend_from_slice(v);
+        self
+    }
+
+    pub fn str(&mut self, v: &str) -> &mut Self {
+        self.bytes(v.as_bytes())
+    }
+
+    /// Bytes with no length prefix: only as the last component of a key.
+    pub fn raw(&mut self, v: &[u8]) -> &mut Self {
+        self.buf.extend_from_slice(v);
+        self
+    }
+
+    pub fn finish(&mut self) -> Vec<u8> {
+        std::mem::take(&mut self.buf)
+    }
+}
+
+pub struct Reader<'a> {
+    buf: &'a [u8],
+    what: &'static str,
+}
+
+impl<'a> Reader<'a> {
+    /// `what` names the record being decoded, for the error message.
+    pub fn new(buf: &'a [u8], what: &'static str) -> Self {
+        Reader { buf, what }
+    }
+
+    fn take(&mut self, n: usize) -> Result<&'a [u8], Malformed> {
+        if self.buf.len() < n {
+            return Err(Malformed(format!(
+                "{}: needed {n} more bytes, {} left",
+                self.what,
+                self.buf.len()
+            )));
+        }
+        let (head, tail) = self.buf.split_at(n);
+        self.buf = tail;
+        Ok(head)
+    }
+
+    pub fn u8(&mut self) -> Result<u8, Malformed> {
+        Ok(self.take(1)?[0])
+    }
+
+    pub fn u32(&mut self) -> Result<u32, Malformed> {
+        let b = self.take(4)?;
+        Ok(u32::from_be_bytes([b[0], b[1], b[2], b[3]]))
+    }
+
+    pub fn u64(&mut self) -> Result<u64, Malformed> {
+        let b = self.take(8)?;
+        let mut a = [0u8; 8];
+        a.copy_from_slice(b);
+        Ok(u64::from_be_bytes(a))
+    }
+
+    pub fn bytes(&mut self) -> Result<&'a [u8], Malformed> {
+        let len = self.u32()? as usize;
+        self.take(len)
+    }
+
+    pub fn string(&mut self) -> Result<String, Malformed> {
+        let b = self.bytes()?;
+        String::from_utf8(b.to_vec()).map_err(|_| Malformed(format!("{}: invalid utf-8", self.what)))
+    }
+
+    /// Everything left (the last component of a key).
+    pub fn rest(&mut self) -> &'a [u8] {
+        std::mem::take(&mut self.buf)
+    }
+
+    pub fn expect_version(&mut self, version: u8) -> Result<(), Malformed> {
+        let found = self.u8()?;
+        if found != version {
+            return Err(Malformed(format!(
+                "{}: format version {found}, this build reads {version}",
+                self.what
+            )));
+        }
+        Ok(())
+    }
+
+    pub fn malformed(&self, reason: &str) -> Malformed {
+        Malformed(format!("{}: {reason}", self.what))
+    }
+
+    pub fn finish(self) -> Result<(), Malformed> {
+        if self.buf.is_empty() {
+            Ok(())
+        } else {
+            Err(Malformed(format!(
+                "{}: {} trailing bytes",
+                self.what,
+                self.buf.len()
+            )))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn round_trip_and_short_buffer() {
+        let buf = Writer::default()
+            .u8(1)
+            .u32(7)
+            .u64(u64::MAX - 1)
+            .str("héllo")
+            .raw(b"tail")
+            .finish();
+        let mut r = Reader::new(&buf, "test");
+        assert_eq!(r.u8(), Ok(1));
+        assert_eq!(r.u32(), Ok(7));
+        assert_eq!(r.u64(), Ok(u64::MAX - 1));
+        assert_eq!(r.string().as_deref(), Ok("héllo"));
+        assert_eq!(r.rest(), b"tail");
+        assert!(r.finish().is_ok());
+        let mut short = Reader::new(&buf[..3], "test");
+        assert!(short.u32().is_err());
+    }
+
+    #[test]
+    fn big_endian_sorts_numerically() {
+        let a = Writer::default().u64(255).finish();
+        let b = Writer::default().u64(256).finish();
+        assert!(a < b);
+    }
+}

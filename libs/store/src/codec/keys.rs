@@ -1,0 +1,249 @@
+//! Every key of the shard store. One byte of prefix names the keyspace; numbers are big-endian
+//! and fixed-width, so byte order is the order we scan in (time, then sequence). A variable-length
+//! component (an event ID, a dedup key) is only ever the last one.
+
+use super::bytes::{Malformed, Reader, Writer};
+
+/// Bumped when any key or value layout changes; stored under `meta/format` and checked on open.
+pub const FORMAT_VERSION: u64 = 1;
+
+const META: u8 = 0x00;
+const QUEUE: u8 = 0x01;
+const COUNTERS: u8 = 0x03;
+const EVENT: u8 = 0x10;
+const READY: u8 = 0x11;
+const LEASE: u8 = 0x12;
+const DEDUP: u8 = 0x20;
+const DEDUP_AGE: u8 = 0x21;
+const OUTBOX: u8 = 0x30;
+const RECEIVED: u8 = 0x31;
+const SCHEDULE: u8 = 0x40;
+const SCHEDULED_EVENT: u8 = 0x41;
+
+pub fn meta(name: &str) -> Vec<u8> {
+    Writer::default().u8(META).raw(name.as_bytes()).finish()
+}
+
+/// Queue and template records, by name (templates included: their name ends in `*`).
+pub fn queue(name: &str) -> Vec<u8> {
+    Writer::default().u8(QUEUE).raw(name.as_bytes()).finish()
+}
+
+pub fn queue_name_of(key: &[u8]) -> Option<&[u8]> {
+    key.strip_prefix(&[QUEUE])
+}
+
+pub fn queue_space() -> (Vec<u8>, Vec<u8>) {
+    (vec![QUEUE], vec![QUEUE + 1])
+}
+
+pub fn counters(qid: u64) -> Vec<u8> {
+    Writer::default().u8(COUNTERS).u64(qid).finish()
+}
+
+pub fn event(qid: u64, id: &str) -> Vec<u8> {
+    Writer::default()
+        .u8(EVENT)
+        .u64(qid)
+        .raw(id.as_bytes())
+        .finish()
+}
+
+/// All events of one queue, in ID order.
+pub fn event_space(qid: u64) -> (Vec<u8>, Vec<u8>) {
+    let start = Writer::default().u8(EVENT).u64(qid).finish();
+    let end = Writer::default().u8(EVENT).u64(qid + 1).finish();
+    (start, end)
+}
+
+pub fn ready(qid: u64, activate_at: u64, seq: u64) -> Vec<u8> {
+    Writer::default()
+        .u8(READY)
+        .u64(qid)
+        .u64(activate_at)
+        .u64(seq)
+        .finish()
+}
+
+/// `(queue id, activate_at, seq)` of a ready key.
+pub fn decode_ready(key: &[u8]) -> Result<(u64, u64, u64), Malformed> {
+    let mut r = Reader::new(key, "ready key");
+    if r.u8()? != READY {
+        return Err(r.malformed("wrong prefix"));
+    }
+    let parts = (r.u64()?, r.u64()?, r.u64()?);
+    r.finish()?;
+    Ok(parts)
+}
+
+pub fn ready_space(qid: u64) -> (Vec<u8>, Vec<u8>) {
+    let start = Writer::default().u8(READY).u64(qid).finish();
+    let end = Writer::default().u8(READY).u64(qid + 1).finish();
+    (start, end)
+}
+
+pub fn lease(deadline: u64, qid: u64, id: &str) -> Vec<u8> {
+    Writer::default()
+        .u8(LEASE)
+        .u64(deadline)
+        .u64(qid)
+        .raw(id.as_bytes())
+        .finish()
+}
+
+/// Leases whose deadline is at or before `now`.
+pub fn lease_due_space(now: u64) -> (Vec<u8>, Vec<u8>) {
+    let end = Writer::default()
+        .u8(LEASE)
+        .u64(now.saturating_add(1))
+        .finish();
+    (vec![LEASE], end)
+}
+
+pub fn decode_lease(key: &[u8]) -> Result<(u64, u64, String), Malformed> {
+    let mut r = Reader::new(key, "lease key");
+    if r.u8()? != LEASE {
+        return Err(r.malformed("wrong prefix"));
+    }
+    let deadline = r.u64()?;
+    let qid = r.u64()?;
+    let id = String::from_utf8(r.rest().to_vec()).map_err(|_| Malformed("lease key: id".into()))?;
+    Ok((deadline, qid, id))
+}
+
+/// Dedup entry: `kind` separates client IDs (`b'i'`) from idempotency keys (`b'k'`).
+pub fn dedup(queue: &str, kind: u8, key: &str) -> Vec<u8> {
+    let len = u8::try_from(queue.len()).expect("queue names are at most 200 bytes");
+    Writer::default()
+        .u8(DEDUP)
+        .u8(len)
+        .raw(queue.as_bytes())
+        .u8(kind)
+        .raw(key.as_bytes())
+        .finish()
+}
+
+pub fn dedup_age(seq: u64) -> Vec<u8> {
+    Writer::default().u8(DEDUP_AGE).u64(seq).finish()
+}
+
+pub fn dedup_age_space() -> (Vec<u8>, Vec<u8>) {
+    (vec![DEDUP_AGE], vec![DEDUP_AGE + 1])
+}
+
+pub fn outbox(seq: u64) -> Vec<u8> {
+    Writer::default().u8(OUTBOX).u64(seq).finish()
+}
+
+pub fn outbox_space() -> (Vec<u8>, Vec<u8>) {
+    (vec![OUTBOX], vec![OUTBOX + 1])
+}
+
+pub fn seq_of(key: &[u8], what: &'static str) -> Result<u64, Malformed> {
+    let mut r = Reader::new(key, what);
+    r.u8()?;
+    r.u64()
+}
+
+/// The highest hand-off sequence applied from one source shard.
+pub fn received(source: u32) -> Vec<u8> {
+    Writer::default().u8(RECEIVED).u32(source).finish()
+}
+
+/// Activation timer: `(activate_at, queue, id, version)`.
+pub fn schedule(at: u64, queue: &str, id: &str, version: u64) -> Vec<u8> {
+    let len = u8::try_from(queue.len()).expect("queue names are at most 200 bytes");
+    Writer::default()
+        .u8(SCHEDULE)
+        .u64(at)
+        .u8(len)
+        .raw(queue.as_bytes())
+        .u64(version)
+        .raw(id.as_bytes())
+        .finish()
+}
+
+/// Where the schedule of `(queue, id, version)` is: its time, for cancel.
+pub fn scheduled_event(queue: &str, id: &str, version: u64) -> Vec<u8> {
+    let len = u8::try_from(queue.len()).expect("queue names are at most 200 bytes");
+    Writer::default()
+        .u8(SCHEDULED_EVENT)
+        .u8(len)
+        .raw(queue.as_bytes())
+        .u64(version)
+        .raw(id.as_bytes())
+        .finish()
+}
+
+/// Schedule keys with `from <= at <= up_to`.
+pub fn schedule_range(from: u64, up_to: u64) -> (Vec<u8>, Vec<u8>) {
+    let start = Writer::default().u8(SCHEDULE).u64(from).finish();
+    let end = Writer::default()
+        .u8(SCHEDULE)
+        .u64(up_to.saturating_add(1))
+        .finish();
+    (start, end)
+}
+
+/// `(at, queue, id, version)` of a schedule key.
+pub fn decode_schedule(key: &[u8]) -> Result<(u64, String, String, u64), Malformed> {
+    let mut r = Reader::new(key, "schedule key");
+    if r.u8()? != SCHEDULE {
+        return Err(r.malformed("wrong prefix"));
+    }
+    let at = r.u64()?;
+    let len = r.u8()? as usize;
+    let rest = r.rest();
+    if rest.len() < len + 8 {
+        return Err(Malformed("schedule key: too short".into()));
+    }
+    let queue = String::from_utf8(rest[..len].to_vec())
+        .map_err(|_| Malformed("schedule key: queue".into()))?;
+    let mut tail = Reader::new(&rest[len..], "schedule key");
+    let version = tail.u64()?;
+    let id = String::from_utf8(tail.rest().to_vec())
+        .map_err(|_| Malformed("schedule key: id".into()))?;
+    Ok((at, queue, id, version))
+}
+
+/// The key just after `key` in byte order: resume a scan after the last key seen.
+pub fn successor(key: &[u8]) -> Vec<u8> {
+    let mut next = Vec::with_capacity(key.len() + 1);
+    next.extend_from_slice(key);
+    next.push(0);
+    next
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ready_keys_sort_by_time_then_sequence() {
+        let a = ready(1, 100, 9);
+        let b = ready(1, 101, 1);
+        let c = ready(1, 101, 2);
+        assert!(a < b && b < c);
+        let (start, end) = ready_space(1);
+        assert!(start < a && c < end);
+        assert!(ready(2, 0, 0) >= end);
+    }
+
+    #[test]
+    fn lease_and_schedule_keys_round_trip() {
+        let key = lease(55, 3, "01ARZ3NDEKTSV4RRFFQ69G5FAV");
+        assert_eq!(
+            decode_lease(&key),
+            Ok((55, 3, "01ARZ3NDEKTSV4RRFFQ69G5FAV".to_string()))
+        );
+        let (_, due_end) = lease_due_space(55);
+        assert!(key < due_end);
+        let (_, not_due_end) = lease_due_space(54);
+        assert!(key >= not_due_end);
+        let s = schedule(7, "inbox:42", "abc", 3);
+        assert_eq!(
+            decode_schedule(&s),
+            Ok((7, "inbox:42".to_string(), "abc".to_string(), 3))
+        );
+    }
+}

@@ -1,0 +1,420 @@
+//! The store actor: three threads with one job each, so that the state machine never waits
+//! for the disk.
+//! - **writer**: owns the state machine. Takes every operation waiting in the inbox, runs them
+//!   in order against the in-memory state, and passes their log records and replies on as one
+//!   group. It also runs periodic maintenance and starts checkpoints.
+//! - **syncer**: owns the log. Appends every group waiting, `fdatasync`s once, then answers
+//!   them all (group commit). A failed write or sync is fatal: every pending and later
+//!   operation gets `Stopped`, nothing more is acknowledged, and recovery replays the log.
+//! - **checkpointer** (one at a time): writes a frozen layer into sled once the log holds
+//!   every record it contains, fsyncs sled, and lets the log drop the segments it covers.
+
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError, SyncSender, TrySendError};
+use std::sync::{Arc, Condvar, Mutex};
+use std::thread::JoinHandle;
+use std::time::Instant;
+
+use cascade_core::{Clock, Timestamp};
+
+use super::{Durability, StoreOptions};
+use crate::error::StoreError;
+use crate::kv::{Batch, Kv, checkpoint};
+use crate::wal::{Lsn, Wal};
+
+/// What the actor needs from a state machine.
+pub trait Maintenance: Send + 'static {
+    fn kv(&self) -> &Kv;
+    fn kv_mut(&mut self) -> &mut Kv;
+    /// The batches committed since the last call, in commit order.
+    fn take_unlogged(&mut self) -> Vec<Batch>;
+    /// Periodic work on the writer thread, e.g. expiring leases.
+    fn tick(&mut self, now: Timestamp) -> Result<(), StoreError>;
+}
+
+/// Called once the operation's records are durable (`None`) or will never be (`Some`).
+type Reply = Box<dyn FnOnce(Option<&StoreError>) + Send>;
+type Job<S> = Box<dyn FnOnce(&mut S, Timestamp) -> Reply + Send>;
+
+/// Operations gathered into one group at most.
+const MAX_GROUP: usize = 4096;
+/// Groups queued for the syncer at most: the writer waits beyond, which bounds memory.
+const SYNC_QUEUE: usize = 64;
+
+enum ToSyncer {
+    Group { records: Vec<Vec<u8>>, replies: Vec<Reply> },
+    /// Make everything appended so far durable, whatever the durability mode.
+    Barrier,
+    RemoveThrough(Lsn),
+}
+
+/// Shared between threads: the last synced LSN and the first fatal error.
+struct Shared {
+    synced: Mutex<Lsn>,
+    synced_changed: Condvar,
+    fatal: Mutex<Option<String>>,
+}
+
+impl Shared {
+    fn set_fatal(&self, reason: String) {
+        tracing::error!(%reason, "store.fatal");
+        let mut fatal = self.fatal.lock().expect("fatal lock");
+        fatal.get_or_insert(reason);
+        self.synced_changed.notify_all();
+    }
+
+    fn fatal(&self) -> Option<String> {
+        self.fatal.lock().expect("fatal lock").clone()
+    }
+
+    /// Blocks until the log is synced through `lsn`; false if the store failed first.
+    fn wait_synced(&self, lsn: Lsn) -> bool {
+        let mut synced = self.synced.lock().expect("synced lock");
+        while *synced < lsn {
+            if self.fatal().is_some() {
+                return false;
+            }
+            synced = self.synced_changed.wait(synced).expect("synced lock");
+        }
+        true
+    }
+}
+
+/// Handle to a running store. Operations are closures run on the writer thread.
+pub struct Store<S> {
+    inbox: SyncSender<Job<S>>,
+    shared: Arc<Shared>,
+    threads: Mutex<Vec<JoinHandle<()>>>,
+}
+
+impl<S: Maintenance> Store<S> {
+    pub fn start(state: S, wal: Wal, options: StoreOptions, clock: Arc<dyn Clock>) -> Store<S> {
+        let (inbox, jobs) = mpsc::sync_channel(options.inbox_capacity);
+        let (to_syncer, syncer_rx) = mpsc::sync_channel(SYNC_QUEUE);
+        let shared = Arc::new(Shared {
+            synced: Mutex::new(wal.durable_lsn()),
+            synced_changed: Condvar::new(),
+            fatal: Mutex::new(None),
+        });
+        let writer = Writer {
+            next_lsn: wal.last_lsn() + 1,
+            state,
+            options: options.clone(),
+            clock,
+            to_syncer,
+            shared: Arc::clone(&shared),
+            checkpoint: None,
+            last_checkpoint: Instant::now(),
+        };
+        let syncer = Syncer {
+            wal,
+            durability: options.durability,
+            shared: Arc::clone(&shared),
+            last_sync: Instant::now(),
+        };
+        let threads = vec![
+            spawn("cascade-writer", move || writer.run(jobs)),
+            spawn("cascade-syncer", move || syncer.run(syncer_rx)),
+        ];
+        Store {
+            inbox,
+            shared,
+            threads: Mutex::new(threads),
+        }
+    }
+
+    /// Runs `op` on the writer thread; answers once what it wrote is durable.
+    /// Cancel-safe: dropping the future abandons the answer, not the operation.
+    pub async fn run<T: Send + 'static>(
+        &self,
+        op: impl FnOnce(&mut S, Timestamp) -> Result<T, StoreError> + Send + 'static,
+    ) -> Result<T, StoreError> {
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        let job: Job<S> = Box::new(move |state, now| {
+            let result = op(state, now);
+            Box::new(move |failure: Option<&StoreError>| {
+                let answer = match failure {
+                    None => result,
+                    Some(e) => Err(StoreError::Stopped {
+                        reason: e.to_string(),
+                    }),
+                };
+                // The caller may have given up waiting; the operation stands.
+                let _ = tx.send(answer);
+            })
+        });
+        self.inbox.try_send(job).map_err(|e| match e {
+            TrySendError::Full(_) => StoreError::Busy {
+                what: "the shard's inbox is full".into(),
+            },
+            TrySendError::Disconnected(_) => self.stopped(),
+        })?;
+        rx.await.map_err(|_| self.stopped())?
+    }
+
+    /// The reason the store stopped, if a write, sync or checkpoint failed.
+    pub fn fatal(&self) -> Option<String> {
+        self.shared.fatal()
+    }
+
+    fn stopped(&self) -> StoreError {
+        StoreError::Stopped {
+            reason: self.fatal().unwrap_or_else(|| "the store is shut down".into()),
+        }
+    }
+
+    /// Stops taking operations, finishes those queued, checkpoints, and joins the threads.
+    /// Blocks; call from a blocking context.
+    pub fn shutdown(self) -> Result<(), StoreError> {
+        let Store {
+            inbox,
+            shared,
+            threads,
+        } = self;
+        drop(inbox);
+        for t in threads.into_inner().expect("threads lock") {
+            if t.join().is_err() {
+                shared.set_fatal("a store thread panicked".into());
+            }
+        }
+        match shared.fatal() {
+            Some(reason) => Err(StoreError::Stopped { reason }),
+            None => Ok(()),
+        }
+    }
+}
+
+fn spawn(name: &str, f: impl FnOnce() + Send + 'static) -> JoinHandle<()> {
+    std::thread::Builder::new()
+        .name(name.into())
+        .spawn(f)
+        .expect("spawn a store thread")
+}
+
+struct Running {
+    lsn: Lsn,
+    done: Receiver<Result<(), StoreError>>,
+    thread: JoinHandle<()>,
+}
+
+struct Writer<S> {
+    next_lsn: Lsn,
+    state: S,
+    options: StoreOptions,
+    clock: Arc<dyn Clock>,
+    to_syncer: SyncSender<ToSyncer>,
+    shared: Arc<Shared>,
+    checkpoint: Option<Running>,
+    last_checkpoint: Instant,
+}
+
+impl<S: Maintenance> Writer<S> {
+    fn run(mut self, jobs: Receiver<Job<S>>) {
+        let mut last_tick = Instant::now();
+        let mut group: Vec<Job<S>> = Vec::new();
+        loop {
+            let open = match jobs.recv_timeout(self.options.tick) {
+                Ok(job) => {
+                    group.push(job);
+                    true
+                }
+                Err(RecvTimeoutError::Timeout) => true,
+                Err(RecvTimeoutError::Disconnected) => false,
+            };
+            while group.len() < MAX_GROUP {
+                match jobs.try_recv() {
+                    Ok(job) => group.push(job),
+                    Err(_) => break,
+                }
+            }
+            let now = self.clock.now();
+            let mut replies: Vec<Reply> = group.drain(..).map(|job| job(&mut self.state, now)).collect();
+            if last_tick.elapsed() >= self.options.tick {
+                last_tick = Instant::now();
+                if let Err(e) = self.state.tick(now) {
+                    tracing::error!(error = %e, "store.tick");
+                }
+            }
+            let records: Vec<Vec<u8>> = self.state.take_unlogged().iter().map(Batch::encode).collect();
+            self.next_lsn += records.len() as u64;
+            if !(records.is_empty() && replies.is_empty()) {
+                let sent = self.to_syncer.send(ToSyncer::Group {
+                    records,
+                    replies: std::mem::take(&mut replies),
+                });
+                if sent.is_err() {
+                    break;
+                }
+            }
+            if self.shared.fatal().is_some() {
+                break;
+            }
+            self.poll_checkpoint(false);
+            if !open {
+                // Shut down: the last checkpoint makes the next start replay nothing.
+                self.poll_checkpoint(true);
+                if self.state.kv().dirty_bytes() > 0 {
+                    self.start_checkpoint();
+                    self.poll_checkpoint(true);
+                }
+                break;
+            }
+            if self.checkpoint_due() {
+                self.start_checkpoint();
+            }
+        }
+        // Answer whatever is still queued: this store takes nothing more.
+        while let Ok(job) = jobs.try_recv() {
+            let reply = job(&mut self.state, self.clock.now());
+            reply(Some(&StoreError::Stopped {
+                reason: "the store is shutting down".into(),
+            }));
+        }
+    }
+
+    fn checkpoint_due(&self) -> bool {
+        let dirty = self.state.kv().dirty_bytes();
+        self.checkpoint.is_none()
+            && (dirty >= self.options.checkpoint_bytes
+                || (dirty > 0 && self.last_checkpoint.elapsed() >= self.options.checkpoint_interval))
+    }
+
+    fn start_checkpoint(&mut self) {
+        let layer = self.state.kv_mut().freeze();
+        let lsn = self.next_lsn - 1;
+        if self.to_syncer.send(ToSyncer::Barrier).is_err() {
+            return;
+        }
+        let db = self.state.kv().db().clone();
+        let dir = self.state.kv().dir().to_path_buf();
+        let shared = Arc::clone(&self.shared);
+        let (done_tx, done) = mpsc::sync_channel(1);
+        let thread = spawn("cascade-checkpoint", move || {
+            // sled must never get ahead of the log: its position would skip records.
+            let result = if shared.wait_synced(lsn) {
+                checkpoint::write(&db, &dir, &layer, lsn)
+            } else {
+                Err(StoreError::Stopped {
+                    reason: "the log failed before the checkpoint".into(),
+                })
+            };
+            let _ = done_tx.send(result);
+        });
+        self.checkpoint = Some(Running { lsn, done, thread });
+    }
+
+    /// Finishes a completed checkpoint; with `wait`, waits for a running one.
+    fn poll_checkpoint(&mut self, wait: bool) {
+        let Some(running) = &self.checkpoint else {
+            return;
+        };
+        let result = if wait {
+            running.done.recv().ok()
+        } else {
+            running.done.try_recv().ok()
+        };
+        let Some(result) = result else {
+            return;
+        };
+        let running = self.checkpoint.take().expect("checked above");
+        let _ = running.thread.join();
+        match result {
+            Ok(()) => {
+                self.state.kv_mut().finish_checkpoint();
+                self.last_checkpoint = Instant::now();
+                let _ = self.to_syncer.send(ToSyncer::RemoveThrough(running.lsn));
+                tracing::debug!(lsn = running.lsn, "store.checkpoint");
+            }
+            Err(e) => self.shared.set_fatal(format!("checkpoint failed: {e}")),
+        }
+    }
+}
+
+struct Syncer {
+    wal: Wal,
+    durability: Durability,
+    shared: Arc<Shared>,
+    last_sync: Instant,
+}
+
+impl Syncer {
+    fn run(mut self, rx: Receiver<ToSyncer>) {
+        let idle = match self.durability {
+            Durability::Interval(every) => every,
+            _ => std::time::Duration::from_secs(3600),
+        };
+        loop {
+            let first = match rx.recv_timeout(idle) {
+                Ok(msg) => Some(msg),
+                Err(RecvTimeoutError::Timeout) => None,
+                Err(RecvTimeoutError::Disconnected) => return,
+            };
+            let mut msgs: Vec<ToSyncer> = first.into_iter().collect();
+            while let Ok(msg) = rx.try_recv() {
+                msgs.push(msg);
+            }
+            if let Err(e) = self.handle(&mut msgs) {
+                let reason = e.to_string();
+                self.shared.set_fatal(reason);
+                fail_all(msgs, &e);
+                // Nothing more is acknowledged; answer what arrives until the writer stops.
+                while let Ok(msg) = rx.recv() {
+                    fail_all(vec![msg], &e);
+                }
+                return;
+            }
+        }
+    }
+
+    /// Appends and syncs per the durability mode, then answers. On error, `msgs` still holds
+    /// every message whose replies were not sent.
+    fn handle(&mut self, msgs: &mut Vec<ToSyncer>) -> Result<(), StoreError> {
+        let mut barrier = false;
+        let mut remove = None;
+        for msg in msgs.iter() {
+            match msg {
+                ToSyncer::Group { records, .. } => {
+                    for r in records {
+                        self.wal.append(r)?;
+                    }
+                }
+                ToSyncer::Barrier => barrier = true,
+                ToSyncer::RemoveThrough(lsn) => remove = Some(*lsn),
+            }
+        }
+        let sync = barrier
+            || match self.durability {
+                Durability::Fsync => true,
+                Durability::Interval(every) => self.last_sync.elapsed() >= every,
+                Durability::None => false,
+            };
+        if sync {
+            let synced = self.wal.sync()?;
+            self.last_sync = Instant::now();
+            *self.shared.synced.lock().expect("synced lock") = synced;
+            self.shared.synced_changed.notify_all();
+        } else {
+            self.wal.write_buffered()?;
+        }
+        for msg in msgs.drain(..) {
+            if let ToSyncer::Group { replies, .. } = msg {
+                for reply in replies {
+                    reply(None);
+                }
+            }
+        }
+        if let Some(lsn) = remove {
+            self.wal.remove_through(lsn)?;
+        }
+        Ok(())
+    }
+}
+
+fn fail_all(msgs: Vec<ToSyncer>, e: &StoreError) {
+    for msg in msgs {
+        if let ToSyncer::Group { replies, .. } = msg {
+            for reply in replies {
+                reply(Some(e));
+            }
+        }
+    }
+}

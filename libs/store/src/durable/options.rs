@@ -1,0 +1,44 @@
+//! How a store trades durability for speed, and when it checkpoints.
+
+use std::time::Duration;
+
+/// When an acknowledgement is given relative to the log's `fdatasync`.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum Durability {
+    /// Answer after the group's `fdatasync` (the default).
+    Fsync,
+    /// Answer after the write; `fdatasync` every interval. A crash loses up to an interval.
+    Interval(Duration),
+    /// Never `fdatasync` the log (tests, benchmarks). A power loss loses anything.
+    None,
+}
+
+#[derive(Clone, Debug)]
+pub struct StoreOptions {
+    pub durability: Durability,
+    /// sled's page cache.
+    pub cache_bytes: u64,
+    pub wal_segment_bytes: u64,
+    /// Checkpoint when the in-memory layer holds this much...
+    pub checkpoint_bytes: usize,
+    /// ...or this long after the last checkpoint, if anything changed.
+    pub checkpoint_interval: Duration,
+    /// Operations waiting for the writer at most; beyond, callers get `Busy`.
+    pub inbox_capacity: usize,
+    /// How often the writer runs its maintenance (lease expiry, dedup ageing) when idle.
+    pub tick: Duration,
+}
+
+impl Default for StoreOptions {
+    fn default() -> Self {
+        StoreOptions {
+            durability: Durability::Fsync,
+            cache_bytes: 256 << 20,
+            wal_segment_bytes: 64 << 20,
+            checkpoint_bytes: 256 << 20,
+            checkpoint_interval: Duration::from_secs(30),
+            inbox_capacity: 16_384,
+            tick: Duration::from_millis(10),
+        }
+    }
+}

@@ -1,0 +1,115 @@
+//! The store's one error type. Each variant says what happened to which queue or event, and
+//! maps to one status code (`StoreError::code`); the gRPC layer converts that code once.
+
+use std::path::{Path, PathBuf};
+
+use cascade_core::{Code, Timestamp};
+
+use crate::wal::WalError;
+
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error(transparent)]
+    Invalid(#[from] cascade_core::Error),
+    #[error(
+        "queue '{queue}' does not exist: create it with CreateQueue, or create a template such as '{hint}*' that matches it"
+    )]
+    QueueNotFound { queue: String, hint: String },
+    #[error("queue '{queue}' already exists with another config")]
+    QueueExists { queue: String },
+    #[error("event '{id}' not found in queue '{queue}'")]
+    EventNotFound { queue: String, id: String },
+    #[error("event '{id}' in queue '{queue}' is leased until {until}: complete it with its lease token or wait for the lease to expire")]
+    LeaseHeld {
+        queue: String,
+        id: String,
+        until: Timestamp,
+    },
+    #[error("lease token for event '{id}' in queue '{queue}' is not current: the lease expired or was completed")]
+    StaleLease { queue: String, id: String },
+    #[error("payload of {size} bytes exceeds the limit of queue '{queue}' ({max} bytes)")]
+    PayloadTooLarge { queue: String, size: u64, max: u64 },
+    #[error("{what}: stage '{stage}' is not a stage of pipeline '{pipeline}'")]
+    UnknownStage {
+        what: &'static str,
+        pipeline: String,
+        stage: String,
+    },
+    #[error("shard is busy: {what}; retry with backoff")]
+    Busy { what: String },
+    #[error("disk usage is above the watermark ({used} of {limit} bytes): enqueue is refused until space is freed")]
+    DiskFull { used: u64, limit: u64 },
+    #[error("shard stopped: {reason}")]
+    Stopped { reason: String },
+    #[error("corrupt data in {path}: {reason}; run `cascade data verify` to see what is wrong")]
+    Corrupt { path: PathBuf, reason: String },
+    #[error("fsync of {path} failed: {source}; the shard stops, recovery replays the log")]
+    Fsync {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("{op} {path}: {source}")]
+    Io {
+        op: &'static str,
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("{op} in {path}: {source}")]
+    Sled {
+        op: &'static str,
+        path: PathBuf,
+        source: sled::Error,
+    },
+    #[error(transparent)]
+    Wal(#[from] WalError),
+}
+
+impl StoreError {
+    pub fn code(&self) -> Code {
+        match self {
+            StoreError::Invalid(e) => e.code(),
+            StoreError::QueueNotFound { .. } | StoreError::EventNotFound { .. } => Code::NotFound,
+            StoreError::QueueExists { .. } => Code::AlreadyExists,
+            StoreError::LeaseHeld { .. } | StoreError::StaleLease { .. } => Code::FailedPrecondition,
+            StoreError::UnknownStage { .. } => Code::InvalidArgument,
+            StoreError::PayloadTooLarge { .. }
+            | StoreError::Busy { .. }
+            | StoreError::DiskFull { .. } => Code::ResourceExhausted,
+            StoreError::Stopped { .. } => Code::Unavailable,
+            StoreError::Corrupt { .. } => Code::DataLoss,
+            StoreError::Fsync { .. }
+            | StoreError::Io { .. }
+            | StoreError::Sled { .. }
+            | StoreError::Wal(_) => Code::Internal,
+        }
+    }
+
+    pub fn io(op: &'static str, path: &Path, source: std::io::Error) -> Self {
+        StoreError::Io {
+            op,
+            path: path.to_path_buf(),
+            source,
+        }
+    }
+
+    pub fn sled(op: &'static str, path: &Path, source: sled::Error) -> Self {
+        match source {
+            sled::Error::Corruption { at, bt: _ } => StoreError::Corrupt {
+                path: path.to_path_buf(),
+                reason: format!("sled reports corruption at {at:?}"),
+            },
+            source => StoreError::Sled {
+                op,
+                path: path.to_path_buf(),
+                source,
+            },
+        }
+    }
+
+    pub fn corrupt(path: &Path, reason: String) -> Self {
+        StoreError::Corrupt {
+            path: path.to_path_buf(),
+            reason,
+        }
+    }
+}

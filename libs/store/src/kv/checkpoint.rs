@@ -1,0 +1,66 @@
+//! Writing a frozen layer into sled durably. sled 0.34's `flush` ends in `sync_file_range`,
+//! which flushes neither the disk cache nor metadata, and large values live in blob files it
+//! never fsyncs; so after the flush every file and directory of the store is fsynced through
+//! our own handles. Only then may the log segments the checkpoint covers be deleted.
+
+use std::fs::File;
+use std::path::Path;
+
+use super::Layer;
+use crate::codec::{keys, records};
+use crate::error::StoreError;
+
+const CHECKPOINT_LSN: &str = "checkpoint_lsn";
+
+/// Applies `layer` and the checkpoint's log position to sled in one atomic batch, then makes
+/// the store durable. Runs on a background thread; the shard keeps serving meanwhile.
+pub fn write(db: &sled::Db, dir: &Path, layer: &Layer, lsn: u64) -> Result<(), StoreError> {
+    let mut batch = sled::Batch::default();
+    for (key, dirty) in layer {
+        match &dirty.value {
+            Some(v) => batch.insert(key.as_slice(), v.as_slice()),
+            None => batch.remove(key.as_slice()),
+        }
+    }
+    batch.insert(keys::meta(CHECKPOINT_LSN), records::encode_u64(lsn));
+    db.apply_batch(batch)
+        .map_err(|e| StoreError::sled("apply a checkpoint", dir, e))?;
+    db.flush()
+        .map_err(|e| StoreError::sled("flush a checkpoint", dir, e))?;
+    fsync_tree(dir)
+}
+
+/// The log position the store contains, 0 for a new store.
+pub fn lsn(db: &sled::Db, dir: &Path) -> Result<u64, StoreError> {
+    let value = db
+        .get(keys::meta(CHECKPOINT_LSN))
+        .map_err(|e| StoreError::sled("read the checkpoint position", dir, e))?;
+    match value {
+        None => Ok(0),
+        Some(v) => records::decode_u64(&v, "checkpoint position")
+            .map_err(|e| StoreError::corrupt(dir, e.to_string())),
+    }
+}
+
+/// fsyncs every file and directory under `dir`, and `dir` itself.
+pub fn fsync_tree(dir: &Path) -> Result<(), StoreError> {
+    let entries = std::fs::read_dir(dir).map_err(|e| StoreError::io("list", dir, e))?;
+    for entry in entries {
+        let path = entry.map_err(|e| StoreError::io("list", dir, e))?.path();
+        if path.is_dir() {
+            fsync_tree(&path)?;
+        } else {
+            fsync_path(&path)?;
+        }
+    }
+    fsync_path(dir)
+}
+
+pub fn fsync_path(path: &Path) -> Result<(), StoreError> {
+    File::open(path)
+        .and_then(|f| f.sync_all())
+        .map_err(|e| StoreError::Fsync {
+            path: path.to_path_buf(),
+            source: e,
+        })
+}

@@ -1,0 +1,133 @@
+//! The in-memory layers above sled. `active` takes every new write; during a checkpoint the
+//! previous active layer is `frozen` while a background thread writes it into sled. Reads look
+//! at active, then frozen, then sled, so they see one consistent state throughout.
+
+use std::collections::BTreeMap;
+use std::ops::Deref;
+use std::sync::Arc;
+
+use super::batch::{Batch, Op};
+
+#[derive(Clone, Debug)]
+pub struct Dirty {
+    /// `None` is a tombstone hiding the key in the layers below.
+    pub value: Option<Vec<u8>>,
+    /// Whether a layer below may hold the key. When it cannot, a delete drops the entry
+    /// instead of leaving a tombstone, and the key never reaches sled.
+    pub below: bool,
+}
+
+pub type Layer = BTreeMap<Vec<u8>, Dirty>;
+
+const ENTRY_OVERHEAD: usize = 64;
+
+#[derive(Default)]
+pub struct Layers {
+    pub active: Layer,
+    pub frozen: Option<Arc<Layer>>,
+    active_bytes: usize,
+}
+
+/// A value read from memory or from sled.
+pub enum Value<'a> {
+    Mem(&'a [u8]),
+    Disk(sled::IVec),
+}
+
+impl Deref for Value<'_> {
+    type Target = [u8];
+
+    fn deref(&self) -> &[u8] {
+        match self {
+            Value::Mem(v) => v,
+            Value::Disk(v) => v,
+        }
+    }
+}
+
+impl Layers {
+    /// `Some(None)`: hidden by a tombstone; `None`: not in memory, ask sled.
+    pub fn get(&self, key: &[u8]) -> Option<Option<&[u8]>> {
+        if let Some(d) = self.active.get(key) {
+            return Some(d.value.as_deref());
+        }
+        let frozen = self.frozen.as_ref()?;
+        frozen.get(key).map(|d| d.value.as_deref())
+    }
+
+    pub fn apply(&mut self, batch: &Batch) {
+        for op in batch.ops() {
+            match op {
+                Op::Put { key, value, fresh } => self.put(key, value, *fresh),
+                Op::Delete { key } => self.delete(key),
+            }
+        }
+    }
+
+    fn put(&mut self, key: &[u8], value: &[u8], fresh: bool) {
+        let added = key.len() + value.len() + ENTRY_OVERHEAD;
+        match self.active.get_mut(key) {
+            Some(d) => {
+                let old = d.value.as_ref().map_or(0, Vec::len);
+                d.value = Some(value.to_vec());
+                self.active_bytes = self.active_bytes.saturating_sub(old) + value.len();
+            }
+            None => {
+                // A fresh key is absent in every layer below, frozen included.
+                let below = !fresh;
+                self.active.insert(
+                    key.to_vec(),
+                    Dirty {
+                        value: Some(value.to_vec()),
+                        below,
+                    },
+                );
+                self.active_bytes += added;
+            }
+        }
+    }
+
+    fn delete(&mut self, key: &[u8]) {
+        match self.active.get_mut(key) {
+            Some(d) if !d.below => {
+                let freed = key.len() + d.value.as_ref().map_or(0, Vec::len) + ENTRY_OVERHEAD;
+                self.active.remove(key);
+                self.active_bytes = self.active_bytes.saturating_sub(freed);
+            }
+            Some(d) => {
+                let freed = d.value.as_ref().map_or(0, Vec::len);
+                d.value = None;
+                self.active_bytes = self.active_bytes.saturating_sub(freed);
+            }
+            None => {
+                self.active.insert(
+                    key.to_vec(),
+                    Dirty {
+                        value: None,
+                        below: true,
+                    },
+                );
+                self.active_bytes += key.len() + ENTRY_OVERHEAD;
+            }
+        }
+    }
+
+    /// Approximate memory held by the active layer: what triggers a checkpoint.
+    pub fn active_bytes(&self) -> usize {
+        self.active_bytes
+    }
+
+    /// Moves the active layer to `frozen` for a checkpoint. Panics (a bug) if one is running.
+    pub fn freeze(&mut self) -> Arc<Layer> {
+        assert!(self.frozen.is_none(), "one checkpoint at a time");
+        let layer = Arc::new(std::mem::take(&mut self.active));
+        self.active_bytes = 0;
+        self.frozen = Some(Arc::clone(&layer));
+        layer
+    }
+
+    /// The frozen layer is in sled now: stop reading it.
+    pub fn thaw(&mut self) {
+        self.frozen = None;
+    }
+}

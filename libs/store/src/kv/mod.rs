@@ -1,0 +1,243 @@
+//! A small key-value layer: sled below, in-memory layers above it, writes in atomic batches.
+//! The shard's write-ahead log makes each batch durable; sled only receives the layers at
+//! checkpoints, so a key written and deleted between two checkpoints never reaches sled.
+
+mod batch;
+pub mod checkpoint;
+mod layers;
+
+use std::path::{Path, PathBuf};
+
+pub use batch::{Batch, Op};
+pub use layers::{Layer, Value};
+
+use crate::error::StoreError;
+use layers::Layers;
+
+/// Whether a scan goes on after the key it just visited.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum Flow {
+    Continue,
+    Stop,
+}
+
+pub struct Kv {
+    db: sled::Db,
+    dir: PathBuf,
+    layers: Layers,
+}
+
+impl Kv {
+    /// Opens (or creates) the sled store in `dir`. sled's own periodic flush is off: its
+    /// flush is no durability barrier, and checkpoints flush and fsync it themselves.
+    pub fn open(dir: &Path, cache_bytes: u64) -> Result<Kv, StoreError> {
+        let db = sled::Config::new()
+            .path(dir)
+            .cache_capacity(cache_bytes)
+            .flush_every_ms(None)
+            .mode(sled::Mode::HighThroughput)
+            .open()
+            .map_err(|e| StoreError::sled("open the store", dir, e))?;
+        Ok(Kv {
+            db,
+            dir: dir.to_path_buf(),
+            layers: Layers::default(),
+        })
+    }
+
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    pub fn db(&self) -> &sled::Db {
+        &self.db
+    }
+
+    pub fn get(&self, key: &[u8]) -> Result<Option<Value<'_>>, StoreError> {
+        if let Some(mem) = self.layers.get(key) {
+            return Ok(mem.map(Value::Mem));
+        }
+        self.db
+            .get(key)
+            .map(|v| v.map(Value::Disk))
+            .map_err(|e| StoreError::sled("read", &self.dir, e))
+    }
+
+    /// Visits the live keys in `[start, end)` in order, merging the layers (upper wins).
+    pub fn scan(
+        &self,
+        start: &[u8],
+        end: &[u8],
+        mut visit: impl FnMut(&[u8], &[u8]) -> Result<Flow, StoreError>,
+    ) -> Result<(), StoreError> {
+        let range = start.to_vec()..end.to_vec();
+        let mut active = self.layers.active.range(range.clone()).peekable();
+        let mut frozen = self
+            .layers
+            .frozen
+            .as_ref()
+            .map(|f| f.range(range.clone()).peekable());
+        let mut disk = self.db.range(range);
+        let mut disk_head = next_disk(&mut disk, &self.dir)?;
+        loop {
+            let mut key: Option<&[u8]> = active.peek().map(|(k, _)| k.as_slice());
+            if let Some((k, _)) = frozen.as_mut().and_then(|f| f.peek()) {
+                key = Some(key.map_or(k.as_slice(), |m| m.min(k.as_slice())));
+            }
+            if let Some((k, _)) = &disk_head {
+                key = Some(key.map_or(&k[..], |m| m.min(&k[..])));
+            }
+            let Some(key) = key.map(<[u8]>::to_vec) else {
+                return Ok(());
+            };
+            // Take the value from the uppermost layer holding the key; advance every layer past it.
+            let mut value: Option<Option<Vec<u8>>> = None;
+            if active.peek().is_some_and(|(k, _)| **k == key) {
+                let (_, d) = active.next().expect("peeked");
+                value = Some(d.value.clone());
+            }
+            if let Some(f) = frozen.as_mut() {
+                if f.peek().is_some_and(|(k, _)| **k == key) {
+                    let (_, d) = f.next().expect("peeked");
+                    value.get_or_insert_with(|| d.value.clone());
+                }
+            }
+            if disk_head.as_ref().is_some_and(|(k, _)| **k == key) {
+                let (_, v) = disk_head.take().expect("checked");
+                value.get_or_insert_with(|| Some(v.to_vec()));
+                disk_head = next_disk(&mut disk, &self.dir)?;
+            }
+            if let Some(Some(v)) = value {
+                if visit(&key, &v)? == Flow::Stop {
+                    return Ok(());
+                }
+            }
+        }
+    }
+
+    pub fn apply(&mut self, batch: &Batch) {
+        self.layers.apply(batch);
+    }
+
+    pub fn dirty_bytes(&self) -> usize {
+        self.layers.active_bytes()
+    }
+
+    pub fn checkpoint_running(&self) -> bool {
+        self.layers.frozen.is_some()
+    }
+
+    /// Starts a checkpoint: the active layer is frozen and handed to the caller, who writes it
+    /// into sled (`checkpoint::write`) and then calls `finish_checkpoint`.
+    pub fn freeze(&mut self) -> std::sync::Arc<Layer> {
+        self.layers.freeze()
+    }
+
+    pub fn finish_checkpoint(&mut self) {
+        self.layers.thaw();
+    }
+}
+
+fn next_disk(iter: &mut sled::Iter, dir: &Path) -> Result<Option<(sled::IVec, sled::IVec)>, StoreError> {
+    iter.next()
+        .transpose()
+        .map_err(|e| StoreError::sled("scan", dir, e))
+}
+
+/// One state transition being built: its reads see its own earlier writes, then the store.
+pub struct Txn<'a> {
+    kv: &'a Kv,
+    batch: Batch,
+}
+
+impl<'a> Txn<'a> {
+    pub fn new(kv: &'a Kv) -> Self {
+        Txn {
+            kv,
+            batch: Batch::default(),
+        }
+    }
+
+    pub fn kv(&self) -> &'a Kv {
+        self.kv
+    }
+
+    pub fn get(&self, key: &[u8]) -> Result<Option<Value<'_>>, StoreError> {
+        match self.batch.lookup(key) {
+            Some(own) => Ok(own.map(Value::Mem)),
+            None => self.kv.get(key),
+        }
+    }
+
+    pub fn put(&mut self, key: Vec<u8>, value: Vec<u8>) {
+        self.batch.put(key, value);
+    }
+
+    pub fn put_fresh(&mut self, key: Vec<u8>, value: Vec<u8>) {
+        self.batch.put_fresh(key, value);
+    }
+
+    pub fn delete(&mut self, key: Vec<u8>) {
+        self.batch.delete(key);
+    }
+
+    pub fn into_batch(self) -> Batch {
+        self.batch
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn collect(kv: &Kv) -> Vec<(Vec<u8>, Vec<u8>)> {
+        let mut out = Vec::new();
+        kv.scan(b"", &[0xff], |k, v| {
+            out.push((k.to_vec(), v.to_vec()));
+            Ok(Flow::Continue)
+        })
+        .expect("scan");
+        out
+    }
+
+    #[test]
+    fn layers_merge_with_upper_winning_and_tombstones_hiding() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut kv = Kv::open(dir.path(), 1 << 20).expect("open");
+        kv.db().insert(b"a", b"disk-a").expect("insert");
+        kv.db().insert(b"b", b"disk-b").expect("insert");
+        kv.db().insert(b"d", b"disk-d").expect("insert");
+        let mut b = Batch::default();
+        b.put(b"b".to_vec(), b"mem-b".to_vec());
+        b.put_fresh(b"c".to_vec(), b"mem-c".to_vec());
+        b.delete(b"d".to_vec());
+        kv.apply(&b);
+        let _frozen = kv.freeze();
+        let mut top = Batch::default();
+        top.delete(b"a".to_vec());
+        top.put(b"c".to_vec(), b"top-c".to_vec());
+        kv.apply(&top);
+        assert_eq!(
+            collect(&kv),
+            vec![
+                (b"b".to_vec(), b"mem-b".to_vec()),
+                (b"c".to_vec(), b"top-c".to_vec())
+            ]
+        );
+        assert!(kv.get(b"a").expect("get").is_none());
+        assert_eq!(kv.get(b"b").expect("get").as_deref(), Some(&b"mem-b"[..]));
+    }
+
+    #[test]
+    fn fresh_key_deleted_before_checkpoint_leaves_nothing() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut kv = Kv::open(dir.path(), 1 << 20).expect("open");
+        let mut b = Batch::default();
+        b.put_fresh(b"k".to_vec(), b"v".to_vec());
+        kv.apply(&b);
+        let mut d = Batch::default();
+        d.delete(b"k".to_vec());
+        kv.apply(&d);
+        assert!(kv.freeze().is_empty());
+    }
+}

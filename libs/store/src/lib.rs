@@ -1,0 +1,24 @@
+//! Cascade's shard engine.
+//!
+//! A shard's state lives in sled behind the shard's own write-ahead log: every state
+//! transition is one batch of key writes, appended to the log and made durable by a
+//! group-committed `fdatasync` before it is acknowledged; the batch is applied to in-memory
+//! layers above sled at once, and sled receives those layers only at background checkpoints.
+//! See `docs/storage.md` for the design and its failure policy.
+//!
+//! - `shard::Shard`: the dispatcher's state machine (queues, events, leases, dedup, outbox).
+//! - `timer::Timer`: the activation timer's schedule.
+//! - `durable::Store`: runs either behind the log with group commit.
+
+pub mod codec;
+pub mod durable;
+pub mod error;
+pub mod kv;
+pub mod shard;
+pub mod timer;
+pub mod wal;
+
+pub use durable::{Durability, Store, StoreOptions};
+pub use error::StoreError;
+pub use shard::{Shard, ShardSettings};
+pub use timer::{ScheduleEntry, Timer};

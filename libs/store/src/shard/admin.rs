@@ -1,0 +1,175 @@
+//! Queues and templates: create, get, list, delete, purge, stats.
+
+use cascade_core::{QueueConfig, QueueName, Timestamp};
+
+use super::events::remove_event;
+use super::state::{State, not_found};
+use super::{Page, Queue, QueueStats, Shard, sort_templates};
+use crate::codec::keys;
+use crate::codec::records::{self, EventRecord, QueueKind, QueueRecord};
+use crate::error::StoreError;
+use crate::kv::{Flow, Txn};
+
+impl Shard {
+    /// Creates a queue, or a template when the name ends in `*`. Creating it again with the
+    /// same config is a no-op; with another config, `QueueExists`.
+    pub fn create_queue(&mut self, now: Timestamp, name: QueueName, config: QueueConfig) -> Result<Queue, StoreError> {
+        config.validate()?;
+        let mut txn = Txn::new(&self.kv);
+        let existing = match txn.get(&keys::queue(name.as_str()))? {
+            Some(v) => Some(records::decode_queue(&v).map_err(|e| State::corrupt(&self.kv, e))?),
+            None => None,
+        };
+        let id = match existing {
+            Some(rec) if rec.kind == QueueKind::Explicit || rec.kind == QueueKind::Template => {
+                if rec.config != config {
+                    return Err(StoreError::QueueExists {
+                        queue: name.to_string(),
+                    });
+                }
+                return Ok(Queue { name, config });
+            }
+            // A queue made from a template or as a dead-letter queue becomes explicit, events kept.
+            Some(rec) => rec.id,
+            None => self.st.seqs.next_queue_id(),
+        };
+        let kind = if name.is_template() {
+            QueueKind::Template
+        } else {
+            QueueKind::Explicit
+        };
+        let rec = QueueRecord {
+            id,
+            name: name.clone(),
+            config: config.clone(),
+            kind,
+            created_at: now,
+        };
+        txn.put(keys::queue(name.as_str()), records::encode_queue(&rec));
+        let batch = self.st.seal(txn);
+        self.st.commit(&mut self.kv, batch);
+        if kind == QueueKind::Template {
+            self.st.templates.push(rec);
+            sort_templates(&mut self.st.templates);
+        }
+        Ok(Queue { name, config })
+    }
+
+    /// A queue's config: its own, or that of the template it matches.
+    pub fn get_queue(&self, name: &QueueName) -> Result<Queue, StoreError> {
+        let txn = Txn::new(&self.kv);
+        let resolved = self.st.resolve(&txn, name)?.ok_or_else(|| not_found(name))?;
+        Ok(Queue {
+            name: name.clone(),
+            config: resolved.rec.config,
+        })
+    }
+
+    /// Stored queues and templates whose name starts with `prefix`, in name order.
+    pub fn list_queues(&self, prefix: &str, page_size: usize, page_token: &str) -> Result<Page<Queue>, StoreError> {
+        let (_, end) = keys::queue_space();
+        let start = if page_token.is_empty() || page_token < prefix {
+            keys::queue(prefix)
+        } else {
+            keys::successor(&keys::queue(page_token))
+        };
+        let mut items = Vec::new();
+        let mut more = false;
+        self.kv.scan(&start, &end, |k, v| {
+            let name = keys::queue_name_of(k).unwrap_or_default();
+            if !name.starts_with(prefix.as_bytes()) {
+                return Ok(Flow::Stop);
+            }
+            if items.len() == page_size {
+                more = true;
+                return Ok(Flow::Stop);
+            }
+            let rec = records::decode_queue(v).map_err(|e| State::corrupt(&self.kv, e))?;
+            items.push(Queue {
+                name: rec.name,
+                config: rec.config,
+            });
+            Ok(Flow::Continue)
+        })?;
+        let next_page_token = match (more, items.last()) {
+            (true, Some(last)) => last.name.to_string(),
+            _ => String::new(),
+        };
+        Ok(Page { items, next_page_token })
+    }
+
+    /// Deletes a queue with all its events, or a template (the queues it made keep theirs).
+    pub fn delete_queue(&mut self, name: &QueueName) -> Result<(), StoreError> {
+        let txn = Txn::new(&self.kv);
+        let Some(v) = txn.get(&keys::queue(name.as_str()))? else {
+            return Err(not_found(name));
+        };
+        let rec = records::decode_queue(&v).map_err(|e| State::corrupt(&self.kv, e))?;
+        let mut txn = txn;
+        self.st.remove_all_events(&mut txn, &rec)?;
+        txn.delete(keys::queue(name.as_str()));
+        txn.delete(keys::counters(rec.id));
+        let batch = self.st.seal(txn);
+        self.st.commit(&mut self.kv, batch);
+        self.st.templates.retain(|t| t.name != *name);
+        self.st.ready_cursor.remove(&rec.id);
+        Ok(())
+    }
+
+    /// Removes every event of a queue, leased ones included. Returns how many.
+    pub fn purge_queue(&mut self, name: &QueueName) -> Result<u64, StoreError> {
+        let mut txn = Txn::new(&self.kv);
+        let resolved = self.st.resolve_queue(&txn, name)?;
+        if !resolved.stored {
+            return Ok(0);
+        }
+        let n = self.st.remove_all_events(&mut txn, &resolved.rec)?;
+        let batch = self.st.seal(txn);
+        self.st.commit(&mut self.kv, batch);
+        Ok(n)
+    }
+
+    pub fn queue_stats(&self, now: Timestamp, name: &QueueName) -> Result<QueueStats, StoreError> {
+        let txn = Txn::new(&self.kv);
+        let resolved = self.st.resolve_queue(&txn, name)?;
+        if !resolved.stored {
+            return Ok(QueueStats::default());
+        }
+        let rec = resolved.rec;
+        let c = State::counters(&txn, rec.id)?;
+        let (space_start, end) = keys::ready_space(rec.id);
+        let start = self.st.ready_cursor.get(&rec.id).cloned().unwrap_or(space_start);
+        let mut oldest = None;
+        self.kv.scan(&start, &end, |k, _| {
+            let (_, at, _) = keys::decode_ready(k).map_err(|e| State::corrupt(&self.kv, e))?;
+            oldest = Some(Timestamp::from_micros(at));
+            Ok(Flow::Stop)
+        })?;
+        Ok(QueueStats {
+            ready: c.ready,
+            delayed: c.delayed,
+            leased: c.leased,
+            dead_lettered: c.dead_lettered,
+            oldest_ready_age: oldest.map(|t| now.duration_since(t)).unwrap_or_default(),
+            enqueued_total: c.enqueued_total,
+            completed_total: c.completed_total,
+            expired_leases_total: c.expired_leases_total,
+            retries_total: c.retries_total,
+        })
+    }
+}
+
+impl State {
+    pub(super) fn remove_all_events(&mut self, txn: &mut Txn<'_>, rec: &QueueRecord) -> Result<u64, StoreError> {
+        let (start, end) = keys::event_space(rec.id);
+        let mut events: Vec<EventRecord> = Vec::new();
+        txn.kv().scan(&start, &end, |_, v| {
+            events.push(records::decode_event(v).map_err(|e| State::corrupt(txn.kv(), e))?);
+            Ok(Flow::Continue)
+        })?;
+        for ev in &events {
+            remove_event(self, txn, rec, ev)?;
+        }
+        Ok(events.len() as u64)
+    }
+}

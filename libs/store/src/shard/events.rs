@@ -1,0 +1,266 @@
+//! Operations on one event by ID (get, update, delete), activation by the timer, and the
+//! dead letters of a dead-letter queue (list, redrive).
+
+use cascade_core::{Event, EventState, QueueName, Timestamp};
+
+use super::state::State;
+use super::{DEAD_LETTER_FROM, DEAD_LETTER_REASON, EventUpdate, Page, RedriveSelection, Shard};
+use crate::codec::keys;
+use crate::codec::records::{self, Delivery, EventRecord, QueueKind, QueueRecord};
+use crate::error::StoreError;
+use crate::kv::{Flow, Txn};
+
+/// Redrive moves at most this many events per transaction.
+const REDRIVE_CHUNK: usize = 1000;
+
+pub(super) fn to_event(queue: &QueueName, ev: EventRecord) -> Event {
+    Event {
+        id: ev.id,
+        queue: queue.clone(),
+        payload: ev.payload,
+        headers: ev.headers,
+        activate_at: ev.activate_at,
+        state: ev.state,
+        attempts: ev.attempts,
+        created_at: ev.created_at,
+        version: ev.version,
+        lease_expires_at: ev.lease_expires_at,
+    }
+}
+
+impl Shard {
+    pub fn get(&self, queue: &QueueName, id: &str) -> Result<Event, StoreError> {
+        let txn = Txn::new(&self.kv);
+        let (rec, ev) = self.find(&txn, queue, id)?;
+        Ok(to_event(&rec.name, ev))
+    }
+
+    /// Changes payload, headers (merged) and/or activation time. Refused while leased.
+    pub fn update(&mut self, now: Timestamp, queue: &QueueName, id: &str, update: EventUpdate) -> Result<Event, StoreError> {
+        let mut txn = Txn::new(&self.kv);
+        let (rec, mut ev) = self.find(&txn, queue, id)?;
+        refuse_if_leased(&rec, &ev)?;
+        if let Some(payload) = &update.payload {
+            let (size, max) = (payload.len() as u64, rec.config.max_payload_bytes);
+            if size > max {
+                return Err(StoreError::PayloadTooLarge {
+                    queue: queue.to_string(),
+                    size,
+                    max,
+                });
+            }
+        }
+        let mut headers = ev.headers.clone();
+        headers.extend(update.headers);
+        cascade_core::event::validate_headers(&headers)?;
+        ev.headers = headers;
+        if let Some(payload) = update.payload {
+            ev.payload = payload;
+        }
+        let was = ev.state;
+        if was == EventState::Ready {
+            State::remove_ready(&mut txn, rec.id, &ev);
+        }
+        if let Some(at) = update.activate_at {
+            ev.activate_at = at;
+        }
+        ev.state = if ev.activate_at <= now {
+            EventState::Ready
+        } else {
+            EventState::Delayed
+        };
+        self.st.write_event(&mut txn, &rec, &mut ev, false);
+        if ev.state == EventState::Ready {
+            self.st.add_ready(&mut txn, rec.id, &ev);
+        }
+        let now_state = ev.state;
+        self.st.update_counters(&mut txn, &rec, |c| {
+            match was {
+                EventState::Ready => c.ready -= 1,
+                _ => c.delayed -= 1,
+            }
+            match now_state {
+                EventState::Ready => c.ready += 1,
+                _ => c.delayed += 1,
+            }
+        })?;
+        let batch = self.st.seal(txn);
+        self.st.commit(&mut self.kv, batch);
+        Ok(to_event(&rec.name, ev))
+    }
+
+    /// Removes an event. Refused while leased: complete it instead.
+    pub fn delete(&mut self, queue: &QueueName, id: &str) -> Result<(), StoreError> {
+        let mut txn = Txn::new(&self.kv);
+        let (rec, ev) = self.find(&txn, queue, id)?;
+        refuse_if_leased(&rec, &ev)?;
+        remove_event(&mut self.st, &mut txn, &rec, &ev)?;
+        let batch = self.st.seal(txn);
+        self.st.commit(&mut self.kv, batch);
+        Ok(())
+    }
+
+    /// The timer's activation of `(queue, id, version)`: a delayed event of that version
+    /// becomes ready; anything else (a newer version, a gone event) is ignored. Idempotent.
+    pub fn activate(&mut self, queue: &QueueName, id: &str, version: u64) -> Result<bool, StoreError> {
+        let mut txn = Txn::new(&self.kv);
+        let Some(resolved) = self.st.resolve(&txn, queue)? else {
+            return Ok(false);
+        };
+        let rec = resolved.rec;
+        if !resolved.stored {
+            return Ok(false);
+        }
+        let Some(mut ev) = State::read_event(&txn, rec.id, id)? else {
+            return Ok(false);
+        };
+        if ev.state != EventState::Delayed || ev.version != version {
+            return Ok(false);
+        }
+        ev.state = EventState::Ready;
+        self.st.write_event(&mut txn, &rec, &mut ev, false);
+        self.st.add_ready(&mut txn, rec.id, &ev);
+        self.st.update_counters(&mut txn, &rec, |c| {
+            c.delayed -= 1;
+            c.ready += 1;
+        })?;
+        let batch = self.st.seal(txn);
+        self.st.commit(&mut self.kv, batch);
+        Ok(true)
+    }
+
+    /// The events of a dead-letter queue, in ID order, `page_token` being the last ID seen.
+    pub fn list_dead_letters(&self, dlq: &QueueName, page_size: usize, page_token: &str) -> Result<Page<Event>, StoreError> {
+        let txn = Txn::new(&self.kv);
+        let Some(resolved) = self.st.resolve(&txn, dlq)? else {
+            return Ok(Page {
+                items: Vec::new(),
+                next_page_token: String::new(),
+            });
+        };
+        let rec = resolved.rec;
+        let (space_start, end) = keys::event_space(rec.id);
+        let start = if page_token.is_empty() {
+            space_start
+        } else {
+            keys::successor(&keys::event(rec.id, page_token))
+        };
+        let mut items = Vec::new();
+        let mut more = false;
+        if resolved.stored {
+            self.kv.scan(&start, &end, |_, v| {
+                if items.len() == page_size {
+                    more = true;
+                    return Ok(Flow::Stop);
+                }
+                let ev = records::decode_event(v).map_err(|e| State::corrupt(&self.kv, e))?;
+                items.push(to_event(&rec.name, ev));
+                Ok(Flow::Continue)
+            })?;
+        }
+        let next_page_token = match (more, items.last()) {
+            (true, Some(last)) => last.id.to_string(),
+            _ => String::new(),
+        };
+        Ok(Page { items, next_page_token })
+    }
+
+    /// Moves dead letters back to the queues they came from, as new ready events with fresh
+    /// attempts. Leased ones are skipped. Returns how many moved.
+    pub fn redrive(&mut self, now: Timestamp, dlq: &QueueName, which: RedriveSelection) -> Result<u64, StoreError> {
+        let mut moved = 0;
+        loop {
+            let txn = Txn::new(&self.kv);
+            let Some(resolved) = self.st.resolve(&txn, dlq)? else {
+                return Ok(moved);
+            };
+            if !resolved.stored {
+                return Ok(moved);
+            }
+            let rec = resolved.rec;
+            let ids: Vec<String> = match &which {
+                RedriveSelection::Ids(ids) => ids.iter().map(|i| i.to_string()).collect(),
+                RedriveSelection::All => {
+                    let page = self.list_dead_letters(dlq, REDRIVE_CHUNK, "")?;
+                    page.items.into_iter().map(|e| e.id.to_string()).collect()
+                }
+            };
+            let mut txn = txn;
+            let mut chunk = 0;
+            for id in &ids {
+                let Some(ev) = State::read_event(&txn, rec.id, id)? else {
+                    continue;
+                };
+                if ev.state == EventState::Leased {
+                    continue;
+                }
+                let Some(origin) = ev.headers.get(DEAD_LETTER_FROM).and_then(|q| QueueName::parse(q).ok()) else {
+                    continue;
+                };
+                remove_event(&mut self.st, &mut txn, &rec, &ev)?;
+                let mut headers = ev.headers.clone();
+                headers.remove(DEAD_LETTER_FROM);
+                headers.remove(DEAD_LETTER_REASON);
+                let delivery = Delivery {
+                    queue: origin,
+                    id: ev.id.clone(),
+                    payload: ev.payload.clone(),
+                    headers,
+                    activate_at: now,
+                    created_at: ev.created_at,
+                };
+                self.st.deliver(&mut txn, now, delivery, QueueKind::Explicit)?;
+                chunk += 1;
+            }
+            let batch = self.st.seal(txn);
+            self.st.commit(&mut self.kv, batch);
+            moved += chunk;
+            let done = matches!(which, RedriveSelection::Ids(_)) || chunk == 0 || ids.len() < REDRIVE_CHUNK;
+            if done {
+                return Ok(moved);
+            }
+        }
+    }
+
+    fn find(&self, txn: &Txn<'_>, queue: &QueueName, id: &str) -> Result<(QueueRecord, EventRecord), StoreError> {
+        let not_found = || StoreError::EventNotFound {
+            queue: queue.to_string(),
+            id: id.to_string(),
+        };
+        let resolved = self.st.resolve_queue(txn, queue)?;
+        if !resolved.stored {
+            return Err(not_found());
+        }
+        let ev = State::read_event(txn, resolved.rec.id, id)?.ok_or_else(not_found)?;
+        Ok((resolved.rec, ev))
+    }
+}
+
+/// Deletes an unleased event and its index entry.
+pub(super) fn remove_event(st: &mut State, txn: &mut Txn<'_>, rec: &QueueRecord, ev: &EventRecord) -> Result<(), StoreError> {
+    txn.delete(keys::event(rec.id, ev.id.as_str()));
+    let state = ev.state;
+    if state == EventState::Ready {
+        State::remove_ready(txn, rec.id, ev);
+    }
+    if let Some(deadline) = ev.lease_expires_at {
+        txn.delete(keys::lease(deadline.as_micros(), rec.id, ev.id.as_str()));
+    }
+    st.update_counters(txn, rec, |c| match state {
+        EventState::Ready => c.ready -= 1,
+        EventState::Delayed => c.delayed -= 1,
+        EventState::Leased => c.leased -= 1,
+    })
+}
+
+/// A leased event belongs to its lease holder, even past its deadline until expiry sweeps it.
+fn refuse_if_leased(rec: &QueueRecord, ev: &EventRecord) -> Result<(), StoreError> {
+    match (ev.state, ev.lease_expires_at) {
+        (EventState::Leased, Some(until)) => Err(StoreError::LeaseHeld {
+            queue: rec.name.to_string(),
+            id: ev.id.to_string(),
+            until,
+        }),
+        _ => Ok(()),
+    }
+}

@@ -1,0 +1,327 @@
+//! Leases: take a batch in `(activate_at, seq)` order, complete with an outcome, extend, and
+//! expire. Each outcome checks the lease epoch and deadline in the same transaction that
+//! applies it, so a stale token changes nothing.
+
+use std::time::Duration;
+
+use cascade_core::{EventState, Outcome, QueueName, Timestamp};
+
+use super::state::State;
+use super::{DEAD_LETTER_FROM, DEAD_LETTER_REASON, LeaseToken, LeasedEvent, Shard, dead_letter_queue};
+use crate::codec::keys;
+use crate::codec::records::{Delivery, EventRecord, QueueKind, QueueRecord};
+use crate::error::StoreError;
+use crate::kv::{Flow, Txn};
+
+impl Shard {
+    /// Leases up to `max` ready events; `lease`: `None` for the queue's default.
+    pub fn take(
+        &mut self,
+        now: Timestamp,
+        queue: &QueueName,
+        max: usize,
+        lease: Option<Duration>,
+    ) -> Result<Vec<LeasedEvent>, StoreError> {
+        let txn = Txn::new(&self.kv);
+        let resolved = self.st.resolve_queue(&txn, queue)?;
+        if !resolved.stored || max == 0 {
+            return Ok(Vec::new());
+        }
+        let rec = resolved.rec;
+        let (space_start, end) = keys::ready_space(rec.id);
+        let start = self.st.ready_cursor.get(&rec.id).cloned().unwrap_or(space_start);
+        let mut ids = Vec::with_capacity(max.min(1024));
+        let mut last_key = None;
+        self.kv.scan(&start, &end, |k, v| {
+            ids.push(String::from_utf8_lossy(v).into_owned());
+            last_key = Some(k.to_vec());
+            Ok(if ids.len() >= max { Flow::Stop } else { Flow::Continue })
+        })?;
+        let mut txn = txn;
+        let deadline = now.saturating_add(lease.unwrap_or(rec.config.lease));
+        let mut out = Vec::with_capacity(ids.len());
+        for id in &ids {
+            let mut ev = State::read_event(&txn, rec.id, id)?.ok_or_else(|| {
+                StoreError::corrupt(self.kv.dir(), format!("ready index names missing event '{id}' of queue '{}'", rec.name))
+            })?;
+            debug_assert_eq!(ev.state, EventState::Ready);
+            State::remove_ready(&mut txn, rec.id, &ev);
+            ev.state = EventState::Leased;
+            ev.attempts += 1;
+            ev.lease_epoch = self.st.seqs.next_epoch();
+            ev.lease_expires_at = Some(deadline);
+            self.st.write_event(&mut txn, &rec, &mut ev, false);
+            txn.put_fresh(
+                keys::lease(deadline.as_micros(), rec.id, id),
+                rec.name.as_str().as_bytes().to_vec(),
+            );
+            out.push(LeasedEvent {
+                token: LeaseToken(ev.lease_epoch),
+                expires_at: deadline,
+                event: super::events::to_event(&rec.name, ev),
+            });
+        }
+        let n = out.len() as u64;
+        if n > 0 {
+            self.st.update_counters(&mut txn, &rec, |c| {
+                c.ready -= n;
+                c.leased += n;
+            })?;
+        }
+        match last_key {
+            Some(k) => {
+                self.st.ready_cursor.insert(rec.id, keys::successor(&k));
+            }
+            None => {
+                self.st.ready_cursor.remove(&rec.id);
+            }
+        }
+        let batch = self.st.seal(txn);
+        self.st.commit(&mut self.kv, batch);
+        Ok(out)
+    }
+
+    /// Applies the outcome of a lease. Stale token, expired lease or a missing event:
+    /// `StaleLease`, and nothing changes.
+    pub fn complete(
+        &mut self,
+        now: Timestamp,
+        queue: &QueueName,
+        id: &str,
+        token: LeaseToken,
+        outcome: Outcome,
+    ) -> Result<(), StoreError> {
+        let mut txn = Txn::new(&self.kv);
+        let (rec, mut ev) = self.current_lease(&txn, now, queue, id, token)?;
+        end_lease(&mut txn, &rec, &ev);
+        ev.lease_expires_at = None;
+        let attempts_left = rec.config.max_attempts == 0 || ev.attempts < rec.config.max_attempts;
+        match outcome {
+            Outcome::Ack => {
+                txn.delete(keys::event(rec.id, id));
+                self.st.update_counters(&mut txn, &rec, |c| {
+                    c.leased -= 1;
+                    c.completed_total += 1;
+                })?;
+            }
+            Outcome::Advance {
+                to,
+                payload,
+                headers,
+                delay,
+            } => {
+                let to = to.ok_or_else(|| cascade_core::Error::InvalidArgument {
+                    field: "advance.to".into(),
+                    reason: "the shard needs the next queue; the gateway resolves pipeline stages".into(),
+                })?;
+                let to = QueueName::parse_field(&to, "advance.to")?;
+                let mut merged = ev.headers.clone();
+                merged.extend(headers);
+                cascade_core::event::validate_headers(&merged)?;
+                txn.delete(keys::event(rec.id, id));
+                self.st.update_counters(&mut txn, &rec, |c| {
+                    c.leased -= 1;
+                    c.completed_total += 1;
+                })?;
+                let delivery = Delivery {
+                    queue: to,
+                    id: ev.id,
+                    payload: payload.unwrap_or(ev.payload),
+                    headers: merged,
+                    activate_at: now.saturating_add(delay.unwrap_or_default()),
+                    created_at: ev.created_at,
+                };
+                self.st.deliver(&mut txn, now, delivery, QueueKind::Explicit)?;
+            }
+            Outcome::Retry { .. } if !attempts_left => {
+                let reason = format!("retry after {} of {} attempts", ev.attempts, rec.config.max_attempts);
+                self.st.dead_letter(&mut txn, now, &rec, ev, reason)?;
+            }
+            Outcome::Retry { delay } => {
+                let delay = delay.unwrap_or_else(|| {
+                    cascade_core::backoff::retry_delay(&rec.config, ev.attempts, self.st.rng.f64())
+                });
+                ev.activate_at = now.saturating_add(delay);
+                self.st.requeue(&mut txn, now, &rec, ev, |c| c.retries_total += 1)?;
+            }
+            Outcome::Reschedule { activate_at } => {
+                ev.activate_at = activate_at;
+                ev.attempts = 0;
+                self.st.requeue(&mut txn, now, &rec, ev, |_| {})?;
+            }
+            Outcome::Release => self.st.requeue(&mut txn, now, &rec, ev, |_| {})?,
+            Outcome::DeadLetter { reason } => self.st.dead_letter(&mut txn, now, &rec, ev, reason)?,
+        }
+        let batch = self.st.seal(txn);
+        self.st.commit(&mut self.kv, batch);
+        Ok(())
+    }
+
+    /// Moves a lease's deadline to `now + by`.
+    pub fn extend(
+        &mut self,
+        now: Timestamp,
+        queue: &QueueName,
+        id: &str,
+        token: LeaseToken,
+        by: Duration,
+    ) -> Result<Timestamp, StoreError> {
+        let mut txn = Txn::new(&self.kv);
+        let (rec, mut ev) = self.current_lease(&txn, now, queue, id, token)?;
+        end_lease(&mut txn, &rec, &ev);
+        let deadline = now.saturating_add(by);
+        ev.lease_expires_at = Some(deadline);
+        self.st.write_event(&mut txn, &rec, &mut ev, false);
+        txn.put_fresh(
+            keys::lease(deadline.as_micros(), rec.id, id),
+            rec.name.as_str().as_bytes().to_vec(),
+        );
+        let batch = self.st.seal(txn);
+        self.st.commit(&mut self.kv, batch);
+        Ok(deadline)
+    }
+
+    /// Ends up to `limit` leases whose deadline has passed: back to ready, or to the
+    /// dead-letter queue once `attempts` has reached `max_attempts`. Returns how many.
+    pub fn expire_leases(&mut self, now: Timestamp, limit: usize) -> Result<usize, StoreError> {
+        let (space_start, end) = keys::lease_due_space(now.as_micros());
+        let start = if self.st.lease_cursor == 0 {
+            space_start
+        } else {
+            keys::lease(self.st.lease_cursor, 0, "")
+        };
+        let mut due = Vec::new();
+        self.kv.scan(&start, &end, |k, v| {
+            let (_, _, id) = keys::decode_lease(k).map_err(|e| State::corrupt(&self.kv, e))?;
+            let name = std::str::from_utf8(v)
+                .ok()
+                .and_then(|s| QueueName::parse(s).ok())
+                .ok_or_else(|| StoreError::corrupt(self.kv.dir(), "lease entry with a bad queue name".into()))?;
+            due.push((name, id));
+            Ok(if due.len() >= limit { Flow::Stop } else { Flow::Continue })
+        })?;
+        if due.len() < limit {
+            // Every lease due by `now` is handled; new deadlines are never in the past.
+            self.st.lease_cursor = now.as_micros();
+        }
+        let mut txn = Txn::new(&self.kv);
+        for (name, id) in &due {
+            let rec = self.st.resolve_queue(&txn, name)?.rec;
+            let mut ev = State::read_event(&txn, rec.id, id)?
+                .ok_or_else(|| StoreError::corrupt(self.kv.dir(), format!("lease names missing event '{id}'")))?;
+            end_lease(&mut txn, &rec, &ev);
+            ev.lease_expires_at = None;
+            if rec.config.max_attempts != 0 && ev.attempts >= rec.config.max_attempts {
+                let reason = format!("lease expired after {} of {} attempts", ev.attempts, rec.config.max_attempts);
+                self.st.update_counters(&mut txn, &rec, |c| c.expired_leases_total += 1)?;
+                self.st.dead_letter(&mut txn, now, &rec, ev, reason)?;
+            } else {
+                self.st.requeue(&mut txn, now, &rec, ev, |c| c.expired_leases_total += 1)?;
+            }
+        }
+        let batch = self.st.seal(txn);
+        self.st.commit(&mut self.kv, batch);
+        Ok(due.len())
+    }
+
+    fn current_lease(
+        &self,
+        txn: &Txn<'_>,
+        now: Timestamp,
+        queue: &QueueName,
+        id: &str,
+        token: LeaseToken,
+    ) -> Result<(QueueRecord, EventRecord), StoreError> {
+        let stale = || StoreError::StaleLease {
+            queue: queue.to_string(),
+            id: id.to_string(),
+        };
+        let resolved = self.st.resolve_queue(txn, queue)?;
+        if !resolved.stored {
+            return Err(stale());
+        }
+        let ev = State::read_event(txn, resolved.rec.id, id)?.ok_or_else(stale)?;
+        let current = ev.state == EventState::Leased
+            && ev.lease_epoch == token.0
+            && ev.lease_expires_at.is_some_and(|d| now < d);
+        if !current {
+            return Err(stale());
+        }
+        Ok((resolved.rec, ev))
+    }
+}
+
+impl State {
+    /// Puts a leased event back: ready if its activation time has come, else delayed.
+    fn requeue(
+        &mut self,
+        txn: &mut Txn<'_>,
+        now: Timestamp,
+        rec: &QueueRecord,
+        mut ev: EventRecord,
+        count: impl FnOnce(&mut crate::codec::records::Counters),
+    ) -> Result<(), StoreError> {
+        let ready = ev.activate_at <= now;
+        ev.state = if ready { EventState::Ready } else { EventState::Delayed };
+        self.write_event(txn, rec, &mut ev, false);
+        if ready {
+            self.add_ready(txn, rec.id, &ev);
+        }
+        self.update_counters(txn, rec, |c| {
+            c.leased -= 1;
+            if ready {
+                c.ready += 1;
+            } else {
+                c.delayed += 1;
+            }
+            count(c);
+        })
+    }
+
+    /// Moves a leased event to its queue's dead-letter queue with the reason.
+    fn dead_letter(
+        &mut self,
+        txn: &mut Txn<'_>,
+        now: Timestamp,
+        rec: &QueueRecord,
+        ev: EventRecord,
+        reason: String,
+    ) -> Result<(), StoreError> {
+        let dlq = dead_letter_queue(rec)?;
+        txn.delete(keys::event(rec.id, ev.id.as_str()));
+        self.update_counters(txn, rec, |c| {
+            c.leased -= 1;
+            c.dead_lettered += 1;
+        })?;
+        let mut headers = ev.headers;
+        headers.insert(DEAD_LETTER_FROM.into(), rec.name.to_string());
+        headers.insert(DEAD_LETTER_REASON.into(), truncate(reason, 1024));
+        let delivery = Delivery {
+            queue: dlq,
+            id: ev.id,
+            payload: ev.payload,
+            headers,
+            activate_at: now,
+            created_at: ev.created_at,
+        };
+        self.deliver(txn, now, delivery, QueueKind::DeadLetter)
+    }
+
+}
+
+fn end_lease(txn: &mut Txn<'_>, rec: &QueueRecord, ev: &EventRecord) {
+    if let Some(deadline) = ev.lease_expires_at {
+        txn.delete(keys::lease(deadline.as_micros(), rec.id, ev.id.as_str()));
+    }
+}
+
+fn truncate(mut s: String, max: usize) -> String {
+    if s.len() > max {
+        let mut cut = max;
+        while !s.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        s.truncate(cut);
+    }
+    s
+}

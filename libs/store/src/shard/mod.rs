@@ -1,0 +1,139 @@
+//! The dispatcher shard's state machine (DESIGN §2). Every public operation reads the current
+//! state, builds one `Txn`, and commits it: the batch is applied to the in-memory layers at
+//! once and queued in `unlogged` for the write-ahead log. The state machine does no I/O of its
+//! own beyond reading the store, and takes `now` from its caller, so tests drive it with a
+//! simulated clock. Failure policy: an operation validates everything before it writes, so an
+//! error changes nothing.
+
+mod admin;
+mod enqueue;
+mod events;
+mod lease;
+mod state;
+pub mod types;
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use cascade_core::{QueueConfig, QueueName};
+
+use crate::codec::keys;
+use crate::codec::records::{self, QueueKind, QueueRecord};
+use crate::error::StoreError;
+use crate::kv::{Batch, Flow, Kv};
+pub use state::Resolved;
+use state::State;
+pub use types::*;
+
+/// Decides whether a queue belongs to this shard; hand-offs go to the others.
+pub type Router = Arc<dyn Fn(&QueueName) -> bool + Send + Sync>;
+
+#[derive(Clone)]
+pub struct ShardSettings {
+    /// Live dedup entries (client IDs and idempotency keys) at most; the oldest age out first.
+    pub dedup_max_entries: u64,
+    /// Seed of the backoff jitter; fixed in tests for reproducible runs.
+    pub jitter_seed: u64,
+    pub router: Router,
+}
+
+impl Default for ShardSettings {
+    fn default() -> Self {
+        ShardSettings {
+            dedup_max_entries: 1_000_000,
+            jitter_seed: 0x5eed,
+            router: Arc::new(|_| true),
+        }
+    }
+}
+
+pub struct Shard {
+    kv: Kv,
+    st: State,
+}
+
+impl Shard {
+    /// Builds the state machine over a store whose log has already been replayed into `kv`.
+    pub fn new(kv: Kv, settings: ShardSettings) -> Result<Shard, StoreError> {
+        let seqs = state::Sequences::load(&kv)?;
+        let mut st = State {
+            rng: fastrand::Rng::with_seed(settings.jitter_seed),
+            settings,
+            templates: Vec::new(),
+            seqs,
+            ready_cursor: HashMap::new(),
+            lease_cursor: 0,
+            unlogged: Vec::new(),
+        };
+        st.templates = load_templates(&kv)?;
+        Ok(Shard { kv, st })
+    }
+
+    /// The batches committed since the last call, in order: the caller logs them.
+    pub fn take_unlogged(&mut self) -> Vec<Batch> {
+        std::mem::take(&mut self.st.unlogged)
+    }
+
+    /// Config of a dead-letter queue created on first use: it keeps what it is given.
+    pub(crate) fn dead_letter_config() -> QueueConfig {
+        QueueConfig {
+            max_attempts: 0,
+            ..QueueConfig::default()
+        }
+    }
+}
+
+/// Templates, longest name first: the most specific match wins.
+fn load_templates(kv: &Kv) -> Result<Vec<QueueRecord>, StoreError> {
+    let (start, end) = keys::queue_space();
+    let mut templates = Vec::new();
+    kv.scan(&start, &end, |_, v| {
+        let rec = records::decode_queue(v).map_err(|e| State::corrupt(kv, e))?;
+        if rec.kind == QueueKind::Template {
+            templates.push(rec);
+        }
+        Ok(Flow::Continue)
+    })?;
+    sort_templates(&mut templates);
+    Ok(templates)
+}
+
+fn sort_templates(templates: &mut [QueueRecord]) {
+    templates.sort_by_key(|t| std::cmp::Reverse(t.name.as_str().len()));
+}
+
+fn dead_letter_queue(rec: &QueueRecord) -> Result<QueueName, StoreError> {
+    match &rec.config.dead_letter_queue {
+        Some(q) => Ok(q.clone()),
+        None => Ok(rec.name.dead_letter_default()?),
+    }
+}
+
+
+/// Lease expiries handled per maintenance tick at most, so one tick never stalls the writer.
+const EXPIRE_PER_TICK: usize = 1024;
+/// Expired dedup entries aged out per tick at most.
+const PRUNE_PER_TICK: usize = 1024;
+
+impl crate::durable::Maintenance for Shard {
+    fn kv(&self) -> &Kv {
+        &self.kv
+    }
+
+    fn kv_mut(&mut self) -> &mut Kv {
+        &mut self.kv
+    }
+
+    fn take_unlogged(&mut self) -> Vec<Batch> {
+        Shard::take_unlogged(self)
+    }
+
+    fn tick(&mut self, now: cascade_core::Timestamp) -> Result<(), StoreError> {
+        self.expire_leases(now, EXPIRE_PER_TICK)?;
+        self.prune_dedup(now, PRUNE_PER_TICK)?;
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,328 @@
+//! The building blocks every operation shares: resolving a queue, reading and writing events
+//! and counters inside a transaction, and delivering an event locally or through the outbox.
+
+use std::collections::{BTreeMap, HashMap};
+
+use cascade_core::{EventId, EventState, QueueName, Timestamp};
+
+use super::ShardSettings;
+use crate::codec::keys;
+use crate::codec::records::{self, Counters, Delivery, EventRecord, HandOff, QueueKind, QueueRecord};
+use crate::error::StoreError;
+use crate::kv::{Batch, Kv, Txn};
+
+/// The shard's persistent sequence numbers, written with the transaction that moves them.
+pub(super) struct Sequences {
+    /// Insertion order of events, outbox entries and dedup entries.
+    pub seq: u64,
+    /// Lease epochs: every take gets a new one, so a token is never reused.
+    pub epoch: u64,
+    pub queue_id: u64,
+    /// Live dedup entries.
+    pub dedup_count: u64,
+    dirty: bool,
+}
+
+const META_KEYS: [&str; 4] = ["seq", "epoch", "queue_id", "dedup_count"];
+
+impl Sequences {
+    pub fn load(kv: &Kv) -> Result<Sequences, StoreError> {
+        let mut values = [0u64; 4];
+        for (slot, name) in values.iter_mut().zip(META_KEYS) {
+            if let Some(v) = kv.get(&keys::meta(name))? {
+                *slot = records::decode_u64(&v, "shard sequence")
+                    .map_err(|e| StoreError::corrupt(kv.dir(), e.to_string()))?;
+            }
+        }
+        Ok(Sequences {
+            seq: values[0],
+            epoch: values[1],
+            queue_id: values[2],
+            dedup_count: values[3],
+            dirty: false,
+        })
+    }
+
+    pub fn next_seq(&mut self) -> u64 {
+        self.dirty = true;
+        self.seq += 1;
+        self.seq
+    }
+
+    pub fn next_epoch(&mut self) -> u64 {
+        self.dirty = true;
+        self.epoch += 1;
+        self.epoch
+    }
+
+    pub fn next_queue_id(&mut self) -> u64 {
+        self.dirty = true;
+        self.queue_id += 1;
+        self.queue_id
+    }
+
+    pub fn add_dedup(&mut self, delta: i64) {
+        self.dirty = true;
+        self.dedup_count = self.dedup_count.saturating_add_signed(delta);
+    }
+
+    fn persist(&mut self, txn: &mut Txn<'_>) {
+        if !self.dirty {
+            return;
+        }
+        let values = [self.seq, self.epoch, self.queue_id, self.dedup_count];
+        for (v, name) in values.into_iter().zip(META_KEYS) {
+            txn.put(keys::meta(name), records::encode_u64(v));
+        }
+        self.dirty = false;
+    }
+}
+
+/// A queue an operation addresses. `stored` is false for a name that only matches a template:
+/// it gets a record (and an ID) with its first event.
+#[derive(Clone, Debug)]
+pub struct Resolved {
+    pub rec: QueueRecord,
+    pub stored: bool,
+}
+
+pub(super) struct State {
+    pub settings: ShardSettings,
+    pub rng: fastrand::Rng,
+    pub templates: Vec<QueueRecord>,
+    pub seqs: Sequences,
+    pub ready_cursor: HashMap<u64, Vec<u8>>,
+    pub lease_cursor: u64,
+    pub unlogged: Vec<Batch>,
+}
+
+impl State {
+    /// Applies the transaction to the store and queues it for the log.
+    pub fn commit(&mut self, kv: &mut Kv, batch: Batch) {
+        if batch.is_empty() {
+            return;
+        }
+        kv.apply(&batch);
+        self.unlogged.push(batch);
+    }
+
+    /// Writes the moved sequences into the transaction; call last, just before commit.
+    pub fn seal(&mut self, mut txn: Txn<'_>) -> Batch {
+        self.seqs.persist(&mut txn);
+        txn.into_batch()
+    }
+
+    pub fn corrupt(kv: &Kv, e: crate::codec::Malformed) -> StoreError {
+        StoreError::corrupt(kv.dir(), e.to_string())
+    }
+
+    pub fn template_for(&self, name: &QueueName) -> Option<&QueueRecord> {
+        self.templates.iter().find(|t| t.name.template_matches(name))
+    }
+
+    /// The queue `name` names, if it exists or a template matches it.
+    pub fn resolve(&self, txn: &Txn<'_>, name: &QueueName) -> Result<Option<Resolved>, StoreError> {
+        if let Some(v) = txn.get(&keys::queue(name.as_str()))? {
+            let rec = records::decode_queue(&v).map_err(|e| Self::corrupt(txn.kv(), e))?;
+            return Ok(Some(Resolved { rec, stored: true }));
+        }
+        Ok(self.template_for(name).map(|t| Resolved {
+            rec: QueueRecord {
+                id: 0,
+                name: name.clone(),
+                config: t.config.clone(),
+                kind: QueueKind::FromTemplate,
+                created_at: Timestamp::ZERO,
+            },
+            stored: false,
+        }))
+    }
+
+    /// Like `resolve`, for operations on events: a template itself holds none.
+    pub fn resolve_queue(&self, txn: &Txn<'_>, name: &QueueName) -> Result<Resolved, StoreError> {
+        if name.is_template() {
+            return Err(cascade_core::Error::InvalidArgument {
+                field: "queue".into(),
+                reason: format!("'{name}' is a template; name a queue that matches it"),
+            }
+            .into());
+        }
+        self.resolve(txn, name)?.ok_or_else(|| not_found(name))
+    }
+
+    /// Gives a template-matched queue its record and ID.
+    pub fn materialize(&mut self, txn: &mut Txn<'_>, mut resolved: Resolved, now: Timestamp) -> QueueRecord {
+        if resolved.stored {
+            return resolved.rec;
+        }
+        resolved.rec.id = self.seqs.next_queue_id();
+        resolved.rec.created_at = now;
+        txn.put_fresh(keys::queue(resolved.rec.name.as_str()), records::encode_queue(&resolved.rec));
+        resolved.rec
+    }
+
+    pub fn counters(txn: &Txn<'_>, qid: u64) -> Result<Counters, StoreError> {
+        match txn.get(&keys::counters(qid))? {
+            None => Ok(Counters::default()),
+            Some(v) => records::decode_counters(&v).map_err(|e| Self::corrupt(txn.kv(), e)),
+        }
+    }
+
+    /// Applies `change` to a queue's counters; an ephemeral queue left empty is removed.
+    pub fn update_counters(
+        &mut self,
+        txn: &mut Txn<'_>,
+        rec: &QueueRecord,
+        change: impl FnOnce(&mut Counters),
+    ) -> Result<(), StoreError> {
+        let mut c = Self::counters(txn, rec.id)?;
+        change(&mut c);
+        let ephemeral = matches!(rec.kind, QueueKind::FromTemplate | QueueKind::DeadLetter);
+        if ephemeral && c.ready + c.delayed + c.leased == 0 {
+            txn.delete(keys::queue(rec.name.as_str()));
+            txn.delete(keys::counters(rec.id));
+            self.ready_cursor.remove(&rec.id);
+        } else {
+            txn.put(keys::counters(rec.id), records::encode_counters(&c));
+        }
+        Ok(())
+    }
+
+    pub fn read_event(txn: &Txn<'_>, qid: u64, id: &str) -> Result<Option<EventRecord>, StoreError> {
+        match txn.get(&keys::event(qid, id))? {
+            None => Ok(None),
+            Some(v) => records::decode_event(&v)
+                .map(Some)
+                .map_err(|e| Self::corrupt(txn.kv(), e)),
+        }
+    }
+
+    /// Writes an event with a new version; a delayed event gets a schedule for that version
+    /// (a schedule of an older version is ignored when it fires).
+    pub fn write_event(&mut self, txn: &mut Txn<'_>, queue: &QueueRecord, ev: &mut EventRecord, fresh: bool) {
+        ev.version += 1;
+        let key = keys::event(queue.id, ev.id.as_str());
+        let value = records::encode_event(ev);
+        if fresh {
+            txn.put_fresh(key, value);
+        } else {
+            txn.put(key, value);
+        }
+        if ev.state == EventState::Delayed {
+            self.outbox(
+                txn,
+                &HandOff::Schedule {
+                    queue: queue.name.clone(),
+                    id: ev.id.clone(),
+                    version: ev.version,
+                    at: ev.activate_at,
+                },
+            );
+        }
+    }
+
+    pub fn add_ready(&mut self, txn: &mut Txn<'_>, qid: u64, ev: &EventRecord) {
+        let key = keys::ready(qid, ev.activate_at.as_micros(), ev.seq);
+        if let Some(cursor) = self.ready_cursor.get_mut(&qid) {
+            if key < *cursor {
+                cursor.clone_from(&key);
+            }
+        }
+        txn.put_fresh(key, ev.id.as_str().as_bytes().to_vec());
+    }
+
+    pub fn remove_ready(txn: &mut Txn<'_>, qid: u64, ev: &EventRecord) {
+        txn.delete(keys::ready(qid, ev.activate_at.as_micros(), ev.seq));
+    }
+
+    pub fn outbox(&mut self, txn: &mut Txn<'_>, h: &HandOff) {
+        let seq = self.seqs.next_seq();
+        txn.put_fresh(keys::outbox(seq), records::encode_hand_off(h));
+    }
+
+    /// Stores a new event in `queue`, ready or delayed by its activation time.
+    #[allow(clippy::too_many_arguments)]
+    pub fn insert_event(
+        &mut self,
+        txn: &mut Txn<'_>,
+        now: Timestamp,
+        queue: &QueueRecord,
+        id: EventId,
+        payload: Vec<u8>,
+        headers: BTreeMap<String, String>,
+        activate_at: Timestamp,
+        created_at: Timestamp,
+    ) -> Result<EventRecord, StoreError> {
+        let state = if activate_at <= now {
+            EventState::Ready
+        } else {
+            EventState::Delayed
+        };
+        let mut ev = EventRecord {
+            id,
+            state,
+            activate_at,
+            attempts: 0,
+            created_at,
+            version: 0,
+            seq: self.seqs.next_seq(),
+            lease_epoch: 0,
+            lease_expires_at: None,
+            headers,
+            payload,
+        };
+        self.write_event(txn, queue, &mut ev, true);
+        if state == EventState::Ready {
+            self.add_ready(txn, queue.id, &ev);
+        }
+        self.update_counters(txn, queue, |c| {
+            c.enqueued_total += 1;
+            match state {
+                EventState::Ready => c.ready += 1,
+                _ => c.delayed += 1,
+            }
+        })?;
+        Ok(ev)
+    }
+
+    /// Enqueues a hand-off's event here, or sends it on through the outbox. Applying the same
+    /// delivery twice stores it once: the event ID is the key in its queue.
+    pub fn deliver(&mut self, txn: &mut Txn<'_>, now: Timestamp, d: Delivery, kind: QueueKind) -> Result<(), StoreError> {
+        if !(self.settings.router)(&d.queue) {
+            self.outbox(txn, &HandOff::Deliver(d));
+            return Ok(());
+        }
+        let resolved = match self.resolve(txn, &d.queue)? {
+            Some(r) => r,
+            None if kind == QueueKind::DeadLetter => Resolved {
+                rec: QueueRecord {
+                    id: 0,
+                    name: d.queue.clone(),
+                    config: super::Shard::dead_letter_config(),
+                    kind: QueueKind::DeadLetter,
+                    created_at: now,
+                },
+                stored: false,
+            },
+            None => return Err(not_found(&d.queue)),
+        };
+        let queue = self.materialize(txn, resolved, now);
+        if Self::read_event(txn, queue.id, d.id.as_str())?.is_some() {
+            return Ok(());
+        }
+        self.insert_event(txn, now, &queue, d.id, d.payload, d.headers, d.activate_at, d.created_at)?;
+        Ok(())
+    }
+}
+
+pub fn not_found(name: &QueueName) -> StoreError {
+    let s = name.as_str();
+    let hint = s
+        .rfind([':', '.'])
+        .map_or(s, |i| &s[..=i])
+        .to_string();
+    StoreError::QueueNotFound {
+        queue: s.to_string(),
+        hint,
+    }
+}

@@ -1,0 +1,313 @@
+//! Scenario tests of the state machine, one behaviour each, with explicit times.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use cascade_core::{EventId, EventState, IdempotencyKey, Outcome, QueueConfig, QueueName, Timestamp};
+
+use super::*;
+use crate::codec::records::HandOff;
+use crate::durable::Maintenance;
+use crate::error::StoreError;
+use crate::kv::Kv;
+
+const T0: u64 = 1_700_000_000_000_000;
+
+fn at(secs: u64) -> Timestamp {
+    Timestamp::from_micros(T0 + secs * 1_000_000)
+}
+
+fn q(name: &str) -> QueueName {
+    QueueName::parse(name).expect("valid queue name")
+}
+
+fn open(settings: ShardSettings) -> (tempfile::TempDir, Shard) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let kv = Kv::open(&dir.path().join("state"), 1 << 20).expect("open kv");
+    let shard = Shard::new(kv, settings).expect("shard");
+    (dir, shard)
+}
+
+fn with_queue(config: QueueConfig) -> (tempfile::TempDir, Shard) {
+    let (dir, mut shard) = open(ShardSettings::default());
+    shard.create_queue(at(0), q("jobs"), config).expect("create");
+    (dir, shard)
+}
+
+fn cmd(payload: &str) -> EnqueueCmd {
+    EnqueueCmd {
+        queue: q("jobs"),
+        id: None,
+        idempotency_key: None,
+        payload: payload.as_bytes().to_vec(),
+        headers: BTreeMap::new(),
+        activate_at: None,
+    }
+}
+
+fn payloads(leased: &[LeasedEvent]) -> Vec<String> {
+    leased
+        .iter()
+        .map(|l| String::from_utf8(l.event.payload.clone()).expect("utf8"))
+        .collect()
+}
+
+#[test]
+fn enqueue_take_ack_round_trip_with_stats() {
+    let (_d, mut s) = with_queue(QueueConfig::default());
+    let e = s.enqueue(at(1), cmd("a")).expect("enqueue");
+    assert!(!e.duplicate);
+    assert_eq!(e.id.as_str().len(), 26);
+    let taken = s.take(at(2), &q("jobs"), 10, None).expect("take");
+    assert_eq!(payloads(&taken), ["a"]);
+    assert_eq!(taken[0].event.attempts, 1);
+    assert_eq!(taken[0].event.state, EventState::Leased);
+    let stats = s.queue_stats(at(2), &q("jobs")).expect("stats");
+    assert_eq!((stats.ready, stats.leased, stats.enqueued_total), (0, 1, 1));
+    s.complete(at(3), &q("jobs"), e.id.as_str(), taken[0].token, Outcome::Ack)
+        .expect("ack");
+    let stats = s.queue_stats(at(3), &q("jobs")).expect("stats");
+    assert_eq!((stats.leased, stats.completed_total), (0, 1));
+    assert!(matches!(
+        s.get(&q("jobs"), e.id.as_str()),
+        Err(StoreError::EventNotFound { .. })
+    ));
+}
+
+#[test]
+fn delayed_event_waits_for_its_activation_of_the_current_version() {
+    let (_d, mut s) = with_queue(QueueConfig::default());
+    let mut c = cmd("later");
+    c.activate_at = Some(at(60));
+    let e = s.enqueue(at(1), c).expect("enqueue");
+    assert!(s.take(at(2), &q("jobs"), 10, None).expect("take").is_empty());
+    let outbox = s.outbox(10).expect("outbox");
+    let [(_, HandOff::Schedule { version, at: when, .. })] = outbox.as_slice() else {
+        panic!("expected one schedule, got {outbox:?}");
+    };
+    assert_eq!(*when, at(60));
+    assert!(!s.activate(&q("jobs"), e.id.as_str(), version + 1).expect("activate"));
+    assert!(s.activate(&q("jobs"), e.id.as_str(), *version).expect("activate"));
+    assert!(!s.activate(&q("jobs"), e.id.as_str(), *version).expect("again"));
+    assert_eq!(payloads(&s.take(at(61), &q("jobs"), 10, None).expect("take")), ["later"]);
+}
+
+#[test]
+fn ready_order_is_activation_time_then_insertion() {
+    let (_d, mut s) = with_queue(QueueConfig::default());
+    for (p, t) in [("c", 5), ("a", 3), ("b", 3), ("d", 4)] {
+        let mut c = cmd(p);
+        c.activate_at = Some(at(t));
+        s.enqueue(at(10), c).expect("enqueue");
+    }
+    let taken = s.take(at(10), &q("jobs"), 10, None).expect("take");
+    assert_eq!(payloads(&taken), ["a", "b", "d", "c"]);
+}
+
+#[test]
+fn expired_lease_redelivers_then_dead_letters_at_max_attempts() {
+    let config = QueueConfig {
+        max_attempts: 2,
+        lease: Duration::from_secs(10),
+        ..QueueConfig::default()
+    };
+    let (_d, mut s) = with_queue(config);
+    let e = s.enqueue(at(0), cmd("x")).expect("enqueue");
+    let first = s.take(at(1), &q("jobs"), 1, None).expect("take");
+    assert_eq!(s.expire_leases(at(5), 100).expect("expire"), 0);
+    assert_eq!(s.expire_leases(at(11), 100).expect("expire"), 1);
+    let stale = s.complete(at(12), &q("jobs"), e.id.as_str(), first[0].token, Outcome::Ack);
+    assert!(matches!(stale, Err(StoreError::StaleLease { .. })));
+    let second = s.take(at(12), &q("jobs"), 1, None).expect("take");
+    assert_eq!(second[0].event.attempts, 2);
+    s.expire_leases(at(30), 100).expect("expire");
+    assert!(s.take(at(31), &q("jobs"), 1, None).expect("take").is_empty());
+    let dead = s.list_dead_letters(&q("jobs.dlq"), 10, "").expect("list");
+    assert_eq!(dead.items.len(), 1);
+    assert!(dead.items[0].headers[DEAD_LETTER_REASON].contains("lease expired"));
+    let stats = s.queue_stats(at(31), &q("jobs")).expect("stats");
+    assert_eq!((stats.dead_lettered, stats.expired_leases_total), (1, 2));
+    assert_eq!(s.redrive(at(32), &q("jobs.dlq"), RedriveSelection::All).expect("redrive"), 1);
+    let back = s.take(at(33), &q("jobs"), 1, None).expect("take");
+    assert_eq!((back[0].event.attempts, back[0].event.id.clone()), (1, e.id));
+    assert!(!back[0].event.headers.contains_key(DEAD_LETTER_REASON));
+}
+
+#[test]
+fn retry_backs_off_and_reschedule_resets_attempts() {
+    let (_d, mut s) = with_queue(QueueConfig::default());
+    let e = s.enqueue(at(0), cmd("x")).expect("enqueue");
+    let l = s.take(at(0), &q("jobs"), 1, None).expect("take");
+    s.complete(at(1), &q("jobs"), e.id.as_str(), l[0].token, Outcome::Retry { delay: None })
+        .expect("retry");
+    let ev = s.get(&q("jobs"), e.id.as_str()).expect("get");
+    assert_eq!(ev.state, EventState::Delayed);
+    let wait = ev.activate_at.duration_since(at(1));
+    assert!(wait >= Duration::from_millis(500) && wait <= Duration::from_secs(1), "{wait:?}");
+    s.activate(&q("jobs"), e.id.as_str(), ev.version).expect("activate");
+    let l = s.take(at(2), &q("jobs"), 1, None).expect("take");
+    assert_eq!(l[0].event.attempts, 2);
+    let outcome = Outcome::Reschedule { activate_at: at(100) };
+    s.complete(at(3), &q("jobs"), e.id.as_str(), l[0].token, outcome).expect("reschedule");
+    let ev = s.get(&q("jobs"), e.id.as_str()).expect("get");
+    assert_eq!((ev.attempts, ev.activate_at, ev.state), (0, at(100), EventState::Delayed));
+}
+
+#[test]
+fn dedup_by_client_id_and_idempotency_key() {
+    let (_d, mut s) = with_queue(QueueConfig::default());
+    let mut c = cmd("x");
+    c.id = Some(EventId::parse("order-1").expect("id"));
+    let first = s.enqueue(at(0), c.clone()).expect("enqueue");
+    let again = s.enqueue(at(1), c).expect("enqueue");
+    assert!(again.duplicate);
+    assert_eq!(again.id, first.id);
+    let mut k = cmd("y");
+    k.idempotency_key = Some(IdempotencyKey::parse("key-1").expect("key"));
+    let first = s.enqueue(at(0), k.clone()).expect("enqueue");
+    let again = s.enqueue(at(2), k.clone()).expect("enqueue");
+    assert_eq!((again.duplicate, again.id), (true, first.id.clone()));
+    // After the window (15 min by default) the key is new again.
+    let later = s.enqueue(at(16 * 60), k).expect("enqueue");
+    assert!(!later.duplicate);
+    assert_ne!(later.id, first.id);
+}
+
+#[test]
+fn dedup_entries_stay_within_the_count_bound() {
+    let settings = ShardSettings {
+        dedup_max_entries: 50,
+        ..ShardSettings::default()
+    };
+    let (_d, mut s) = open(settings);
+    s.create_queue(at(0), q("jobs"), QueueConfig::default()).expect("create");
+    for i in 0..500 {
+        let mut c = cmd("x");
+        c.idempotency_key = Some(IdempotencyKey::parse(&format!("k{i}")).expect("key"));
+        s.enqueue(at(0), c).expect("enqueue");
+        assert!(s.dedup_entries() <= 51, "{} entries", s.dedup_entries());
+    }
+    // The oldest keys aged out; the newest are still remembered.
+    let mut old = cmd("x");
+    old.idempotency_key = Some(IdempotencyKey::parse("k0").expect("key"));
+    assert!(!s.enqueue(at(0), old).expect("enqueue").duplicate);
+    let mut recent = cmd("x");
+    recent.idempotency_key = Some(IdempotencyKey::parse("k499").expect("key"));
+    assert!(s.enqueue(at(0), recent).expect("enqueue").duplicate);
+}
+
+#[test]
+fn update_and_delete_refused_while_leased() {
+    let (_d, mut s) = with_queue(QueueConfig::default());
+    let e = s.enqueue(at(0), cmd("x")).expect("enqueue");
+    let update = EventUpdate {
+        payload: Some(b"new".to_vec()),
+        ..EventUpdate::default()
+    };
+    let ev = s.update(at(1), &q("jobs"), e.id.as_str(), update.clone()).expect("update");
+    assert_eq!(ev.payload, b"new");
+    s.take(at(2), &q("jobs"), 1, None).expect("take");
+    let held = s.update(at(3), &q("jobs"), e.id.as_str(), update);
+    assert!(matches!(held, Err(StoreError::LeaseHeld { .. })), "{held:?}");
+    let held = s.delete(&q("jobs"), e.id.as_str());
+    assert!(matches!(held, Err(StoreError::LeaseHeld { .. })), "{held:?}");
+}
+
+#[test]
+fn update_of_activation_time_moves_between_ready_and_delayed() {
+    let (_d, mut s) = with_queue(QueueConfig::default());
+    let e = s.enqueue(at(0), cmd("x")).expect("enqueue");
+    let later = EventUpdate {
+        activate_at: Some(at(50)),
+        ..EventUpdate::default()
+    };
+    let ev = s.update(at(1), &q("jobs"), e.id.as_str(), later).expect("update");
+    assert_eq!(ev.state, EventState::Delayed);
+    assert!(s.take(at(2), &q("jobs"), 1, None).expect("take").is_empty());
+    let now = EventUpdate {
+        activate_at: Some(at(0)),
+        ..EventUpdate::default()
+    };
+    s.update(at(3), &q("jobs"), e.id.as_str(), now).expect("update");
+    assert_eq!(s.take(at(3), &q("jobs"), 1, None).expect("take").len(), 1);
+}
+
+#[test]
+fn template_queues_need_no_creation_and_vanish_when_empty() {
+    let (_d, mut s) = open(ShardSettings::default());
+    let unknown = s.enqueue(at(0), EnqueueCmd { queue: q("inbox:1"), ..cmd("x") });
+    assert!(matches!(unknown, Err(StoreError::QueueNotFound { .. })), "{unknown:?}");
+    s.create_queue(at(0), q("inbox:*"), QueueConfig::default()).expect("template");
+    let e = s
+        .enqueue(at(0), EnqueueCmd { queue: q("inbox:1"), ..cmd("x") })
+        .expect("enqueue");
+    assert_eq!(s.list_queues("inbox:", 10, "").expect("list").items.len(), 2);
+    let l = s.take(at(1), &q("inbox:1"), 1, None).expect("take");
+    s.complete(at(1), &q("inbox:1"), e.id.as_str(), l[0].token, Outcome::Ack)
+        .expect("ack");
+    let names: Vec<String> = s
+        .list_queues("inbox:", 10, "")
+        .expect("list")
+        .items
+        .into_iter()
+        .map(|q| q.name.to_string())
+        .collect();
+    assert_eq!(names, ["inbox:*"]);
+}
+
+#[test]
+fn advance_is_local_or_handed_off_and_received_once() {
+    let remote = q("p.remote");
+    let settings = ShardSettings {
+        router: Arc::new(move |name: &QueueName| *name != remote),
+        ..ShardSettings::default()
+    };
+    let (_d, mut s) = open(settings);
+    s.create_queue(at(0), q("jobs"), QueueConfig::default()).expect("create");
+    s.create_queue(at(0), q("p.next"), QueueConfig::default()).expect("create");
+    let advance = |to: &str| Outcome::Advance {
+        to: Some(to.into()),
+        payload: None,
+        headers: BTreeMap::new(),
+        delay: None,
+    };
+    for to in ["p.next", "p.remote"] {
+        let e = s.enqueue(at(0), cmd(to)).expect("enqueue");
+        let l = s.take(at(0), &q("jobs"), 1, None).expect("take");
+        s.complete(at(1), &q("jobs"), e.id.as_str(), l[0].token, advance(to))
+            .expect("advance");
+    }
+    assert_eq!(payloads(&s.take(at(2), &q("p.next"), 10, None).expect("take")), ["p.next"]);
+    let outbox = s.outbox(10).expect("outbox");
+    let [(seq, HandOff::Deliver(d))] = outbox.as_slice() else {
+        panic!("expected one delivery, got {outbox:?}");
+    };
+    assert_eq!(d.queue, q("p.remote"));
+    // The receiving shard applies it once, even when it is sent twice.
+    let (_d2, mut other) = open(ShardSettings::default());
+    other.create_queue(at(0), q("p.remote"), QueueConfig::default()).expect("create");
+    assert_eq!(other.receive(at(2), 7, vec![(*seq, d.clone())]).expect("receive"), 1);
+    assert_eq!(other.receive(at(2), 7, vec![(*seq, d.clone())]).expect("receive"), 0);
+    assert_eq!(other.queue_stats(at(2), &q("p.remote")).expect("stats").ready, 1);
+    s.outbox_ack(&[*seq]);
+    assert!(s.outbox(10).expect("outbox").is_empty());
+}
+
+#[test]
+fn take_skips_tombstones_of_events_taken_since_the_checkpoint() {
+    let (_d, mut s) = with_queue(QueueConfig::default());
+    for i in 0..100 {
+        s.enqueue(at(0), cmd(&i.to_string())).expect("enqueue");
+    }
+    // Push everything to sled, as a checkpoint would.
+    let layer = s.kv_mut().freeze();
+    crate::kv::checkpoint::write(s.kv().db(), s.kv().dir(), &layer, 1).expect("checkpoint");
+    s.kv_mut().finish_checkpoint();
+    let mut seen = Vec::new();
+    for _ in 0..10 {
+        seen.extend(payloads(&s.take(at(1), &q("jobs"), 10, None).expect("take")));
+    }
+    let expected: Vec<String> = (0..100).map(|i| i.to_string()).collect();
+    assert_eq!(seen, expected);
+}

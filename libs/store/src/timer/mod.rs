@@ -1,0 +1,200 @@
+//! The activation timer's store: a durable schedule of `(activate_at, queue, id, version)`.
+//! Only the near future (up to `horizon` ahead of the last `due` call) is held in memory; the
+//! rest stays on disk and is loaded as time reaches it, so 100M pending timers cost memory
+//! only for the next minute's worth. An entry stays stored until the dispatcher acknowledges
+//! its activation; after a restart every due entry is fired again (activation is idempotent).
+
+use std::collections::{BTreeSet, HashSet};
+use std::time::Duration;
+
+use cascade_core::{EventId, QueueName, Timestamp};
+
+use crate::codec::{keys, records};
+use crate::durable::Maintenance;
+use crate::error::StoreError;
+use crate::kv::{Batch, Flow, Kv, Txn};
+
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct ScheduleEntry {
+    pub at: Timestamp,
+    pub queue: QueueName,
+    pub id: EventId,
+    pub version: u64,
+}
+
+impl ScheduleEntry {
+    fn key(&self) -> Vec<u8> {
+        keys::schedule(self.at.as_micros(), self.queue.as_str(), self.id.as_str(), self.version)
+    }
+
+    fn decode(key: &[u8], kv: &Kv) -> Result<ScheduleEntry, StoreError> {
+        let bad = |reason: String| StoreError::corrupt(kv.dir(), format!("schedule key: {reason}"));
+        let (at, queue, id, version) = keys::decode_schedule(key).map_err(|e| bad(e.to_string()))?;
+        Ok(ScheduleEntry {
+            at: Timestamp::from_micros(at),
+            queue: QueueName::parse(&queue).map_err(|e| bad(e.to_string()))?,
+            id: EventId::parse(&id).map_err(|e| bad(e.to_string()))?,
+            version,
+        })
+    }
+}
+
+pub struct Timer {
+    kv: Kv,
+    unlogged: Vec<Batch>,
+    horizon: Duration,
+    /// Keys of entries due before `loaded_until`, not yet handed out.
+    near: BTreeSet<Vec<u8>>,
+    /// Handed out by `due`, waiting for `acknowledge` or `release`.
+    in_flight: HashSet<Vec<u8>>,
+    /// Every stored entry due before this is in `near` or `in_flight`.
+    loaded_until: u64,
+}
+
+impl Timer {
+    pub fn new(kv: Kv, horizon: Duration) -> Timer {
+        Timer {
+            kv,
+            unlogged: Vec::new(),
+            horizon,
+            near: BTreeSet::new(),
+            in_flight: HashSet::new(),
+            loaded_until: 0,
+        }
+    }
+
+    /// Stores entries; scheduling one that is already stored changes nothing.
+    pub fn schedule(&mut self, entries: &[ScheduleEntry]) {
+        let mut txn = Txn::new(&self.kv);
+        for e in entries {
+            let key = e.key();
+            txn.put(
+                keys::scheduled_event(e.queue.as_str(), e.id.as_str(), e.version),
+                records::encode_u64(e.at.as_micros()),
+            );
+            if e.at.as_micros() < self.loaded_until && !self.in_flight.contains(&key) {
+                self.near.insert(key.clone());
+            }
+            txn.put(key, Vec::new());
+        }
+        let batch = txn.into_batch();
+        self.commit(batch);
+    }
+
+    /// Removes the entry of `(queue, id, version)`; false if there was none.
+    pub fn cancel(&mut self, queue: &QueueName, id: &EventId, version: u64) -> Result<bool, StoreError> {
+        let index = keys::scheduled_event(queue.as_str(), id.as_str(), version);
+        let Some(at) = self.kv.get(&index)? else {
+            return Ok(false);
+        };
+        let at = records::decode_u64(&at, "schedule index").map_err(|e| StoreError::corrupt(self.kv.dir(), e.to_string()))?;
+        let key = keys::schedule(at, queue.as_str(), id.as_str(), version);
+        let mut txn = Txn::new(&self.kv);
+        txn.delete(index);
+        txn.delete(key.clone());
+        self.near.remove(&key);
+        self.in_flight.remove(&key);
+        let batch = txn.into_batch();
+        self.commit(batch);
+        Ok(true)
+    }
+
+    /// Up to `limit` entries due at `now`, earliest first, marked in flight.
+    pub fn due(&mut self, now: Timestamp, limit: usize) -> Result<Vec<ScheduleEntry>, StoreError> {
+        let now = now.as_micros();
+        if now >= self.loaded_until {
+            self.load_until(now.saturating_add(self.horizon.as_micros() as u64))?;
+        }
+        let mut out = Vec::new();
+        while out.len() < limit {
+            let Some(first) = self.near.first() else { break };
+            let entry = ScheduleEntry::decode(first, &self.kv)?;
+            if entry.at.as_micros() > now {
+                break;
+            }
+            let key = self.near.pop_first().expect("first exists");
+            self.in_flight.insert(key);
+            out.push(entry);
+        }
+        Ok(out)
+    }
+
+    /// The dispatcher applied these activations: forget them.
+    pub fn acknowledge(&mut self, entries: &[ScheduleEntry]) {
+        let mut txn = Txn::new(&self.kv);
+        for e in entries {
+            let key = e.key();
+            self.in_flight.remove(&key);
+            self.near.remove(&key);
+            txn.delete(key);
+            txn.delete(keys::scheduled_event(e.queue.as_str(), e.id.as_str(), e.version));
+        }
+        let batch = txn.into_batch();
+        self.commit(batch);
+    }
+
+    /// These activations were not delivered: hand them out again.
+    pub fn release(&mut self, entries: &[ScheduleEntry]) {
+        for e in entries {
+            let key = e.key();
+            if self.in_flight.remove(&key) {
+                self.near.insert(key);
+            }
+        }
+    }
+
+    /// When the earliest entry held in memory is due, if any.
+    pub fn next_due(&self) -> Option<Timestamp> {
+        let first = self.near.first()?;
+        keys::decode_schedule(first)
+            .ok()
+            .map(|(at, ..)| Timestamp::from_micros(at))
+    }
+
+    /// Entries held in memory (the near future and those in flight).
+    pub fn in_memory(&self) -> usize {
+        self.near.len() + self.in_flight.len()
+    }
+
+    fn load_until(&mut self, until: u64) -> Result<(), StoreError> {
+        let (start, end) = keys::schedule_range(self.loaded_until, until.saturating_sub(1));
+        let near = &mut self.near;
+        let in_flight = &self.in_flight;
+        self.kv.scan(&start, &end, |k, _| {
+            if !in_flight.contains(k) {
+                near.insert(k.to_vec());
+            }
+            Ok(Flow::Continue)
+        })?;
+        self.loaded_until = until;
+        Ok(())
+    }
+
+    fn commit(&mut self, batch: Batch) {
+        if !batch.is_empty() {
+            self.kv.apply(&batch);
+            self.unlogged.push(batch);
+        }
+    }
+}
+
+impl Maintenance for Timer {
+    fn kv(&self) -> &Kv {
+        &self.kv
+    }
+
+    fn kv_mut(&mut self) -> &mut Kv {
+        &mut self.kv
+    }
+
+    fn take_unlogged(&mut self) -> Vec<Batch> {
+        std::mem::take(&mut self.unlogged)
+    }
+
+    fn tick(&mut self, _now: Timestamp) -> Result<(), StoreError> {
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,62 @@
+//! The schedule: due order, idempotent schedule and cancel, in-flight until acknowledged,
+//! and only the near future in memory.
+
+use std::time::Duration;
+
+use cascade_core::{EventId, QueueName, Timestamp};
+
+use super::*;
+
+fn entry(secs: u64, id: &str, version: u64) -> ScheduleEntry {
+    ScheduleEntry {
+        at: Timestamp::from_micros(secs * 1_000_000),
+        queue: QueueName::parse("jobs").expect("queue"),
+        id: EventId::parse(id).expect("id"),
+        version,
+    }
+}
+
+fn timer() -> (tempfile::TempDir, Timer) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let kv = Kv::open(&dir.path().join("state"), 1 << 20).expect("kv");
+    (dir, Timer::new(kv, Duration::from_secs(60)))
+}
+
+fn secs(s: u64) -> Timestamp {
+    Timestamp::from_micros(s * 1_000_000)
+}
+
+#[test]
+fn due_entries_come_in_time_order_and_stay_until_acknowledged() {
+    let (_d, mut t) = timer();
+    t.schedule(&[entry(30, "b", 1), entry(10, "a", 1), entry(500, "c", 1)]);
+    t.schedule(&[entry(10, "a", 1)]);
+    assert!(t.due(secs(5), 10).expect("due").is_empty());
+    let due = t.due(secs(40), 10).expect("due");
+    assert_eq!(due, vec![entry(10, "a", 1), entry(30, "b", 1)]);
+    assert!(t.due(secs(40), 10).expect("due").is_empty(), "in flight");
+    t.release(&due[1..]);
+    assert_eq!(t.due(secs(40), 10).expect("due"), vec![entry(30, "b", 1)]);
+    t.acknowledge(&due);
+    assert_eq!(t.due(secs(600), 10).expect("due"), vec![entry(500, "c", 1)]);
+}
+
+#[test]
+fn cancel_by_event_and_version() {
+    let (_d, mut t) = timer();
+    t.schedule(&[entry(10, "a", 1), entry(10, "a", 2)]);
+    assert!(t.cancel(&entry(0, "a", 1).queue, &entry(0, "a", 1).id, 1).expect("cancel"));
+    assert!(!t.cancel(&entry(0, "a", 1).queue, &entry(0, "a", 1).id, 1).expect("again"));
+    assert_eq!(t.due(secs(20), 10).expect("due"), vec![entry(10, "a", 2)]);
+}
+
+#[test]
+fn only_the_near_future_is_held_in_memory() {
+    let (_d, mut t) = timer();
+    let far: Vec<ScheduleEntry> = (0..1000).map(|i| entry(3600 + i, &format!("e{i}"), 1)).collect();
+    t.schedule(&far);
+    t.schedule(&[entry(1, "soon", 1)]);
+    assert_eq!(t.due(secs(2), 10).expect("due").len(), 1);
+    assert_eq!(t.in_memory(), 1, "only the in-flight entry");
+    assert_eq!(t.due(secs(3600 + 999), 2000).expect("due").len(), 1000);
+}

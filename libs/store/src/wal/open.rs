@@ -1,0 +1,116 @@
+//! `Wal::open`: scan every segment, cut a torn tail, check that the log covers everything
+//! after the checkpoint, and pick the segment to append to.
+
+use std::collections::VecDeque;
+use std::path::Path;
+
+use super::scan;
+use super::segment::{self, SegmentMeta};
+use super::{Lsn, Wal, WalError, WalOptions};
+
+impl Wal {
+    /// Opens the log in `dir`, creating it if missing, and validates every segment.
+    ///
+    /// `checkpoint_lsn` is the last LSN contained in the checkpointed store: the log must hold
+    /// every record after it (`Missing` otherwise), and the next LSN is always greater.
+    pub fn open(dir: &Path, opts: WalOptions, checkpoint_lsn: Lsn) -> Result<Wal, WalError> {
+        segment::ensure_dir(dir)?;
+        let mut segments = scan_all(dir, checkpoint_lsn)?;
+        if let Some(oldest) = segments.front()
+            && oldest.first_lsn > checkpoint_lsn + 1
+        {
+            return Err(WalError::Missing {
+                dir: dir.to_path_buf(),
+                expected: checkpoint_lsn + 1,
+                found: oldest.first_lsn,
+            });
+        }
+        let log_end = segments.back().map_or(0, |s| s.last_lsn);
+        let last_lsn = log_end.max(checkpoint_lsn);
+        let file = match segments.back() {
+            Some(current) if current.last_lsn == last_lsn => {
+                let file = segment::open_for_append(&current.path)?;
+                // A crashed predecessor may have left written but unsynced frames in the
+                // page cache; make them durable before anything builds on them.
+                file.sync_data()
+                    .map_err(|e| WalError::io("fsync segment", &current.path, e))?;
+                segment::sync_dir(dir)?;
+                file
+            }
+            _ => {
+                if !segments.is_empty() {
+                    tracing::warn!(
+                        dir = %dir.display(), log_end, checkpoint_lsn,
+                        "write-ahead log ends before the checkpoint; starting a new segment after it"
+                    );
+                }
+                let (file, meta) = segment::create(dir, last_lsn + 1)?;
+                segments.push_back(meta);
+                file
+            }
+        };
+        tracing::info!(dir = %dir.display(), segments = segments.len(), last_lsn, checkpoint_lsn, "opened write-ahead log");
+        Ok(Wal {
+            dir: dir.to_path_buf(),
+            opts,
+            segments,
+            file,
+            buf: Vec::new(),
+            next_lsn: last_lsn + 1,
+            written_lsn: last_lsn,
+            durable_lsn: last_lsn,
+            poisoned: false,
+        })
+    }
+}
+
+/// Scans the segments oldest first, cutting a torn tail off the last one.
+fn scan_all(dir: &Path, checkpoint_lsn: Lsn) -> Result<VecDeque<SegmentMeta>, WalError> {
+    let found = segment::list(dir)?;
+    let count = found.len();
+    let mut segments: VecDeque<SegmentMeta> = VecDeque::with_capacity(count + 1);
+    for (index, (first_lsn, path)) in found.into_iter().enumerate() {
+        let scanned = scan::scan(&path, first_lsn, index + 1 == count)?;
+        if let Some(torn) = &scanned.torn {
+            tracing::warn!(
+                path = %path.display(), offset = torn.offset, reason = %torn.reason,
+                "write-ahead log segment has a torn tail from a crash; truncating it"
+            );
+            scan::cut_torn_tail(&path, torn.offset)?;
+        }
+        if let Some(previous) = segments.back() {
+            check_continuity(dir, previous, &scanned.meta, checkpoint_lsn)?;
+        }
+        segments.push_back(scanned.meta);
+    }
+    Ok(segments)
+}
+
+/// Consecutive segments must continue each other's LSNs; a gap is only harmless when every
+/// record in it is already in the checkpoint.
+fn check_continuity(
+    dir: &Path,
+    previous: &SegmentMeta,
+    next: &SegmentMeta,
+    checkpoint_lsn: Lsn,
+) -> Result<(), WalError> {
+    let expected = previous.last_lsn + 1;
+    if next.first_lsn < expected {
+        return Err(WalError::corrupt(
+            &next.path,
+            0,
+            format!(
+                "segment starts at lsn {}, but the previous segment ends at lsn {}",
+                next.first_lsn, previous.last_lsn
+            ),
+        ));
+    }
+    if next.first_lsn > expected && next.first_lsn - 1 > checkpoint_lsn {
+        return Err(WalError::Missing {
+            dir: dir.to_path_buf(),
+            expected: expected.max(checkpoint_lsn + 1),
+            found: next.first_lsn,
+        });
+    }
+    Ok(())
+}
