@@ -19,13 +19,17 @@ pub enum StoreError {
     QueueExists { queue: String },
     #[error("event '{id}' not found in queue '{queue}'")]
     EventNotFound { queue: String, id: String },
-    #[error("event '{id}' in queue '{queue}' is leased until {until}: complete it with its lease token or wait for the lease to expire")]
+    #[error(
+        "event '{id}' in queue '{queue}' is leased until {until}: complete it with its lease token or wait for the lease to expire"
+    )]
     LeaseHeld {
         queue: String,
         id: String,
         until: Timestamp,
     },
-    #[error("lease token for event '{id}' in queue '{queue}' is not current: the lease expired or was completed")]
+    #[error(
+        "lease token for event '{id}' in queue '{queue}' is not current: the lease expired or was completed"
+    )]
     StaleLease { queue: String, id: String },
     #[error("payload of {size} bytes exceeds the limit of queue '{queue}' ({max} bytes)")]
     PayloadTooLarge { queue: String, size: u64, max: u64 },
@@ -37,7 +41,9 @@ pub enum StoreError {
     },
     #[error("shard is busy: {what}; retry with backoff")]
     Busy { what: String },
-    #[error("disk usage is above the watermark ({used} of {limit} bytes): enqueue is refused until space is freed")]
+    #[error(
+        "disk usage is above the watermark ({used} of {limit} bytes): enqueue is refused until space is freed"
+    )]
     DiskFull { used: u64, limit: u64 },
     #[error("shard stopped: {reason}")]
     Stopped { reason: String },
@@ -70,7 +76,9 @@ impl StoreError {
             StoreError::Invalid(e) => e.code(),
             StoreError::QueueNotFound { .. } | StoreError::EventNotFound { .. } => Code::NotFound,
             StoreError::QueueExists { .. } => Code::AlreadyExists,
-            StoreError::LeaseHeld { .. } | StoreError::StaleLease { .. } => Code::FailedPrecondition,
+            StoreError::LeaseHeld { .. } | StoreError::StaleLease { .. } => {
+                Code::FailedPrecondition
+            }
             StoreError::UnknownStage { .. } => Code::InvalidArgument,
             StoreError::PayloadTooLarge { .. }
             | StoreError::Busy { .. }

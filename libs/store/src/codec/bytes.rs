@@ -111,7 +111,8 @@ impl<'a> Reader<'a> {
 
     pub fn string(&mut self) -> Result<String, Malformed> {
         let b = self.bytes()?;
-        String::from_utf8(b.to_vec()).map_err(|_| Malformed(format!("{}: invalid utf-8", self.what)))
+        String::from_utf8(b.to_vec())
+            .map_err(|_| Malformed(format!("{}: invalid utf-8", self.what)))
     }
 
     /// Everything left (the last component of a key).

@@ -41,7 +41,10 @@ const MAX_GROUP: usize = 4096;
 const SYNC_QUEUE: usize = 64;
 
 enum ToSyncer {
-    Group { records: Vec<Vec<u8>>, replies: Vec<Reply> },
+    Group {
+        records: Vec<Vec<u8>>,
+        replies: Vec<Reply>,
+    },
     /// Make everything appended so far durable, whatever the durability mode.
     Barrier,
     RemoveThrough(Lsn),
@@ -158,7 +161,9 @@ impl<S: Maintenance> Store<S> {
 
     fn stopped(&self) -> StoreError {
         StoreError::Stopped {
-            reason: self.fatal().unwrap_or_else(|| "the store is shut down".into()),
+            reason: self
+                .fatal()
+                .unwrap_or_else(|| "the store is shut down".into()),
         }
     }
 
@@ -227,14 +232,22 @@ impl<S: Maintenance> Writer<S> {
                 }
             }
             let now = self.clock.now();
-            let mut replies: Vec<Reply> = group.drain(..).map(|job| job(&mut self.state, now)).collect();
+            let mut replies: Vec<Reply> = group
+                .drain(..)
+                .map(|job| job(&mut self.state, now))
+                .collect();
             if last_tick.elapsed() >= self.options.tick {
                 last_tick = Instant::now();
                 if let Err(e) = self.state.tick(now) {
                     tracing::error!(error = %e, "store.tick");
                 }
             }
-            let records: Vec<Vec<u8>> = self.state.take_unlogged().iter().map(Batch::encode).collect();
+            let records: Vec<Vec<u8>> = self
+                .state
+                .take_unlogged()
+                .iter()
+                .map(Batch::encode)
+                .collect();
             self.next_lsn += records.len() as u64;
             if !(records.is_empty() && replies.is_empty()) {
                 let sent = self.to_syncer.send(ToSyncer::Group {
@@ -275,7 +288,8 @@ impl<S: Maintenance> Writer<S> {
         let dirty = self.state.kv().dirty_bytes();
         self.checkpoint.is_none()
             && (dirty >= self.options.checkpoint_bytes
-                || (dirty > 0 && self.last_checkpoint.elapsed() >= self.options.checkpoint_interval))
+                || (dirty > 0
+                    && self.last_checkpoint.elapsed() >= self.options.checkpoint_interval))
     }
 
     fn start_checkpoint(&mut self) {

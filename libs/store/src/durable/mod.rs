@@ -45,9 +45,8 @@ pub fn recover(dir: &Path, options: &StoreOptions) -> Result<(Kv, Wal), StoreErr
     let mut replayed = 0u64;
     for record in wal.read_after(checkpoint_lsn)? {
         let (lsn, bytes) = record?;
-        let batch = Batch::decode(&bytes).map_err(|e| {
-            StoreError::corrupt(&dir.join("wal"), format!("log record {lsn}: {e}"))
-        })?;
+        let batch = Batch::decode(&bytes)
+            .map_err(|e| StoreError::corrupt(&dir.join("wal"), format!("log record {lsn}: {e}")))?;
         kv.apply(&batch);
         replayed += 1;
     }
@@ -65,7 +64,10 @@ pub fn recover(dir: &Path, options: &StoreOptions) -> Result<(Kv, Wal), StoreErr
 fn check_format(kv: &Kv) -> Result<(), StoreError> {
     let key = keys::meta("format");
     let db = kv.db();
-    match db.get(&key).map_err(|e| StoreError::sled("read the format", kv.dir(), e))? {
+    match db
+        .get(&key)
+        .map_err(|e| StoreError::sled("read the format", kv.dir(), e))?
+    {
         Some(v) => {
             let found = records::decode_u64(&v, "store format")
                 .map_err(|e| StoreError::corrupt(kv.dir(), e.to_string()))?;

@@ -1,8 +1,8 @@
 //! A batch of key writes: the unit of atomicity. One state transition of the shard becomes one
 //! batch, which is one write-ahead-log record and, at a checkpoint, part of one sled batch.
 
-use crate::codec::bytes::{Reader, Writer};
 use crate::codec::Malformed;
+use crate::codec::bytes::{Reader, Writer};
 
 const V1: u8 = 1;
 
@@ -10,8 +10,14 @@ const V1: u8 = 1;
 pub enum Op {
     /// `fresh`: the writer knows the key is absent below the overlay, so if it is deleted again
     /// before a checkpoint, it never needs to reach sled at all (write absorption).
-    Put { key: Vec<u8>, value: Vec<u8>, fresh: bool },
-    Delete { key: Vec<u8> },
+    Put {
+        key: Vec<u8>,
+        value: Vec<u8>,
+        fresh: bool,
+    },
+    Delete {
+        key: Vec<u8>,
+    },
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -21,12 +27,20 @@ pub struct Batch {
 
 impl Batch {
     pub fn put(&mut self, key: Vec<u8>, value: Vec<u8>) {
-        self.ops.push(Op::Put { key, value, fresh: false });
+        self.ops.push(Op::Put {
+            key,
+            value,
+            fresh: false,
+        });
     }
 
     /// Put a key the caller has just checked to be absent.
     pub fn put_fresh(&mut self, key: Vec<u8>, value: Vec<u8>) {
-        self.ops.push(Op::Put { key, value, fresh: true });
+        self.ops.push(Op::Put {
+            key,
+            value,
+            fresh: true,
+        });
     }
 
     pub fn delete(&mut self, key: Vec<u8>) {
@@ -63,7 +77,8 @@ impl Batch {
 
     pub fn encode(&self) -> Vec<u8> {
         let mut w = Writer::with_capacity(self.encoded_len());
-        w.u8(V1).u32(u32::try_from(self.ops.len()).expect("batches are far below 4G ops"));
+        w.u8(V1)
+            .u32(u32::try_from(self.ops.len()).expect("batches are far below 4G ops"));
         for op in &self.ops {
             match op {
                 Op::Put { key, value, fresh } => {
@@ -89,7 +104,9 @@ impl Batch {
                     value: r.bytes()?.to_vec(),
                     fresh: tag == 2,
                 },
-                3 => Op::Delete { key: r.bytes()?.to_vec() },
+                3 => Op::Delete {
+                    key: r.bytes()?.to_vec(),
+                },
                 _ => return Err(r.malformed("unknown op")),
             };
             ops.push(op);

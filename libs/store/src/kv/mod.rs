@@ -138,7 +138,10 @@ impl Kv {
     }
 }
 
-fn next_disk(iter: &mut sled::Iter, dir: &Path) -> Result<Option<(sled::IVec, sled::IVec)>, StoreError> {
+fn next_disk(
+    iter: &mut sled::Iter,
+    dir: &Path,
+) -> Result<Option<(sled::IVec, sled::IVec)>, StoreError> {
     iter.next()
         .transpose()
         .map_err(|e| StoreError::sled("scan", dir, e))

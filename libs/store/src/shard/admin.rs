@@ -13,7 +13,12 @@ use crate::kv::{Flow, Txn};
 impl Shard {
     /// Creates a queue, or a template when the name ends in `*`. Creating it again with the
     /// same config is a no-op; with another config, `QueueExists`.
-    pub fn create_queue(&mut self, now: Timestamp, name: QueueName, config: QueueConfig) -> Result<Queue, StoreError> {
+    pub fn create_queue(
+        &mut self,
+        now: Timestamp,
+        name: QueueName,
+        config: QueueConfig,
+    ) -> Result<Queue, StoreError> {
         config.validate()?;
         let mut txn = Txn::new(&self.kv);
         let existing = match txn.get(&keys::queue(name.as_str()))? {
@@ -58,7 +63,10 @@ impl Shard {
     /// A queue's config: its own, or that of the template it matches.
     pub fn get_queue(&self, name: &QueueName) -> Result<Queue, StoreError> {
         let txn = Txn::new(&self.kv);
-        let resolved = self.st.resolve(&txn, name)?.ok_or_else(|| not_found(name))?;
+        let resolved = self
+            .st
+            .resolve(&txn, name)?
+            .ok_or_else(|| not_found(name))?;
         Ok(Queue {
             name: name.clone(),
             config: resolved.rec.config,
@@ -66,7 +74,12 @@ impl Shard {
     }
 
     /// Stored queues and templates whose name starts with `prefix`, in name order.
-    pub fn list_queues(&self, prefix: &str, page_size: usize, page_token: &str) -> Result<Page<Queue>, StoreError> {
+    pub fn list_queues(
+        &self,
+        prefix: &str,
+        page_size: usize,
+        page_token: &str,
+    ) -> Result<Page<Queue>, StoreError> {
         let (_, end) = keys::queue_space();
         let start = if page_token.is_empty() || page_token < prefix {
             keys::queue(prefix)
@@ -95,7 +108,10 @@ impl Shard {
             (true, Some(last)) => last.name.to_string(),
             _ => String::new(),
         };
-        Ok(Page { items, next_page_token })
+        Ok(Page {
+            items,
+            next_page_token,
+        })
     }
 
     /// Deletes a queue with all its events, or a template (the queues it made keep theirs).
@@ -138,7 +154,12 @@ impl Shard {
         let rec = resolved.rec;
         let c = State::counters(&txn, rec.id)?;
         let (space_start, end) = keys::ready_space(rec.id);
-        let start = self.st.ready_cursor.get(&rec.id).cloned().unwrap_or(space_start);
+        let start = self
+            .st
+            .ready_cursor
+            .get(&rec.id)
+            .cloned()
+            .unwrap_or(space_start);
         let mut oldest = None;
         self.kv.scan(&start, &end, |k, _| {
             let (_, at, _) = keys::decode_ready(k).map_err(|e| State::corrupt(&self.kv, e))?;
@@ -160,7 +181,11 @@ impl Shard {
 }
 
 impl State {
-    pub(super) fn remove_all_events(&mut self, txn: &mut Txn<'_>, rec: &QueueRecord) -> Result<u64, StoreError> {
+    pub(super) fn remove_all_events(
+        &mut self,
+        txn: &mut Txn<'_>,
+        rec: &QueueRecord,
+    ) -> Result<u64, StoreError> {
         let (start, end) = keys::event_space(rec.id);
         let mut events: Vec<EventRecord> = Vec::new();
         txn.kv().scan(&start, &end, |_, v| {

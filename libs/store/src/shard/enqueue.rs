@@ -99,7 +99,11 @@ impl Shard {
 
     /// Removes dedup entries oldest first: all those beyond the count bound, and up to
     /// `expired_budget` whose window has passed. Returns how many went.
-    pub fn prune_dedup(&mut self, now: Timestamp, expired_budget: usize) -> Result<usize, StoreError> {
+    pub fn prune_dedup(
+        &mut self,
+        now: Timestamp,
+        expired_budget: usize,
+    ) -> Result<usize, StoreError> {
         let over = self
             .st
             .seqs
@@ -134,7 +138,8 @@ impl Shard {
         }
         let mut txn = Txn::new(&self.kv);
         for (age_key, dedup_key) in &doomed {
-            let age_seq = keys::seq_of(age_key, "dedup age key").map_err(|e| State::corrupt(&self.kv, e))?;
+            let age_seq =
+                keys::seq_of(age_key, "dedup age key").map_err(|e| State::corrupt(&self.kv, e))?;
             // The entry may have been replaced by a newer one with its own age key.
             if let Some(v) = txn.get(dedup_key)? {
                 let rec = records::decode_dedup(&v).map_err(|e| State::corrupt(&self.kv, e))?;
@@ -163,7 +168,11 @@ impl Shard {
             let seq = keys::seq_of(k, "outbox key").map_err(|e| State::corrupt(&self.kv, e))?;
             let h = records::decode_hand_off(v).map_err(|e| State::corrupt(&self.kv, e))?;
             out.push((seq, h));
-            Ok(if out.len() >= limit { Flow::Stop } else { Flow::Continue })
+            Ok(if out.len() >= limit {
+                Flow::Stop
+            } else {
+                Flow::Continue
+            })
         })?;
         Ok(out)
     }
@@ -190,7 +199,9 @@ impl Shard {
         let mut txn = Txn::new(&self.kv);
         let mark_key = keys::received(source);
         let mut mark = match txn.get(&mark_key)? {
-            Some(v) => records::decode_u64(&v, "received mark").map_err(|e| State::corrupt(&self.kv, e))?,
+            Some(v) => {
+                records::decode_u64(&v, "received mark").map_err(|e| State::corrupt(&self.kv, e))?
+            }
             None => 0,
         };
         let mut applied = 0;
@@ -214,7 +225,11 @@ impl Shard {
     }
 }
 
-fn live_dedup(txn: &Txn<'_>, key: &[u8], now: Timestamp) -> Result<Option<DedupRecord>, StoreError> {
+fn live_dedup(
+    txn: &Txn<'_>,
+    key: &[u8],
+    now: Timestamp,
+) -> Result<Option<DedupRecord>, StoreError> {
     let Some(v) = txn.get(key)? else {
         return Ok(None);
     };

@@ -36,7 +36,13 @@ impl Shard {
     }
 
     /// Changes payload, headers (merged) and/or activation time. Refused while leased.
-    pub fn update(&mut self, now: Timestamp, queue: &QueueName, id: &str, update: EventUpdate) -> Result<Event, StoreError> {
+    pub fn update(
+        &mut self,
+        now: Timestamp,
+        queue: &QueueName,
+        id: &str,
+        update: EventUpdate,
+    ) -> Result<Event, StoreError> {
         let mut txn = Txn::new(&self.kv);
         let (rec, mut ev) = self.find(&txn, queue, id)?;
         refuse_if_leased(&rec, &ev)?;
@@ -102,7 +108,12 @@ impl Shard {
 
     /// The timer's activation of `(queue, id, version)`: a delayed event of that version
     /// becomes ready; anything else (a newer version, a gone event) is ignored. Idempotent.
-    pub fn activate(&mut self, queue: &QueueName, id: &str, version: u64) -> Result<bool, StoreError> {
+    pub fn activate(
+        &mut self,
+        queue: &QueueName,
+        id: &str,
+        version: u64,
+    ) -> Result<bool, StoreError> {
         let mut txn = Txn::new(&self.kv);
         let Some(resolved) = self.st.resolve(&txn, queue)? else {
             return Ok(false);
@@ -130,7 +141,12 @@ impl Shard {
     }
 
     /// The events of a dead-letter queue, in ID order, `page_token` being the last ID seen.
-    pub fn list_dead_letters(&self, dlq: &QueueName, page_size: usize, page_token: &str) -> Result<Page<Event>, StoreError> {
+    pub fn list_dead_letters(
+        &self,
+        dlq: &QueueName,
+        page_size: usize,
+        page_token: &str,
+    ) -> Result<Page<Event>, StoreError> {
         let txn = Txn::new(&self.kv);
         let Some(resolved) = self.st.resolve(&txn, dlq)? else {
             return Ok(Page {
@@ -162,12 +178,20 @@ impl Shard {
             (true, Some(last)) => last.id.to_string(),
             _ => String::new(),
         };
-        Ok(Page { items, next_page_token })
+        Ok(Page {
+            items,
+            next_page_token,
+        })
     }
 
     /// Moves dead letters back to the queues they came from, as new ready events with fresh
     /// attempts. Leased ones are skipped. Returns how many moved.
-    pub fn redrive(&mut self, now: Timestamp, dlq: &QueueName, which: RedriveSelection) -> Result<u64, StoreError> {
+    pub fn redrive(
+        &mut self,
+        now: Timestamp,
+        dlq: &QueueName,
+        which: RedriveSelection,
+    ) -> Result<u64, StoreError> {
         let mut moved = 0;
         loop {
             let txn = Txn::new(&self.kv);
@@ -194,7 +218,11 @@ impl Shard {
                 if ev.state == EventState::Leased {
                     continue;
                 }
-                let Some(origin) = ev.headers.get(DEAD_LETTER_FROM).and_then(|q| QueueName::parse(q).ok()) else {
+                let Some(origin) = ev
+                    .headers
+                    .get(DEAD_LETTER_FROM)
+                    .and_then(|q| QueueName::parse(q).ok())
+                else {
                     continue;
                 };
                 remove_event(&mut self.st, &mut txn, &rec, &ev)?;
@@ -209,20 +237,28 @@ impl Shard {
                     activate_at: now,
                     created_at: ev.created_at,
                 };
-                self.st.deliver(&mut txn, now, delivery, QueueKind::Explicit)?;
+                self.st
+                    .deliver(&mut txn, now, delivery, QueueKind::Explicit)?;
                 chunk += 1;
             }
             let batch = self.st.seal(txn);
             self.st.commit(&mut self.kv, batch);
             moved += chunk;
-            let done = matches!(which, RedriveSelection::Ids(_)) || chunk == 0 || ids.len() < REDRIVE_CHUNK;
+            let done = matches!(which, RedriveSelection::Ids(_))
+                || chunk == 0
+                || ids.len() < REDRIVE_CHUNK;
             if done {
                 return Ok(moved);
             }
         }
     }
 
-    fn find(&self, txn: &Txn<'_>, queue: &QueueName, id: &str) -> Result<(QueueRecord, EventRecord), StoreError> {
+    fn find(
+        &self,
+        txn: &Txn<'_>,
+        queue: &QueueName,
+        id: &str,
+    ) -> Result<(QueueRecord, EventRecord), StoreError> {
         let not_found = || StoreError::EventNotFound {
             queue: queue.to_string(),
             id: id.to_string(),
@@ -237,7 +273,12 @@ impl Shard {
 }
 
 /// Deletes an unleased event and its index entry.
-pub(super) fn remove_event(st: &mut State, txn: &mut Txn<'_>, rec: &QueueRecord, ev: &EventRecord) -> Result<(), StoreError> {
+pub(super) fn remove_event(
+    st: &mut State,
+    txn: &mut Txn<'_>,
+    rec: &QueueRecord,
+    ev: &EventRecord,
+) -> Result<(), StoreError> {
     txn.delete(keys::event(rec.id, ev.id.as_str()));
     let state = ev.state;
     if state == EventState::Ready {

@@ -7,7 +7,9 @@ use std::time::Duration;
 use cascade_core::{EventState, Outcome, QueueName, Timestamp};
 
 use super::state::State;
-use super::{DEAD_LETTER_FROM, DEAD_LETTER_REASON, LeaseToken, LeasedEvent, Shard, dead_letter_queue};
+use super::{
+    DEAD_LETTER_FROM, DEAD_LETTER_REASON, LeaseToken, LeasedEvent, Shard, dead_letter_queue,
+};
 use crate::codec::keys;
 use crate::codec::records::{Delivery, EventRecord, QueueKind, QueueRecord};
 use crate::error::StoreError;
@@ -29,20 +31,35 @@ impl Shard {
         }
         let rec = resolved.rec;
         let (space_start, end) = keys::ready_space(rec.id);
-        let start = self.st.ready_cursor.get(&rec.id).cloned().unwrap_or(space_start);
+        let start = self
+            .st
+            .ready_cursor
+            .get(&rec.id)
+            .cloned()
+            .unwrap_or(space_start);
         let mut ids = Vec::with_capacity(max.min(1024));
         let mut last_key = None;
         self.kv.scan(&start, &end, |k, v| {
             ids.push(String::from_utf8_lossy(v).into_owned());
             last_key = Some(k.to_vec());
-            Ok(if ids.len() >= max { Flow::Stop } else { Flow::Continue })
+            Ok(if ids.len() >= max {
+                Flow::Stop
+            } else {
+                Flow::Continue
+            })
         })?;
         let mut txn = txn;
         let deadline = now.saturating_add(lease.unwrap_or(rec.config.lease));
         let mut out = Vec::with_capacity(ids.len());
         for id in &ids {
             let mut ev = State::read_event(&txn, rec.id, id)?.ok_or_else(|| {
-                StoreError::corrupt(self.kv.dir(), format!("ready index names missing event '{id}' of queue '{}'", rec.name))
+                StoreError::corrupt(
+                    self.kv.dir(),
+                    format!(
+                        "ready index names missing event '{id}' of queue '{}'",
+                        rec.name
+                    ),
+                )
             })?;
             debug_assert_eq!(ev.state, EventState::Ready);
             State::remove_ready(&mut txn, rec.id, &ev);
@@ -112,7 +129,8 @@ impl Shard {
             } => {
                 let to = to.ok_or_else(|| cascade_core::Error::InvalidArgument {
                     field: "advance.to".into(),
-                    reason: "the shard needs the next queue; the gateway resolves pipeline stages".into(),
+                    reason: "the shard needs the next queue; the gateway resolves pipeline stages"
+                        .into(),
                 })?;
                 let to = QueueName::parse_field(&to, "advance.to")?;
                 let mut merged = ev.headers.clone();
@@ -131,10 +149,14 @@ impl Shard {
                     activate_at: now.saturating_add(delay.unwrap_or_default()),
                     created_at: ev.created_at,
                 };
-                self.st.deliver(&mut txn, now, delivery, QueueKind::Explicit)?;
+                self.st
+                    .deliver(&mut txn, now, delivery, QueueKind::Explicit)?;
             }
             Outcome::Retry { .. } if !attempts_left => {
-                let reason = format!("retry after {} of {} attempts", ev.attempts, rec.config.max_attempts);
+                let reason = format!(
+                    "retry after {} of {} attempts",
+                    ev.attempts, rec.config.max_attempts
+                );
                 self.st.dead_letter(&mut txn, now, &rec, ev, reason)?;
             }
             Outcome::Retry { delay } => {
@@ -142,7 +164,8 @@ impl Shard {
                     cascade_core::backoff::retry_delay(&rec.config, ev.attempts, self.st.rng.f64())
                 });
                 ev.activate_at = now.saturating_add(delay);
-                self.st.requeue(&mut txn, now, &rec, ev, |c| c.retries_total += 1)?;
+                self.st
+                    .requeue(&mut txn, now, &rec, ev, |c| c.retries_total += 1)?;
             }
             Outcome::Reschedule { activate_at } => {
                 ev.activate_at = activate_at;
@@ -150,7 +173,9 @@ impl Shard {
                 self.st.requeue(&mut txn, now, &rec, ev, |_| {})?;
             }
             Outcome::Release => self.st.requeue(&mut txn, now, &rec, ev, |_| {})?,
-            Outcome::DeadLetter { reason } => self.st.dead_letter(&mut txn, now, &rec, ev, reason)?,
+            Outcome::DeadLetter { reason } => {
+                self.st.dead_letter(&mut txn, now, &rec, ev, reason)?
+            }
         }
         let batch = self.st.seal(txn);
         self.st.commit(&mut self.kv, batch);
@@ -196,9 +221,15 @@ impl Shard {
             let name = std::str::from_utf8(v)
                 .ok()
                 .and_then(|s| QueueName::parse(s).ok())
-                .ok_or_else(|| StoreError::corrupt(self.kv.dir(), "lease entry with a bad queue name".into()))?;
+                .ok_or_else(|| {
+                    StoreError::corrupt(self.kv.dir(), "lease entry with a bad queue name".into())
+                })?;
             due.push((name, id));
-            Ok(if due.len() >= limit { Flow::Stop } else { Flow::Continue })
+            Ok(if due.len() >= limit {
+                Flow::Stop
+            } else {
+                Flow::Continue
+            })
         })?;
         if due.len() < limit {
             // Every lease due by `now` is handled; new deadlines are never in the past.
@@ -207,16 +238,22 @@ impl Shard {
         let mut txn = Txn::new(&self.kv);
         for (name, id) in &due {
             let rec = self.st.resolve_queue(&txn, name)?.rec;
-            let mut ev = State::read_event(&txn, rec.id, id)?
-                .ok_or_else(|| StoreError::corrupt(self.kv.dir(), format!("lease names missing event '{id}'")))?;
+            let mut ev = State::read_event(&txn, rec.id, id)?.ok_or_else(|| {
+                StoreError::corrupt(self.kv.dir(), format!("lease names missing event '{id}'"))
+            })?;
             end_lease(&mut txn, &rec, &ev);
             ev.lease_expires_at = None;
             if rec.config.max_attempts != 0 && ev.attempts >= rec.config.max_attempts {
-                let reason = format!("lease expired after {} of {} attempts", ev.attempts, rec.config.max_attempts);
-                self.st.update_counters(&mut txn, &rec, |c| c.expired_leases_total += 1)?;
+                let reason = format!(
+                    "lease expired after {} of {} attempts",
+                    ev.attempts, rec.config.max_attempts
+                );
+                self.st
+                    .update_counters(&mut txn, &rec, |c| c.expired_leases_total += 1)?;
                 self.st.dead_letter(&mut txn, now, &rec, ev, reason)?;
             } else {
-                self.st.requeue(&mut txn, now, &rec, ev, |c| c.expired_leases_total += 1)?;
+                self.st
+                    .requeue(&mut txn, now, &rec, ev, |c| c.expired_leases_total += 1)?;
             }
         }
         let batch = self.st.seal(txn);
@@ -262,7 +299,11 @@ impl State {
         count: impl FnOnce(&mut crate::codec::records::Counters),
     ) -> Result<(), StoreError> {
         let ready = ev.activate_at <= now;
-        ev.state = if ready { EventState::Ready } else { EventState::Delayed };
+        ev.state = if ready {
+            EventState::Ready
+        } else {
+            EventState::Delayed
+        };
         self.write_event(txn, rec, &mut ev, false);
         if ready {
             self.add_ready(txn, rec.id, &ev);
@@ -306,7 +347,6 @@ impl State {
         };
         self.deliver(txn, now, delivery, QueueKind::DeadLetter)
     }
-
 }
 
 fn end_lease(txn: &mut Txn<'_>, rec: &QueueRecord, ev: &EventRecord) {

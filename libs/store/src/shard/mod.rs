@@ -109,7 +109,6 @@ fn dead_letter_queue(rec: &QueueRecord) -> Result<QueueName, StoreError> {
     }
 }
 
-
 /// Lease expiries handled per maintenance tick at most, so one tick never stalls the writer.
 const EXPIRE_PER_TICK: usize = 1024;
 /// Expired dedup entries aged out per tick at most.

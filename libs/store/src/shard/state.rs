@@ -7,7 +7,9 @@ use cascade_core::{EventId, EventState, QueueName, Timestamp};
 
 use super::ShardSettings;
 use crate::codec::keys;
-use crate::codec::records::{self, Counters, Delivery, EventRecord, HandOff, QueueKind, QueueRecord};
+use crate::codec::records::{
+    self, Counters, Delivery, EventRecord, HandOff, QueueKind, QueueRecord,
+};
 use crate::error::StoreError;
 use crate::kv::{Batch, Kv, Txn};
 
@@ -117,7 +119,9 @@ impl State {
     }
 
     pub fn template_for(&self, name: &QueueName) -> Option<&QueueRecord> {
-        self.templates.iter().find(|t| t.name.template_matches(name))
+        self.templates
+            .iter()
+            .find(|t| t.name.template_matches(name))
     }
 
     /// The queue `name` names, if it exists or a template matches it.
@@ -151,13 +155,21 @@ impl State {
     }
 
     /// Gives a template-matched queue its record and ID.
-    pub fn materialize(&mut self, txn: &mut Txn<'_>, mut resolved: Resolved, now: Timestamp) -> QueueRecord {
+    pub fn materialize(
+        &mut self,
+        txn: &mut Txn<'_>,
+        mut resolved: Resolved,
+        now: Timestamp,
+    ) -> QueueRecord {
         if resolved.stored {
             return resolved.rec;
         }
         resolved.rec.id = self.seqs.next_queue_id();
         resolved.rec.created_at = now;
-        txn.put_fresh(keys::queue(resolved.rec.name.as_str()), records::encode_queue(&resolved.rec));
+        txn.put_fresh(
+            keys::queue(resolved.rec.name.as_str()),
+            records::encode_queue(&resolved.rec),
+        );
         resolved.rec
     }
 
@@ -188,7 +200,11 @@ impl State {
         Ok(())
     }
 
-    pub fn read_event(txn: &Txn<'_>, qid: u64, id: &str) -> Result<Option<EventRecord>, StoreError> {
+    pub fn read_event(
+        txn: &Txn<'_>,
+        qid: u64,
+        id: &str,
+    ) -> Result<Option<EventRecord>, StoreError> {
         match txn.get(&keys::event(qid, id))? {
             None => Ok(None),
             Some(v) => records::decode_event(&v)
@@ -199,7 +215,13 @@ impl State {
 
     /// Writes an event with a new version; a delayed event gets a schedule for that version
     /// (a schedule of an older version is ignored when it fires).
-    pub fn write_event(&mut self, txn: &mut Txn<'_>, queue: &QueueRecord, ev: &mut EventRecord, fresh: bool) {
+    pub fn write_event(
+        &mut self,
+        txn: &mut Txn<'_>,
+        queue: &QueueRecord,
+        ev: &mut EventRecord,
+        fresh: bool,
+    ) {
         ev.version += 1;
         let key = keys::event(queue.id, ev.id.as_str());
         let value = records::encode_event(ev);
@@ -287,7 +309,13 @@ impl State {
 
     /// Enqueues a hand-off's event here, or sends it on through the outbox. Applying the same
     /// delivery twice stores it once: the event ID is the key in its queue.
-    pub fn deliver(&mut self, txn: &mut Txn<'_>, now: Timestamp, d: Delivery, kind: QueueKind) -> Result<(), StoreError> {
+    pub fn deliver(
+        &mut self,
+        txn: &mut Txn<'_>,
+        now: Timestamp,
+        d: Delivery,
+        kind: QueueKind,
+    ) -> Result<(), StoreError> {
         if !(self.settings.router)(&d.queue) {
             self.outbox(txn, &HandOff::Deliver(d));
             return Ok(());
@@ -310,17 +338,23 @@ impl State {
         if Self::read_event(txn, queue.id, d.id.as_str())?.is_some() {
             return Ok(());
         }
-        self.insert_event(txn, now, &queue, d.id, d.payload, d.headers, d.activate_at, d.created_at)?;
+        self.insert_event(
+            txn,
+            now,
+            &queue,
+            d.id,
+            d.payload,
+            d.headers,
+            d.activate_at,
+            d.created_at,
+        )?;
         Ok(())
     }
 }
 
 pub fn not_found(name: &QueueName) -> StoreError {
     let s = name.as_str();
-    let hint = s
-        .rfind([':', '.'])
-        .map_or(s, |i| &s[..=i])
-        .to_string();
+    let hint = s.rfind([':', '.']).map_or(s, |i| &s[..=i]).to_string();
     StoreError::QueueNotFound {
         queue: s.to_string(),
         hint,

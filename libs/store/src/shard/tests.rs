@@ -4,7 +4,9 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use cascade_core::{EventId, EventState, IdempotencyKey, Outcome, QueueConfig, QueueName, Timestamp};
+use cascade_core::{
+    EventId, EventState, IdempotencyKey, Outcome, QueueConfig, QueueName, Timestamp,
+};
 
 use super::*;
 use crate::codec::records::HandOff;
@@ -31,7 +33,9 @@ fn open(settings: ShardSettings) -> (tempfile::TempDir, Shard) {
 
 fn with_queue(config: QueueConfig) -> (tempfile::TempDir, Shard) {
     let (dir, mut shard) = open(ShardSettings::default());
-    shard.create_queue(at(0), q("jobs"), config).expect("create");
+    shard
+        .create_queue(at(0), q("jobs"), config)
+        .expect("create");
     (dir, shard)
 }
 
@@ -65,8 +69,14 @@ fn enqueue_take_ack_round_trip_with_stats() {
     assert_eq!(taken[0].event.state, EventState::Leased);
     let stats = s.queue_stats(at(2), &q("jobs")).expect("stats");
     assert_eq!((stats.ready, stats.leased, stats.enqueued_total), (0, 1, 1));
-    s.complete(at(3), &q("jobs"), e.id.as_str(), taken[0].token, Outcome::Ack)
-        .expect("ack");
+    s.complete(
+        at(3),
+        &q("jobs"),
+        e.id.as_str(),
+        taken[0].token,
+        Outcome::Ack,
+    )
+    .expect("ack");
     let stats = s.queue_stats(at(3), &q("jobs")).expect("stats");
     assert_eq!((stats.leased, stats.completed_total), (0, 1));
     assert!(matches!(
@@ -81,16 +91,40 @@ fn delayed_event_waits_for_its_activation_of_the_current_version() {
     let mut c = cmd("later");
     c.activate_at = Some(at(60));
     let e = s.enqueue(at(1), c).expect("enqueue");
-    assert!(s.take(at(2), &q("jobs"), 10, None).expect("take").is_empty());
+    assert!(
+        s.take(at(2), &q("jobs"), 10, None)
+            .expect("take")
+            .is_empty()
+    );
     let outbox = s.outbox(10).expect("outbox");
-    let [(_, HandOff::Schedule { version, at: when, .. })] = outbox.as_slice() else {
+    let [
+        (
+            _,
+            HandOff::Schedule {
+                version, at: when, ..
+            },
+        ),
+    ] = outbox.as_slice()
+    else {
         panic!("expected one schedule, got {outbox:?}");
     };
     assert_eq!(*when, at(60));
-    assert!(!s.activate(&q("jobs"), e.id.as_str(), version + 1).expect("activate"));
-    assert!(s.activate(&q("jobs"), e.id.as_str(), *version).expect("activate"));
-    assert!(!s.activate(&q("jobs"), e.id.as_str(), *version).expect("again"));
-    assert_eq!(payloads(&s.take(at(61), &q("jobs"), 10, None).expect("take")), ["later"]);
+    assert!(
+        !s.activate(&q("jobs"), e.id.as_str(), version + 1)
+            .expect("activate")
+    );
+    assert!(
+        s.activate(&q("jobs"), e.id.as_str(), *version)
+            .expect("activate")
+    );
+    assert!(
+        !s.activate(&q("jobs"), e.id.as_str(), *version)
+            .expect("again")
+    );
+    assert_eq!(
+        payloads(&s.take(at(61), &q("jobs"), 10, None).expect("take")),
+        ["later"]
+    );
 }
 
 #[test]
@@ -117,20 +151,37 @@ fn expired_lease_redelivers_then_dead_letters_at_max_attempts() {
     let first = s.take(at(1), &q("jobs"), 1, None).expect("take");
     assert_eq!(s.expire_leases(at(5), 100).expect("expire"), 0);
     assert_eq!(s.expire_leases(at(11), 100).expect("expire"), 1);
-    let stale = s.complete(at(12), &q("jobs"), e.id.as_str(), first[0].token, Outcome::Ack);
+    let stale = s.complete(
+        at(12),
+        &q("jobs"),
+        e.id.as_str(),
+        first[0].token,
+        Outcome::Ack,
+    );
     assert!(matches!(stale, Err(StoreError::StaleLease { .. })));
     let second = s.take(at(12), &q("jobs"), 1, None).expect("take");
     assert_eq!(second[0].event.attempts, 2);
     s.expire_leases(at(30), 100).expect("expire");
-    assert!(s.take(at(31), &q("jobs"), 1, None).expect("take").is_empty());
+    assert!(
+        s.take(at(31), &q("jobs"), 1, None)
+            .expect("take")
+            .is_empty()
+    );
     let dead = s.list_dead_letters(&q("jobs.dlq"), 10, "").expect("list");
     assert_eq!(dead.items.len(), 1);
     assert!(dead.items[0].headers[DEAD_LETTER_REASON].contains("lease expired"));
     let stats = s.queue_stats(at(31), &q("jobs")).expect("stats");
     assert_eq!((stats.dead_lettered, stats.expired_leases_total), (1, 2));
-    assert_eq!(s.redrive(at(32), &q("jobs.dlq"), RedriveSelection::All).expect("redrive"), 1);
+    assert_eq!(
+        s.redrive(at(32), &q("jobs.dlq"), RedriveSelection::All)
+            .expect("redrive"),
+        1
+    );
     let back = s.take(at(33), &q("jobs"), 1, None).expect("take");
-    assert_eq!((back[0].event.attempts, back[0].event.id.clone()), (1, e.id));
+    assert_eq!(
+        (back[0].event.attempts, back[0].event.id.clone()),
+        (1, e.id)
+    );
     assert!(!back[0].event.headers.contains_key(DEAD_LETTER_REASON));
 }
 
@@ -139,19 +190,35 @@ fn retry_backs_off_and_reschedule_resets_attempts() {
     let (_d, mut s) = with_queue(QueueConfig::default());
     let e = s.enqueue(at(0), cmd("x")).expect("enqueue");
     let l = s.take(at(0), &q("jobs"), 1, None).expect("take");
-    s.complete(at(1), &q("jobs"), e.id.as_str(), l[0].token, Outcome::Retry { delay: None })
-        .expect("retry");
+    s.complete(
+        at(1),
+        &q("jobs"),
+        e.id.as_str(),
+        l[0].token,
+        Outcome::Retry { delay: None },
+    )
+    .expect("retry");
     let ev = s.get(&q("jobs"), e.id.as_str()).expect("get");
     assert_eq!(ev.state, EventState::Delayed);
     let wait = ev.activate_at.duration_since(at(1));
-    assert!(wait >= Duration::from_millis(500) && wait <= Duration::from_secs(1), "{wait:?}");
-    s.activate(&q("jobs"), e.id.as_str(), ev.version).expect("activate");
+    assert!(
+        wait >= Duration::from_millis(500) && wait <= Duration::from_secs(1),
+        "{wait:?}"
+    );
+    s.activate(&q("jobs"), e.id.as_str(), ev.version)
+        .expect("activate");
     let l = s.take(at(2), &q("jobs"), 1, None).expect("take");
     assert_eq!(l[0].event.attempts, 2);
-    let outcome = Outcome::Reschedule { activate_at: at(100) };
-    s.complete(at(3), &q("jobs"), e.id.as_str(), l[0].token, outcome).expect("reschedule");
+    let outcome = Outcome::Reschedule {
+        activate_at: at(100),
+    };
+    s.complete(at(3), &q("jobs"), e.id.as_str(), l[0].token, outcome)
+        .expect("reschedule");
     let ev = s.get(&q("jobs"), e.id.as_str()).expect("get");
-    assert_eq!((ev.attempts, ev.activate_at, ev.state), (0, at(100), EventState::Delayed));
+    assert_eq!(
+        (ev.attempts, ev.activate_at, ev.state),
+        (0, at(100), EventState::Delayed)
+    );
 }
 
 #[test]
@@ -181,7 +248,8 @@ fn dedup_entries_stay_within_the_count_bound() {
         ..ShardSettings::default()
     };
     let (_d, mut s) = open(settings);
-    s.create_queue(at(0), q("jobs"), QueueConfig::default()).expect("create");
+    s.create_queue(at(0), q("jobs"), QueueConfig::default())
+        .expect("create");
     for i in 0..500 {
         let mut c = cmd("x");
         c.idempotency_key = Some(IdempotencyKey::parse(&format!("k{i}")).expect("key"));
@@ -205,13 +273,21 @@ fn update_and_delete_refused_while_leased() {
         payload: Some(b"new".to_vec()),
         ..EventUpdate::default()
     };
-    let ev = s.update(at(1), &q("jobs"), e.id.as_str(), update.clone()).expect("update");
+    let ev = s
+        .update(at(1), &q("jobs"), e.id.as_str(), update.clone())
+        .expect("update");
     assert_eq!(ev.payload, b"new");
     s.take(at(2), &q("jobs"), 1, None).expect("take");
     let held = s.update(at(3), &q("jobs"), e.id.as_str(), update);
-    assert!(matches!(held, Err(StoreError::LeaseHeld { .. })), "{held:?}");
+    assert!(
+        matches!(held, Err(StoreError::LeaseHeld { .. })),
+        "{held:?}"
+    );
     let held = s.delete(&q("jobs"), e.id.as_str());
-    assert!(matches!(held, Err(StoreError::LeaseHeld { .. })), "{held:?}");
+    assert!(
+        matches!(held, Err(StoreError::LeaseHeld { .. })),
+        "{held:?}"
+    );
 }
 
 #[test]
@@ -222,30 +298,58 @@ fn update_of_activation_time_moves_between_ready_and_delayed() {
         activate_at: Some(at(50)),
         ..EventUpdate::default()
     };
-    let ev = s.update(at(1), &q("jobs"), e.id.as_str(), later).expect("update");
+    let ev = s
+        .update(at(1), &q("jobs"), e.id.as_str(), later)
+        .expect("update");
     assert_eq!(ev.state, EventState::Delayed);
     assert!(s.take(at(2), &q("jobs"), 1, None).expect("take").is_empty());
     let now = EventUpdate {
         activate_at: Some(at(0)),
         ..EventUpdate::default()
     };
-    s.update(at(3), &q("jobs"), e.id.as_str(), now).expect("update");
+    s.update(at(3), &q("jobs"), e.id.as_str(), now)
+        .expect("update");
     assert_eq!(s.take(at(3), &q("jobs"), 1, None).expect("take").len(), 1);
 }
 
 #[test]
 fn template_queues_need_no_creation_and_vanish_when_empty() {
     let (_d, mut s) = open(ShardSettings::default());
-    let unknown = s.enqueue(at(0), EnqueueCmd { queue: q("inbox:1"), ..cmd("x") });
-    assert!(matches!(unknown, Err(StoreError::QueueNotFound { .. })), "{unknown:?}");
-    s.create_queue(at(0), q("inbox:*"), QueueConfig::default()).expect("template");
+    let unknown = s.enqueue(
+        at(0),
+        EnqueueCmd {
+            queue: q("inbox:1"),
+            ..cmd("x")
+        },
+    );
+    assert!(
+        matches!(unknown, Err(StoreError::QueueNotFound { .. })),
+        "{unknown:?}"
+    );
+    s.create_queue(at(0), q("inbox:*"), QueueConfig::default())
+        .expect("template");
     let e = s
-        .enqueue(at(0), EnqueueCmd { queue: q("inbox:1"), ..cmd("x") })
+        .enqueue(
+            at(0),
+            EnqueueCmd {
+                queue: q("inbox:1"),
+                ..cmd("x")
+            },
+        )
         .expect("enqueue");
-    assert_eq!(s.list_queues("inbox:", 10, "").expect("list").items.len(), 2);
+    assert_eq!(
+        s.list_queues("inbox:", 10, "").expect("list").items.len(),
+        2
+    );
     let l = s.take(at(1), &q("inbox:1"), 1, None).expect("take");
-    s.complete(at(1), &q("inbox:1"), e.id.as_str(), l[0].token, Outcome::Ack)
-        .expect("ack");
+    s.complete(
+        at(1),
+        &q("inbox:1"),
+        e.id.as_str(),
+        l[0].token,
+        Outcome::Ack,
+    )
+    .expect("ack");
     let names: Vec<String> = s
         .list_queues("inbox:", 10, "")
         .expect("list")
@@ -264,8 +368,10 @@ fn advance_is_local_or_handed_off_and_received_once() {
         ..ShardSettings::default()
     };
     let (_d, mut s) = open(settings);
-    s.create_queue(at(0), q("jobs"), QueueConfig::default()).expect("create");
-    s.create_queue(at(0), q("p.next"), QueueConfig::default()).expect("create");
+    s.create_queue(at(0), q("jobs"), QueueConfig::default())
+        .expect("create");
+    s.create_queue(at(0), q("p.next"), QueueConfig::default())
+        .expect("create");
     let advance = |to: &str| Outcome::Advance {
         to: Some(to.into()),
         payload: None,
@@ -278,7 +384,10 @@ fn advance_is_local_or_handed_off_and_received_once() {
         s.complete(at(1), &q("jobs"), e.id.as_str(), l[0].token, advance(to))
             .expect("advance");
     }
-    assert_eq!(payloads(&s.take(at(2), &q("p.next"), 10, None).expect("take")), ["p.next"]);
+    assert_eq!(
+        payloads(&s.take(at(2), &q("p.next"), 10, None).expect("take")),
+        ["p.next"]
+    );
     let outbox = s.outbox(10).expect("outbox");
     let [(seq, HandOff::Deliver(d))] = outbox.as_slice() else {
         panic!("expected one delivery, got {outbox:?}");
@@ -286,10 +395,28 @@ fn advance_is_local_or_handed_off_and_received_once() {
     assert_eq!(d.queue, q("p.remote"));
     // The receiving shard applies it once, even when it is sent twice.
     let (_d2, mut other) = open(ShardSettings::default());
-    other.create_queue(at(0), q("p.remote"), QueueConfig::default()).expect("create");
-    assert_eq!(other.receive(at(2), 7, vec![(*seq, d.clone())]).expect("receive"), 1);
-    assert_eq!(other.receive(at(2), 7, vec![(*seq, d.clone())]).expect("receive"), 0);
-    assert_eq!(other.queue_stats(at(2), &q("p.remote")).expect("stats").ready, 1);
+    other
+        .create_queue(at(0), q("p.remote"), QueueConfig::default())
+        .expect("create");
+    assert_eq!(
+        other
+            .receive(at(2), 7, vec![(*seq, d.clone())])
+            .expect("receive"),
+        1
+    );
+    assert_eq!(
+        other
+            .receive(at(2), 7, vec![(*seq, d.clone())])
+            .expect("receive"),
+        0
+    );
+    assert_eq!(
+        other
+            .queue_stats(at(2), &q("p.remote"))
+            .expect("stats")
+            .ready,
+        1
+    );
     s.outbox_ack(&[*seq]);
     assert!(s.outbox(10).expect("outbox").is_empty());
 }
@@ -306,7 +433,9 @@ fn take_skips_tombstones_of_events_taken_since_the_checkpoint() {
     s.kv_mut().finish_checkpoint();
     let mut seen = Vec::new();
     for _ in 0..10 {
-        seen.extend(payloads(&s.take(at(1), &q("jobs"), 10, None).expect("take")));
+        seen.extend(payloads(
+            &s.take(at(1), &q("jobs"), 10, None).expect("take"),
+        ));
     }
     let expected: Vec<String> = (0..100).map(|i| i.to_string()).collect();
     assert_eq!(seen, expected);

@@ -24,12 +24,18 @@ pub struct ScheduleEntry {
 
 impl ScheduleEntry {
     fn key(&self) -> Vec<u8> {
-        keys::schedule(self.at.as_micros(), self.queue.as_str(), self.id.as_str(), self.version)
+        keys::schedule(
+            self.at.as_micros(),
+            self.queue.as_str(),
+            self.id.as_str(),
+            self.version,
+        )
     }
 
     fn decode(key: &[u8], kv: &Kv) -> Result<ScheduleEntry, StoreError> {
         let bad = |reason: String| StoreError::corrupt(kv.dir(), format!("schedule key: {reason}"));
-        let (at, queue, id, version) = keys::decode_schedule(key).map_err(|e| bad(e.to_string()))?;
+        let (at, queue, id, version) =
+            keys::decode_schedule(key).map_err(|e| bad(e.to_string()))?;
         Ok(ScheduleEntry {
             at: Timestamp::from_micros(at),
             queue: QueueName::parse(&queue).map_err(|e| bad(e.to_string()))?,
@@ -82,12 +88,18 @@ impl Timer {
     }
 
     /// Removes the entry of `(queue, id, version)`; false if there was none.
-    pub fn cancel(&mut self, queue: &QueueName, id: &EventId, version: u64) -> Result<bool, StoreError> {
+    pub fn cancel(
+        &mut self,
+        queue: &QueueName,
+        id: &EventId,
+        version: u64,
+    ) -> Result<bool, StoreError> {
         let index = keys::scheduled_event(queue.as_str(), id.as_str(), version);
         let Some(at) = self.kv.get(&index)? else {
             return Ok(false);
         };
-        let at = records::decode_u64(&at, "schedule index").map_err(|e| StoreError::corrupt(self.kv.dir(), e.to_string()))?;
+        let at = records::decode_u64(&at, "schedule index")
+            .map_err(|e| StoreError::corrupt(self.kv.dir(), e.to_string()))?;
         let key = keys::schedule(at, queue.as_str(), id.as_str(), version);
         let mut txn = Txn::new(&self.kv);
         txn.delete(index);
@@ -107,7 +119,9 @@ impl Timer {
         }
         let mut out = Vec::new();
         while out.len() < limit {
-            let Some(first) = self.near.first() else { break };
+            let Some(first) = self.near.first() else {
+                break;
+            };
             let entry = ScheduleEntry::decode(first, &self.kv)?;
             if entry.at.as_micros() > now {
                 break;
@@ -127,7 +141,11 @@ impl Timer {
             self.in_flight.remove(&key);
             self.near.remove(&key);
             txn.delete(key);
-            txn.delete(keys::scheduled_event(e.queue.as_str(), e.id.as_str(), e.version));
+            txn.delete(keys::scheduled_event(
+                e.queue.as_str(),
+                e.id.as_str(),
+                e.version,
+            ));
         }
         let batch = txn.into_batch();
         self.commit(batch);

@@ -45,15 +45,23 @@ fn due_entries_come_in_time_order_and_stay_until_acknowledged() {
 fn cancel_by_event_and_version() {
     let (_d, mut t) = timer();
     t.schedule(&[entry(10, "a", 1), entry(10, "a", 2)]);
-    assert!(t.cancel(&entry(0, "a", 1).queue, &entry(0, "a", 1).id, 1).expect("cancel"));
-    assert!(!t.cancel(&entry(0, "a", 1).queue, &entry(0, "a", 1).id, 1).expect("again"));
+    assert!(
+        t.cancel(&entry(0, "a", 1).queue, &entry(0, "a", 1).id, 1)
+            .expect("cancel")
+    );
+    assert!(
+        !t.cancel(&entry(0, "a", 1).queue, &entry(0, "a", 1).id, 1)
+            .expect("again")
+    );
     assert_eq!(t.due(secs(20), 10).expect("due"), vec![entry(10, "a", 2)]);
 }
 
 #[test]
 fn only_the_near_future_is_held_in_memory() {
     let (_d, mut t) = timer();
-    let far: Vec<ScheduleEntry> = (0..1000).map(|i| entry(3600 + i, &format!("e{i}"), 1)).collect();
+    let far: Vec<ScheduleEntry> = (0..1000)
+        .map(|i| entry(3600 + i, &format!("e{i}"), 1))
+        .collect();
     t.schedule(&far);
     t.schedule(&[entry(1, "soon", 1)]);
     assert_eq!(t.due(secs(2), 10).expect("due").len(), 1);

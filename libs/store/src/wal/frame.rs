@@ -107,7 +107,11 @@ mod tests {
     #[test]
     fn checksum_covers_the_lsn() {
         assert_ne!(checksum(1, b"x"), checksum(2, b"x"));
-        assert_ne!(checksum(0, &[]), 0, "an all-zero header must not look valid");
+        assert_ne!(
+            checksum(0, &[]),
+            0,
+            "an all-zero header must not look valid"
+        );
     }
 
     #[test]

@@ -75,7 +75,11 @@ impl Wal {
         self.ensure_healthy()?;
         let mut selected = VecDeque::new();
         let mut expected = after.saturating_add(1);
-        for meta in self.segments.iter().filter(|s| !s.is_empty() && s.last_lsn > after) {
+        for meta in self
+            .segments
+            .iter()
+            .filter(|s| !s.is_empty() && s.last_lsn > after)
+        {
             if meta.first_lsn > expected {
                 return Err(WalError::Missing {
                     dir: self.dir.clone(),
@@ -147,6 +151,7 @@ impl Wal {
             let Some(oldest) = self.segments.front().filter(|s| s.last_lsn <= lsn) else {
                 break;
             };
+            // Not poisoning: a segment left behind is only disk space, removed again next time.
             fs::remove_file(&oldest.path)
                 .map_err(|e| WalError::io("remove segment", &oldest.path, e))?;
             self.segments.pop_front();
@@ -186,7 +191,9 @@ impl Wal {
     }
 
     fn current(&self) -> &SegmentMeta {
-        self.segments.back().expect("the log always has a current segment")
+        self.segments
+            .back()
+            .expect("the log always has a current segment")
     }
 
     fn write_out(&mut self) -> Result<(), WalError> {

@@ -82,7 +82,8 @@ struct SegmentCursor {
 
 impl SegmentCursor {
     fn open(meta: SegmentMeta) -> Result<SegmentCursor, WalError> {
-        let file = File::open(&meta.path).map_err(|e| WalError::io("open segment", &meta.path, e))?;
+        let file =
+            File::open(&meta.path).map_err(|e| WalError::io("open segment", &meta.path, e))?;
         let mut cursor = SegmentCursor {
             reader: BufReader::with_capacity(READ_BUFFER_BYTES, file),
             path: meta.path,
@@ -121,10 +122,9 @@ impl SegmentCursor {
             let mut payload = vec![0u8; header.payload_len as usize];
             self.read(&mut payload)?;
             if !header.checksum_matches(&payload) {
-                return Err(self.corrupt(format!(
-                    "checksum mismatch in frame for lsn {}",
-                    header.lsn
-                )));
+                return Err(
+                    self.corrupt(format!("checksum mismatch in frame for lsn {}", header.lsn))
+                );
             }
             self.advance(&header);
             return Ok(Some((header.lsn, payload)));

@@ -106,7 +106,10 @@ impl Scanner<'_> {
                 offset: 0,
                 claimed_end: self.file_len,
                 successor_lsn: self.next_lsn,
-                reason: format!("incomplete segment header ({} of {HEADER_LEN} bytes)", self.file_len),
+                reason: format!(
+                    "incomplete segment header ({} of {HEADER_LEN} bytes)",
+                    self.file_len
+                ),
             }));
         }
         let mut header = [0u8; HEADER_LEN as usize];
@@ -172,7 +175,10 @@ impl Scanner<'_> {
                 return Err(WalError::corrupt(
                     self.path,
                     self.offset,
-                    format!("lsn jump: expected lsn {}, found lsn {}", self.next_lsn, header.lsn),
+                    format!(
+                        "lsn jump: expected lsn {}, found lsn {}",
+                        self.next_lsn, header.lsn
+                    ),
                 ));
             }
             self.offset += header.frame_len();
@@ -204,8 +210,8 @@ fn classify_tail(
     bad: BadSpot,
 ) -> Result<TornTail, WalError> {
     // Recovery path only: the tail is at most about one segment, so reading it whole is fine.
-    let tail = read_from(reader, bad.offset)
-        .map_err(|e| WalError::io("read segment tail", path, e))?;
+    let tail =
+        read_from(reader, bad.offset).map_err(|e| WalError::io("read segment tail", path, e))?;
     let claimed_in_tail = usize::try_from(bad.claimed_end - bad.offset).unwrap_or(usize::MAX);
     let after_frame = tail.get(claimed_in_tail..).unwrap_or_default();
     if let Some(nonzero_at) = after_frame.iter().position(|&b| b != 0) {

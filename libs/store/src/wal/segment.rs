@@ -60,7 +60,11 @@ pub(crate) fn list(dir: &Path) -> Result<Vec<(Lsn, PathBuf)>, WalError> {
             continue;
         };
         if first_lsn == 0 {
-            return Err(WalError::corrupt(&path, 0, "segment name gives lsn 0, but lsns start at 1"));
+            return Err(WalError::corrupt(
+                &path,
+                0,
+                "segment name gives lsn 0, but lsns start at 1",
+            ));
         }
         segments.push((first_lsn, path));
     }
@@ -115,8 +119,10 @@ pub(crate) fn ensure_dir(dir: &Path) -> Result<(), WalError> {
     fs::create_dir_all(dir).map_err(|e| WalError::io("create log directory", dir, e))?;
     // Outermost first, so every parent is durable before the entry below it is relied on.
     for created in missing.iter().rev() {
-        if let Some(parent) = created.parent().filter(|p| !p.as_os_str().is_empty()) {
-            sync_dir(parent)?;
+        match created.parent() {
+            Some(parent) if parent.as_os_str().is_empty() => sync_dir(Path::new("."))?,
+            Some(parent) => sync_dir(parent)?,
+            None => {}
         }
     }
     Ok(())
@@ -135,12 +141,24 @@ mod tests {
 
     #[test]
     fn parse_accepts_only_segment_names() {
-        assert_eq!(parse_file_name(OsStr::new("00000000000000000042.wal")), Some(42));
+        assert_eq!(
+            parse_file_name(OsStr::new("00000000000000000042.wal")),
+            Some(42)
+        );
         assert_eq!(parse_file_name(OsStr::new("42.wal")), None);
-        assert_eq!(parse_file_name(OsStr::new("00000000000000000042.wal.tmp")), None);
-        assert_eq!(parse_file_name(OsStr::new("0000000000000000004x.wal")), None);
+        assert_eq!(
+            parse_file_name(OsStr::new("00000000000000000042.wal.tmp")),
+            None
+        );
+        assert_eq!(
+            parse_file_name(OsStr::new("0000000000000000004x.wal")),
+            None
+        );
         assert_eq!(parse_file_name(OsStr::new("00000000000000000042wal")), None);
-        assert_eq!(parse_file_name(OsStr::new("99999999999999999999.wal")), None);
+        assert_eq!(
+            parse_file_name(OsStr::new("99999999999999999999.wal")),
+            None
+        );
     }
 
     #[test]
