@@ -7,18 +7,18 @@ use super::bytes::{Malformed, Reader, Writer};
 /// Bumped when any key or value layout changes; stored under `meta/format` and checked on open.
 pub const FORMAT_VERSION: u64 = 1;
 
-const META: u8 = 0x00;
-const QUEUE: u8 = 0x01;
-const COUNTERS: u8 = 0x03;
-const EVENT: u8 = 0x10;
-const READY: u8 = 0x11;
-const LEASE: u8 = 0x12;
-const DEDUP: u8 = 0x20;
-const DEDUP_AGE: u8 = 0x21;
-const OUTBOX: u8 = 0x30;
-const RECEIVED: u8 = 0x31;
-const SCHEDULE: u8 = 0x40;
-const SCHEDULED_EVENT: u8 = 0x41;
+pub(crate) const META: u8 = 0x00;
+pub(crate) const QUEUE: u8 = 0x01;
+pub(crate) const COUNTERS: u8 = 0x03;
+pub(crate) const EVENT: u8 = 0x10;
+pub(crate) const READY: u8 = 0x11;
+pub(crate) const LEASE: u8 = 0x12;
+pub(crate) const DEDUP: u8 = 0x20;
+pub(crate) const DEDUP_AGE: u8 = 0x21;
+pub(crate) const OUTBOX: u8 = 0x30;
+pub(crate) const RECEIVED: u8 = 0x31;
+pub(crate) const SCHEDULE: u8 = 0x40;
+pub(crate) const SCHEDULED_EVENT: u8 = 0x41;
 
 pub fn meta(name: &str) -> Vec<u8> {
     Writer::default().u8(META).raw(name.as_bytes()).finish()

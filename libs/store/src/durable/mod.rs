@@ -10,11 +10,13 @@
 
 mod actor;
 mod options;
+mod verify;
 
 use std::path::Path;
 
 pub use actor::{Maintenance, Store};
 pub use options::{Durability, StoreOptions};
+pub use verify::{VerifyReport, verify};
 
 use crate::codec::{keys, records};
 use crate::error::StoreError;
@@ -26,10 +28,8 @@ use crate::wal::{Wal, WalOptions};
 pub fn recover(dir: &Path, options: &StoreOptions) -> Result<(Kv, Wal), StoreError> {
     let created = !dir.exists();
     std::fs::create_dir_all(dir).map_err(|e| StoreError::io("create", dir, e))?;
-    if created {
-        if let Some(parent) = dir.parent() {
-            checkpoint::fsync_path(parent)?;
-        }
+    if created && let Some(parent) = dir.parent() {
+        checkpoint::fsync_path(parent)?;
     }
     let state_dir = dir.join("state");
     let mut kv = Kv::open(&state_dir, options.cache_bytes)?;

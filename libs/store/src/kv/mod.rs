@@ -14,6 +14,9 @@ pub use layers::{Layer, Value};
 use crate::error::StoreError;
 use layers::Layers;
 
+/// How long `open` waits for another handle in this process to release the store.
+const LOCK_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
+
 /// Whether a scan goes on after the key it just visited.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
 pub enum Flow {
@@ -31,13 +34,25 @@ impl Kv {
     /// Opens (or creates) the sled store in `dir`. sled's own periodic flush is off: its
     /// flush is no durability barrier, and checkpoints flush and fsync it themselves.
     pub fn open(dir: &Path, cache_bytes: u64) -> Result<Kv, StoreError> {
-        let db = sled::Config::new()
+        let config = sled::Config::new()
             .path(dir)
             .cache_capacity(cache_bytes)
             .flush_every_ms(None)
-            .mode(sled::Mode::HighThroughput)
-            .open()
-            .map_err(|e| StoreError::sled("open the store", dir, e))?;
+            .mode(sled::Mode::HighThroughput);
+        // After a close, sled's background writers may hold the file lock a moment longer:
+        // an opener in the same process waits for them rather than failing.
+        let deadline = std::time::Instant::now() + LOCK_WAIT;
+        let db = loop {
+            match config.open() {
+                Err(sled::Error::Io(e))
+                    if e.to_string().contains("could not acquire lock")
+                        && std::time::Instant::now() < deadline =>
+                {
+                    std::thread::sleep(std::time::Duration::from_millis(10));
+                }
+                result => break result.map_err(|e| StoreError::sled("open the store", dir, e))?,
+            }
+        };
         Ok(Kv {
             db,
             dir: dir.to_path_buf(),
@@ -96,21 +111,21 @@ impl Kv {
                 let (_, d) = active.next().expect("peeked");
                 value = Some(d.value.clone());
             }
-            if let Some(f) = frozen.as_mut() {
-                if f.peek().is_some_and(|(k, _)| **k == key) {
-                    let (_, d) = f.next().expect("peeked");
-                    value.get_or_insert_with(|| d.value.clone());
-                }
+            if let Some(f) = frozen.as_mut()
+                && f.peek().is_some_and(|(k, _)| **k == key)
+            {
+                let (_, d) = f.next().expect("peeked");
+                value.get_or_insert_with(|| d.value.clone());
             }
             if disk_head.as_ref().is_some_and(|(k, _)| **k == key) {
                 let (_, v) = disk_head.take().expect("checked");
                 value.get_or_insert_with(|| Some(v.to_vec()));
                 disk_head = next_disk(&mut disk, &self.dir)?;
             }
-            if let Some(Some(v)) = value {
-                if visit(&key, &v)? == Flow::Stop {
-                    return Ok(());
-                }
+            if let Some(Some(v)) = value
+                && visit(&key, &v)? == Flow::Stop
+            {
+                return Ok(());
             }
         }
     }

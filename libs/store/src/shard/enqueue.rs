@@ -49,15 +49,15 @@ impl Shard {
                 });
             }
         }
-        if let (Some(id), true) = (&cmd.id, resolved.stored) {
-            if let Some(existing) = State::read_event(&txn, resolved.rec.id, id.as_str())? {
-                return Ok(Enqueued {
-                    id: existing.id,
-                    duplicate: true,
-                    queue: cmd.queue,
-                    activate_at: existing.activate_at,
-                });
-            }
+        if let (Some(id), true) = (&cmd.id, resolved.stored)
+            && let Some(existing) = State::read_event(&txn, resolved.rec.id, id.as_str())?
+        {
+            return Ok(Enqueued {
+                id: existing.id,
+                duplicate: true,
+                queue: cmd.queue,
+                activate_at: existing.activate_at,
+            });
         }
         let id = cmd.id.unwrap_or_else(|| EventId::generate(now));
         let activate_at = cmd.activate_at.unwrap_or(now);

@@ -245,10 +245,10 @@ impl State {
 
     pub fn add_ready(&mut self, txn: &mut Txn<'_>, qid: u64, ev: &EventRecord) {
         let key = keys::ready(qid, ev.activate_at.as_micros(), ev.seq);
-        if let Some(cursor) = self.ready_cursor.get_mut(&qid) {
-            if key < *cursor {
-                cursor.clone_from(&key);
-            }
+        if let Some(cursor) = self.ready_cursor.get_mut(&qid)
+            && key < *cursor
+        {
+            cursor.clone_from(&key);
         }
         txn.put_fresh(key, ev.id.as_str().as_bytes().to_vec());
     }

@@ -25,6 +25,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 
 pub use error::WalError;
+pub use open::verify;
 pub use reader::WalReader;
 use segment::SegmentMeta;
 

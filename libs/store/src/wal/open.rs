@@ -64,6 +64,31 @@ impl Wal {
     }
 }
 
+/// Checks every segment without changing anything: `Err` for what would refuse to open,
+/// `Ok` with a note for each torn tail that opening would cut off.
+pub fn verify(dir: &Path, checkpoint_lsn: Lsn) -> Result<Vec<String>, WalError> {
+    let found = segment::list(dir)?;
+    let count = found.len();
+    let mut notes = Vec::new();
+    let mut previous: Option<SegmentMeta> = None;
+    for (index, (first_lsn, path)) in found.into_iter().enumerate() {
+        let scanned = scan::scan(&path, first_lsn, index + 1 == count)?;
+        if let Some(torn) = &scanned.torn {
+            notes.push(format!(
+                "{}: torn tail at byte offset {} ({}); opening cuts it off and keeps the records before it",
+                path.display(),
+                torn.offset,
+                torn.reason
+            ));
+        }
+        if let Some(previous) = &previous {
+            check_continuity(dir, previous, &scanned.meta, checkpoint_lsn)?;
+        }
+        previous = Some(scanned.meta);
+    }
+    Ok(notes)
+}
+
 /// Scans the segments oldest first, cutting a torn tail off the last one.
 fn scan_all(dir: &Path, checkpoint_lsn: Lsn) -> Result<VecDeque<SegmentMeta>, WalError> {
     let found = segment::list(dir)?;

@@ -1,0 +1,192 @@
+//! The store actor: group-committed answers in every durability mode, maintenance on the
+//! writer thread (lease expiry under a simulated clock), a clean shutdown that checkpoints,
+//! and the activation timer behind the same actor.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use cascade_core::{EventId, QueueConfig, QueueName, SimClock, Timestamp};
+use cascade_store::shard::EnqueueCmd;
+use cascade_store::{
+    Durability, ScheduleEntry, Shard, ShardSettings, Store, StoreOptions, Timer, durable,
+};
+use common::{q, reopen};
+
+fn start(dir: &std::path::Path, durability: Durability, clock: SimClock) -> Store<Shard> {
+    let options = StoreOptions {
+        durability,
+        wal_segment_bytes: 32 << 10,
+        checkpoint_interval: Duration::from_millis(50),
+        ..StoreOptions::default()
+    };
+    let (kv, wal) = durable::recover(dir, &options).expect("recover");
+    let shard = Shard::new(kv, ShardSettings::default()).expect("shard");
+    Store::start(shard, wal, options, Arc::new(clock))
+}
+
+fn enqueue_cmd(id: String) -> EnqueueCmd {
+    EnqueueCmd {
+        queue: q("jobs"),
+        id: Some(EventId::parse(&id).expect("id")),
+        idempotency_key: None,
+        payload: id.into_bytes(),
+        headers: BTreeMap::new(),
+        activate_at: None,
+    }
+}
+
+async fn wait_for<T>(what: &str, mut probe: impl AsyncFnMut() -> Option<T>) -> T {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        if let Some(v) = probe().await {
+            return v;
+        }
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
+async fn concurrent_enqueues_survive_shutdown_and_reopen(durability: Durability) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let clock = SimClock::new(Timestamp::from_micros(1_700_000_000_000_000));
+    let store = Arc::new(start(dir.path(), durability, clock));
+    store
+        .run(|s, now| s.create_queue(now, q("jobs"), QueueConfig::default()))
+        .await
+        .expect("create");
+    let mut tasks = Vec::new();
+    for t in 0..32 {
+        let store = Arc::clone(&store);
+        tasks.push(tokio::spawn(async move {
+            for n in 0..50 {
+                let cmd = enqueue_cmd(format!("t{t}-{n}"));
+                store
+                    .run(move |s, now| s.enqueue(now, cmd))
+                    .await
+                    .expect("enqueue");
+            }
+        }));
+    }
+    for t in tasks {
+        t.await.expect("task");
+    }
+    let store = Arc::into_inner(store).expect("sole owner");
+    tokio::task::spawn_blocking(move || store.shutdown())
+        .await
+        .expect("join")
+        .expect("clean shutdown");
+    let wal_files = std::fs::read_dir(dir.path().join("wal"))
+        .expect("wal dir")
+        .count();
+    assert_eq!(
+        wal_files, 1,
+        "the shutdown checkpoint lets every older segment go"
+    );
+    let shard = reopen(dir.path()).expect("reopen");
+    let stats = shard
+        .queue_stats(Timestamp::from_micros(u64::MAX / 2), &q("jobs"))
+        .expect("stats");
+    assert_eq!(stats.ready, 32 * 50);
+    assert_eq!(
+        shard.get(&q("jobs"), "t31-49").expect("get").payload,
+        b"t31-49"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fsync_mode_answers_after_the_barrier_and_keeps_everything() {
+    concurrent_enqueues_survive_shutdown_and_reopen(Durability::Fsync).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn interval_mode_keeps_everything_across_a_clean_shutdown() {
+    concurrent_enqueues_survive_shutdown_and_reopen(Durability::Interval(Duration::from_millis(
+        20,
+    )))
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn none_mode_keeps_everything_across_a_clean_shutdown() {
+    concurrent_enqueues_survive_shutdown_and_reopen(Durability::None).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn writer_expires_leases_as_the_clock_passes_their_deadline() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let clock = SimClock::new(Timestamp::from_micros(1_700_000_000_000_000));
+    let store = start(dir.path(), Durability::Fsync, clock.clone());
+    store
+        .run(|s, now| s.create_queue(now, q("jobs"), QueueConfig::default()))
+        .await
+        .expect("create");
+    store
+        .run(|s, now| s.enqueue(now, enqueue_cmd("x".into())))
+        .await
+        .expect("enqueue");
+    let jobs = || QueueName::parse("jobs").expect("queue");
+    let first = store
+        .run(move |s, now| s.take(now, &jobs(), 1, Some(Duration::from_secs(5))))
+        .await
+        .expect("take");
+    assert_eq!(first.len(), 1);
+    clock.advance(Duration::from_secs(6));
+    let again = wait_for("the expired lease to come back", async || {
+        let taken = store
+            .run(move |s, now| s.take(now, &jobs(), 1, None))
+            .await
+            .expect("take");
+        taken.into_iter().next()
+    })
+    .await;
+    assert_eq!(again.event.attempts, 2);
+    tokio::task::spawn_blocking(move || store.shutdown())
+        .await
+        .expect("join")
+        .expect("shutdown");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn timer_schedule_survives_a_restart() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let options = StoreOptions::default();
+    let entry = ScheduleEntry {
+        at: Timestamp::from_micros(5_000_000),
+        queue: q("jobs"),
+        id: EventId::parse("e1").expect("id"),
+        version: 3,
+    };
+    let (kv, wal) = durable::recover(dir.path(), &options).expect("recover");
+    let clock = SimClock::new(Timestamp::from_micros(1_000_000));
+    let store = Store::start(
+        Timer::new(kv, Duration::from_secs(60)),
+        wal,
+        options.clone(),
+        Arc::new(clock),
+    );
+    let e = entry.clone();
+    store
+        .run(move |t, _| {
+            t.schedule(&[e]);
+            Ok(())
+        })
+        .await
+        .expect("schedule");
+    let early = store.run(|t, now| t.due(now, 10)).await.expect("due");
+    assert!(early.is_empty());
+    tokio::task::spawn_blocking(move || store.shutdown())
+        .await
+        .expect("join")
+        .expect("shutdown");
+    let (kv, _wal) = durable::recover(dir.path(), &options).expect("recover");
+    let mut timer = Timer::new(kv, Duration::from_secs(60));
+    assert_eq!(
+        timer
+            .due(Timestamp::from_micros(6_000_000), 10)
+            .expect("due"),
+        vec![entry]
+    );
+}
