@@ -27,6 +27,8 @@ pub enum StoreError {
         id: String,
         until: Timestamp,
     },
+    #[error("queue '{queue}' already holds an event with id '{id}'")]
+    IdTaken { queue: String, id: String },
     #[error(
         "lease token for event '{id}' in queue '{queue}' is not current: the lease expired or was completed"
     )]
@@ -75,7 +77,7 @@ impl StoreError {
         match self {
             StoreError::Invalid(e) => e.code(),
             StoreError::QueueNotFound { .. } | StoreError::EventNotFound { .. } => Code::NotFound,
-            StoreError::QueueExists { .. } => Code::AlreadyExists,
+            StoreError::QueueExists { .. } | StoreError::IdTaken { .. } => Code::AlreadyExists,
             StoreError::LeaseHeld { .. } | StoreError::StaleLease { .. } => {
                 Code::FailedPrecondition
             }

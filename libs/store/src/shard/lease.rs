@@ -273,10 +273,13 @@ impl Shard {
             queue: queue.to_string(),
             id: id.to_string(),
         };
-        let resolved = self.st.resolve_queue(txn, queue)?;
-        if !resolved.stored {
-            return Err(stale());
-        }
+        // A queue gone since the take (an emptied template or dead-letter queue) means the
+        // lease is gone with it.
+        let resolved = match self.st.resolve_queue(txn, queue) {
+            Ok(r) if r.stored => r,
+            Ok(_) | Err(StoreError::QueueNotFound { .. }) => return Err(stale()),
+            Err(e) => return Err(e),
+        };
         let ev = State::read_event(txn, resolved.rec.id, id)?.ok_or_else(stale)?;
         let current = ev.state == EventState::Leased
             && ev.lease_epoch == token.0

@@ -222,7 +222,9 @@ impl State {
         ev: &mut EventRecord,
         fresh: bool,
     ) {
-        ev.version += 1;
+        // Shard-wide and increasing: a schedule made for an earlier event with the same ID
+        // (deleted, then enqueued again) can never match a later one.
+        ev.version = self.seqs.next_seq();
         let key = keys::event(queue.id, ev.id.as_str());
         let value = records::encode_event(ev);
         if fresh {
@@ -307,13 +309,14 @@ impl State {
         Ok(ev)
     }
 
-    /// Enqueues a hand-off's event here, or sends it on through the outbox. Applying the same
-    /// delivery twice stores it once: the event ID is the key in its queue.
+    /// Enqueues a delivered event here, or sends it on through the outbox. The target queue
+    /// may already hold another event with the same ID: a dead letter then gets a new ID
+    /// (`<id>.<seq>`, the original in `cascade-original-id`); anything else is refused.
     pub fn deliver(
         &mut self,
         txn: &mut Txn<'_>,
         now: Timestamp,
-        d: Delivery,
+        mut d: Delivery,
         kind: QueueKind,
     ) -> Result<(), StoreError> {
         if !(self.settings.router)(&d.queue) {
@@ -336,7 +339,15 @@ impl State {
         };
         let queue = self.materialize(txn, resolved, now);
         if Self::read_event(txn, queue.id, d.id.as_str())?.is_some() {
-            return Ok(());
+            if kind != QueueKind::DeadLetter {
+                return Err(StoreError::IdTaken {
+                    queue: queue.name.to_string(),
+                    id: d.id.to_string(),
+                });
+            }
+            let renamed = self.unique_id(&d.id);
+            d.headers.insert(ORIGINAL_ID.into(), d.id.to_string());
+            d.id = renamed;
         }
         self.insert_event(
             txn,
@@ -349,6 +360,19 @@ impl State {
             d.created_at,
         )?;
         Ok(())
+    }
+}
+
+/// Header of a dead letter renamed because its dead-letter queue held its ID already.
+pub const ORIGINAL_ID: &str = "cascade-original-id";
+
+impl State {
+    /// `<id>.<seq>`, cut to the 128-byte ID limit: unique, since `seq` is never reused.
+    fn unique_id(&mut self, id: &EventId) -> EventId {
+        let suffix = format!(".{}", self.seqs.next_seq());
+        let keep = id.as_str().len().min(128 - suffix.len());
+        EventId::parse(&format!("{}{suffix}", &id.as_str()[..keep]))
+            .expect("a prefix of a valid ID plus '.' and digits is valid")
     }
 }
 

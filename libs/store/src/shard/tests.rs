@@ -440,3 +440,102 @@ fn take_skips_tombstones_of_events_taken_since_the_checkpoint() {
     let expected: Vec<String> = (0..100).map(|i| i.to_string()).collect();
     assert_eq!(seen, expected);
 }
+
+#[test]
+fn schedule_of_a_deleted_event_never_activates_its_successor_with_the_same_id() {
+    let (_d, mut s) = with_queue(QueueConfig {
+        dedup_window: Duration::from_secs(10),
+        ..QueueConfig::default()
+    });
+    let mut first = cmd("first");
+    first.id = Some(EventId::parse("x").expect("id"));
+    first.activate_at = Some(at(20));
+    s.enqueue(at(0), first.clone()).expect("enqueue");
+    let outbox = s.outbox(10).expect("outbox");
+    let [(_, HandOff::Schedule { version, .. })] = outbox.as_slice() else {
+        panic!("expected one schedule, got {outbox:?}");
+    };
+    let old_version = *version;
+    s.delete(&q("jobs"), "x").expect("delete");
+    let second = EnqueueCmd {
+        payload: b"second".to_vec(),
+        activate_at: Some(at(60)),
+        ..first
+    };
+    s.enqueue(at(11), second)
+        .expect("enqueue again after the window");
+    assert!(!s.activate(&q("jobs"), "x", old_version).expect("activate"));
+    assert!(
+        s.take(at(20), &q("jobs"), 10, None)
+            .expect("take")
+            .is_empty()
+    );
+}
+
+#[test]
+fn advance_into_a_queue_holding_the_same_id_is_refused_and_changes_nothing() {
+    let (_d, mut s) = with_queue(QueueConfig::default());
+    s.create_queue(at(0), q("next"), QueueConfig::default())
+        .expect("create");
+    let x = Some(EventId::parse("x").expect("id"));
+    s.enqueue(
+        at(0),
+        EnqueueCmd {
+            queue: q("next"),
+            id: x.clone(),
+            ..cmd("old")
+        },
+    )
+    .expect("enqueue");
+    s.enqueue(
+        at(0),
+        EnqueueCmd {
+            id: x,
+            ..cmd("new")
+        },
+    )
+    .expect("enqueue");
+    let l = s.take(at(1), &q("jobs"), 1, None).expect("take");
+    let advance = Outcome::Advance {
+        to: Some("next".into()),
+        payload: None,
+        headers: BTreeMap::new(),
+        delay: None,
+    };
+    let refused = s.complete(at(2), &q("jobs"), "x", l[0].token, advance);
+    assert!(
+        matches!(refused, Err(StoreError::IdTaken { .. })),
+        "{refused:?}"
+    );
+    assert_eq!(
+        s.get(&q("jobs"), "x").expect("still here").state,
+        EventState::Leased
+    );
+    assert_eq!(s.get(&q("next"), "x").expect("untouched").payload, b"old");
+}
+
+#[test]
+fn a_second_dead_letter_with_the_same_id_is_kept_under_a_new_id() {
+    let (_d, mut s) = with_queue(QueueConfig::default());
+    // The second round comes after the client ID's dedup window (15 min).
+    for (payload, t) in [("first", 0), ("second", 1000)] {
+        let c = EnqueueCmd {
+            id: Some(EventId::parse("x").expect("id")),
+            ..cmd(payload)
+        };
+        s.enqueue(at(t), c).expect("enqueue");
+        let l = s.take(at(t), &q("jobs"), 1, None).expect("take");
+        let dead = Outcome::DeadLetter {
+            reason: "bad".into(),
+        };
+        s.complete(at(t), &q("jobs"), "x", l[0].token, dead)
+            .expect("dead letter");
+    }
+    let dead = s
+        .list_dead_letters(&q("jobs.dlq"), 10, "")
+        .expect("list")
+        .items;
+    let payloads: Vec<&[u8]> = dead.iter().map(|e| e.payload.as_slice()).collect();
+    assert_eq!(payloads, [&b"first"[..], &b"second"[..]]);
+    assert_eq!(dead[1].headers[super::state::ORIGINAL_ID], "x");
+}
