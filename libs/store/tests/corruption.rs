@@ -128,7 +128,10 @@ fn damaged_payload_in_the_store_is_never_served() {
     write_events(dir.path(), 200, true);
     {
         // Flip one payload byte of a stored event behind the shard's back.
-        let db = sled::open(dir.path().join("state")).expect("open sled");
+        // Through `Kv::open`, which waits for the writer's sled lock to be released.
+        let kv =
+            cascade_store::kv::Kv::open(&dir.path().join("state"), 16 << 20).expect("open sled");
+        let db = kv.db();
         let marker = b"PAYLOAD-MARKER-000123-";
         let (key, mut value) = db
             .iter()

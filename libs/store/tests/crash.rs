@@ -45,7 +45,13 @@ fn run_and_kill(dir: &std::path::Path, tag: &str, rng: &mut fastrand::Rng) -> Ac
         .recv_timeout(Duration::from_secs(30))
         .expect("child never got ready");
     assert_eq!(ready, "READY");
-    let kill_at = Instant::now() + Duration::from_millis(rng.u64(50..400));
+    // The random moment starts at the first acknowledgement: on a slow disk the first
+    // group commit alone can outlast a fixed delay, and a kill before any acknowledgement
+    // proves nothing.
+    let first = rx
+        .recv_timeout(Duration::from_secs(30))
+        .expect("child acknowledged nothing within 30 s");
+    let kill_at = Instant::now() + Duration::from_millis(rng.u64(20..350));
     while Instant::now() < kill_at {
         std::thread::sleep(Duration::from_millis(5));
     }
@@ -56,7 +62,7 @@ fn run_and_kill(dir: &std::path::Path, tag: &str, rng: &mut fastrand::Rng) -> Ac
         enqueued: BTreeSet::new(),
         advanced: BTreeSet::new(),
     };
-    for line in rx.try_iter() {
+    for line in std::iter::once(first).chain(rx.try_iter()) {
         match line.split_once(' ') {
             Some(("E", id)) => acked.enqueued.insert(id.to_string()),
             Some(("A", id)) => acked.advanced.insert(id.to_string()),

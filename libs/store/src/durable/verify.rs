@@ -26,6 +26,9 @@ impl VerifyReport {
     }
 }
 
+/// Verification streams the store once; a small cache is enough.
+const VERIFY_CACHE_BYTES: u64 = 16 << 20;
+
 pub fn verify(dir: &Path) -> Result<VerifyReport, StoreError> {
     let state_dir = dir.join("state");
     let wal_dir = dir.join("wal");
@@ -35,11 +38,7 @@ pub fn verify(dir: &Path) -> Result<VerifyReport, StoreError> {
             "no store here: state/ is missing".into(),
         ));
     }
-    let db = sled::Config::new()
-        .path(&state_dir)
-        .flush_every_ms(None)
-        .open()
-        .map_err(|e| StoreError::sled("open the store", &state_dir, e))?;
+    let db = crate::kv::open_sled(&state_dir, VERIFY_CACHE_BYTES)?;
     let mut report = VerifyReport::default();
     let checkpoint_lsn = checkpoint::lsn(&db, &state_dir)?;
     match crate::wal::verify(&wal_dir, checkpoint_lsn) {

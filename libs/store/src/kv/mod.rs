@@ -30,31 +30,35 @@ pub struct Kv {
     layers: Layers,
 }
 
-impl Kv {
-    /// Opens (or creates) the sled store in `dir`. sled's own periodic flush is off: its
-    /// flush is no durability barrier, and checkpoints flush and fsync it themselves.
-    pub fn open(dir: &Path, cache_bytes: u64) -> Result<Kv, StoreError> {
-        let config = sled::Config::new()
-            .path(dir)
-            .cache_capacity(cache_bytes)
-            .flush_every_ms(None)
-            .mode(sled::Mode::HighThroughput);
-        // After a close, sled's background writers may hold the file lock a moment longer:
-        // an opener in the same process waits for them rather than failing.
-        let deadline = std::time::Instant::now() + LOCK_WAIT;
-        let db = loop {
-            match config.open() {
-                Err(sled::Error::Io(e))
-                    if e.to_string().contains("could not acquire lock")
-                        && std::time::Instant::now() < deadline =>
-                {
-                    std::thread::sleep(std::time::Duration::from_millis(10));
-                }
-                result => break result.map_err(|e| StoreError::sled("open the store", dir, e))?,
+/// Opens sled in `dir` with its own periodic flush off: that flush is no durability
+/// barrier, and checkpoints flush and fsync it themselves.
+pub fn open_sled(dir: &Path, cache_bytes: u64) -> Result<sled::Db, StoreError> {
+    let config = sled::Config::new()
+        .path(dir)
+        .cache_capacity(cache_bytes)
+        .flush_every_ms(None)
+        .mode(sled::Mode::HighThroughput);
+    // After a close, sled's background writers may hold the file lock a moment longer:
+    // an opener in the same process waits for them rather than failing.
+    let deadline = std::time::Instant::now() + LOCK_WAIT;
+    loop {
+        match config.open() {
+            Err(sled::Error::Io(e))
+                if e.to_string().contains("could not acquire lock")
+                    && std::time::Instant::now() < deadline =>
+            {
+                std::thread::sleep(std::time::Duration::from_millis(10));
             }
-        };
+            result => return result.map_err(|e| StoreError::sled("open the store", dir, e)),
+        }
+    }
+}
+
+impl Kv {
+    /// Opens (or creates) the sled store in `dir`.
+    pub fn open(dir: &Path, cache_bytes: u64) -> Result<Kv, StoreError> {
         Ok(Kv {
-            db,
+            db: open_sled(dir, cache_bytes)?,
             dir: dir.to_path_buf(),
             layers: Layers::default(),
         })
