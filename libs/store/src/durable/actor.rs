@@ -273,6 +273,13 @@ impl<S: Maintenance> Writer<S> {
             }
             if self.checkpoint_due() {
                 self.start_checkpoint();
+            } else if self.checkpoint.is_some()
+                && self.state.kv().dirty_bytes() >= 2 * self.options.checkpoint_bytes
+            {
+                // sled is not keeping up with the writes: hold new work until the running
+                // checkpoint lands, so memory stays bounded and the rate is a sustainable one.
+                tracing::debug!("store.checkpoint.backpressure");
+                self.poll_checkpoint(true);
             }
         }
         // Answer whatever is still queued: this store takes nothing more.

@@ -12,19 +12,37 @@ use crate::error::StoreError;
 
 const CHECKPOINT_LSN: &str = "checkpoint_lsn";
 
-/// Applies `layer` and the checkpoint's log position to sled in one atomic batch, then makes
-/// the store durable. Runs on a background thread; the shard keeps serving meanwhile.
+/// Entries per sled batch. sled holds a lock that blocks its readers while it applies a
+/// batch, and the shard reads sled while a checkpoint runs: small batches keep those reads
+/// from stalling behind a whole layer.
+const CHUNK: usize = 1024;
+
+/// Writes `layer` into sled in chunks, then the checkpoint's log position, then makes the
+/// store durable. Runs on a background thread; the shard keeps serving meanwhile.
+///
+/// Not atomic, and need not be: until the position is written and durable, recovery replays
+/// the log from the previous checkpoint, which rewrites every key of this layer (whole-key
+/// writes, in order, leaving tombstones; see `Kv::replay`).
 pub fn write(db: &sled::Db, dir: &Path, layer: &Layer, lsn: u64) -> Result<(), StoreError> {
-    let mut batch = sled::Batch::default();
-    for (key, dirty) in layer {
-        match &dirty.value {
-            Some(v) => batch.insert(key.as_slice(), v.as_slice()),
-            None => batch.remove(key.as_slice()),
+    let mut entries = layer.iter().peekable();
+    while entries.peek().is_some() {
+        let mut batch = sled::Batch::default();
+        for (key, dirty) in entries.by_ref().take(CHUNK) {
+            match &dirty.value {
+                Some(v) => batch.insert(key.as_slice(), v.as_slice()),
+                None => batch.remove(key.as_slice()),
+            }
         }
+        db.apply_batch(batch)
+            .map_err(|e| StoreError::sled("apply a checkpoint", dir, e))?;
     }
-    batch.insert(keys::meta(CHECKPOINT_LSN), records::encode_u64(lsn));
-    db.apply_batch(batch)
-        .map_err(|e| StoreError::sled("apply a checkpoint", dir, e))?;
+    // Flushed and synced before the position is written: sled must not claim a position
+    // whose keys could still be lost.
+    db.flush()
+        .map_err(|e| StoreError::sled("flush a checkpoint", dir, e))?;
+    fsync_tree(dir)?;
+    db.insert(keys::meta(CHECKPOINT_LSN), records::encode_u64(lsn))
+        .map_err(|e| StoreError::sled("write the checkpoint position", dir, e))?;
     db.flush()
         .map_err(|e| StoreError::sled("flush a checkpoint", dir, e))?;
     fsync_tree(dir)

@@ -55,10 +55,12 @@ impl Layers {
         frozen.get(key).map(|d| d.value.as_deref())
     }
 
-    pub fn apply(&mut self, batch: &Batch) {
+    /// Applies `batch`. With `replay`, no put counts as fresh: during recovery sled may hold
+    /// any key of an interrupted checkpoint, so a delete must leave a tombstone.
+    pub fn apply(&mut self, batch: &Batch, replay: bool) {
         for op in batch.ops() {
             match op {
-                Op::Put { key, value, fresh } => self.put(key, value, *fresh),
+                Op::Put { key, value, fresh } => self.put(key, value, *fresh && !replay),
                 Op::Delete { key } => self.delete(key),
             }
         }

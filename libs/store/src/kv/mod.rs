@@ -135,7 +135,12 @@ impl Kv {
     }
 
     pub fn apply(&mut self, batch: &Batch) {
-        self.layers.apply(batch);
+        self.layers.apply(batch, false);
+    }
+
+    /// Applies a batch read back from the log during recovery (see `Layers::apply`).
+    pub fn replay(&mut self, batch: &Batch) {
+        self.layers.apply(batch, true);
     }
 
     pub fn dirty_bytes(&self) -> usize {

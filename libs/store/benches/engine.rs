@@ -1,0 +1,359 @@
+//! The shard engine's benchmark: the store actor with fsync durability, 100-byte payloads,
+//! driven from tokio tasks the way the dispatcher drives it. Every figure is printed beside
+//! the disk's raw `fdatasync` rate measured in the same run, so results compare across
+//! machines.
+//!
+//! Run: `cargo bench -p cascade-store --bench engine [-- SCENARIO...]`
+//! Scenarios: fsync, enqueue-1, enqueue-64, steady-single, steady-batch, fill, drain
+//! (default: all, in that order; `drain` drains the backlog `fill` left).
+//! Environment: `CASCADE_BENCH_DIR` (default `bench-data/` in the working directory; keep it
+//! on the disk you want to measure, not on tmpfs), `CASCADE_BENCH_SECS` (length of the short
+//! scenarios, default 10), `CASCADE_BENCH_FILL_SECS` (default 60).
+
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use cascade_core::{Outcome, QueueConfig, QueueName, SystemClock};
+use cascade_store::shard::{EnqueueCmd, LeasedEvent};
+use cascade_store::{Durability, Shard, ShardSettings, Store, StoreError, StoreOptions, durable};
+
+const PAYLOAD_BYTES: usize = 100;
+const BATCH: usize = 100;
+const SUBMITTERS: usize = 64;
+const CONSUMERS: usize = 4;
+const DRAIN_EVENTS: u64 = 1_000_000;
+
+type Shared = Arc<Store<Shard>>;
+
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let wanted: Vec<String> = std::env::args()
+        .skip(1)
+        .filter(|a| !a.starts_with("--"))
+        .collect();
+    let run = |name: &str| wanted.is_empty() || wanted.iter().any(|w| w == name);
+    let dir = std::env::var_os("CASCADE_BENCH_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("bench-data"));
+    let secs = env_secs("CASCADE_BENCH_SECS", 10);
+    let fill_secs = env_secs("CASCADE_BENCH_FILL_SECS", 60);
+    std::fs::create_dir_all(&dir)?;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()?;
+
+    let fsync_rate = raw_fsync_rate(&dir, Duration::from_secs(3))?;
+    println!(
+        "disk: {fsync_rate:.0} fdatasync/s (raw: 100-byte append + fdatasync, one file, 3 s) in {}",
+        dir.display()
+    );
+    let report = |name: &str, line: String| {
+        println!("{name:<14} {line}   [disk {fsync_rate:.0} fdatasync/s]");
+    };
+    if run("enqueue-1") {
+        let r = runtime.block_on(with_store(&dir, "enqueue-1", |s| {
+            enqueue_single(s, 1, secs)
+        }))?;
+        report("enqueue-1", r);
+    }
+    if run("enqueue-64") {
+        let r = runtime.block_on(with_store(&dir, "enqueue-64", |s| {
+            enqueue_single(s, SUBMITTERS, secs)
+        }))?;
+        report("enqueue-64", r);
+    }
+    if run("steady-single") {
+        let r = runtime.block_on(with_store(&dir, "steady-single", |s| steady(s, 1, secs)))?;
+        report("steady-single", r);
+    }
+    if run("steady-batch") {
+        let r = runtime.block_on(with_store(&dir, "steady-batch", |s| steady(s, BATCH, secs)))?;
+        report("steady-batch", r);
+    }
+    if run("fill") {
+        let r = runtime.block_on(with_store(&dir, "backlog", |s| fill(s, fill_secs)))?;
+        report("fill", r);
+    }
+    if run("drain") {
+        let r = runtime.block_on(with_store(&dir, "backlog", drain))?;
+        report("drain", r);
+    }
+    Ok(())
+}
+
+fn env_secs(name: &str, default: u64) -> Duration {
+    let secs = std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default);
+    Duration::from_secs(secs)
+}
+
+/// Appends 100 bytes and `fdatasync`s, as often as the disk allows for `length`.
+fn raw_fsync_rate(dir: &Path, length: Duration) -> std::io::Result<f64> {
+    let path = dir.join("fsync-probe");
+    let mut file = std::fs::File::create(&path)?;
+    let start = Instant::now();
+    let mut n = 0u64;
+    while start.elapsed() < length {
+        file.write_all(&[0x5a; PAYLOAD_BYTES])?;
+        file.sync_data()?;
+        n += 1;
+    }
+    let rate = n as f64 / start.elapsed().as_secs_f64();
+    std::fs::remove_file(&path)?;
+    Ok(rate)
+}
+
+/// Opens the store `name` under `dir` (fsync durability, default options), runs `scenario`,
+/// and shuts the store down cleanly. `backlog` persists between `fill` and `drain`; every
+/// other scenario starts from an empty store.
+async fn with_store<F, Fut>(dir: &Path, name: &str, scenario: F) -> Result<String, StoreError>
+where
+    F: FnOnce(Shared) -> Fut,
+    Fut: Future<Output = Result<String, StoreError>>,
+{
+    let path = dir.join(name);
+    if name != "backlog" && path.exists() {
+        std::fs::remove_dir_all(&path).map_err(|e| StoreError::io("clear", &path, e))?;
+    }
+    let options = StoreOptions {
+        durability: Durability::Fsync,
+        ..StoreOptions::default()
+    };
+    let (kv, wal) = durable::recover(&path, &options)?;
+    let shard = Shard::new(kv, ShardSettings::default())?;
+    let store = Arc::new(Store::start(shard, wal, options, Arc::new(SystemClock)));
+    store
+        .run(
+            |s, now| match s.create_queue(now, queue(), QueueConfig::default()) {
+                Err(StoreError::QueueExists { .. }) => Ok(()),
+                other => other.map(|_| ()),
+            },
+        )
+        .await?;
+    let result = scenario(Arc::clone(&store)).await;
+    let store = Arc::into_inner(store).expect("the scenario's tasks have ended");
+    tokio::task::spawn_blocking(move || store.shutdown())
+        .await
+        .expect("shutdown thread")?;
+    result
+}
+
+fn queue() -> QueueName {
+    QueueName::parse("bench").expect("a valid name")
+}
+
+fn enqueue_cmd() -> EnqueueCmd {
+    EnqueueCmd {
+        queue: queue(),
+        id: None,
+        idempotency_key: None,
+        payload: vec![0xab; PAYLOAD_BYTES],
+        headers: BTreeMap::new(),
+        activate_at: None,
+    }
+}
+
+/// Enqueues `n` events in one call, as `EnqueueBatch` does.
+async fn enqueue_many(store: &Store<Shard>, n: usize) -> Result<(), StoreError> {
+    store
+        .run(move |s, now| {
+            for _ in 0..n {
+                s.enqueue(now, enqueue_cmd())?;
+            }
+            Ok(())
+        })
+        .await
+}
+
+/// `submitters` tasks each enqueue one event per call, waiting for its acknowledgement.
+async fn enqueue_single(
+    store: Shared,
+    submitters: usize,
+    length: Duration,
+) -> Result<String, StoreError> {
+    let stop = Instant::now() + length;
+    let mut tasks = Vec::new();
+    for _ in 0..submitters {
+        let store = Arc::clone(&store);
+        tasks.push(tokio::spawn(async move {
+            let mut latencies = Vec::new();
+            while Instant::now() < stop {
+                let start = Instant::now();
+                enqueue_many(&store, 1).await?;
+                latencies.push(start.elapsed());
+            }
+            Ok::<_, StoreError>(latencies)
+        }));
+    }
+    let started = Instant::now();
+    let mut latencies = Vec::new();
+    for t in tasks {
+        latencies.extend(t.await.expect("submitter")?);
+    }
+    let elapsed = started.elapsed().as_secs_f64();
+    latencies.sort();
+    let pct = |p: f64| latencies[((latencies.len() - 1) as f64 * p) as usize];
+    Ok(format!(
+        "{:>9.0} events/s   {submitters} submitters, 1 event per call; latency p50 {:?} p99 {:?}",
+        latencies.len() as f64 / elapsed,
+        pct(0.50),
+        pct(0.99),
+    ))
+}
+
+/// Takes a batch, then completes it with `ack` in a second call, as a worker's `Take` and
+/// `Complete` would. Returns how many it acknowledged.
+async fn take_and_ack(store: &Store<Shard>) -> Result<usize, StoreError> {
+    let taken: Vec<LeasedEvent> = store
+        .run(|s, now| s.take(now, &queue(), BATCH, None))
+        .await?;
+    let n = taken.len();
+    if n > 0 {
+        store
+            .run(move |s, now| {
+                for leased in taken {
+                    let id = leased.event.id.to_string();
+                    s.complete(now, &queue(), &id, leased.token, Outcome::Ack)?;
+                }
+                Ok(())
+            })
+            .await?;
+    }
+    Ok(n)
+}
+
+/// `CONSUMERS` tasks take and ack until `done` says so and the queue is empty (or `limit`
+/// events are acknowledged). Returns how many they acknowledged.
+async fn consume(store: &Shared, done: Arc<AtomicBool>, limit: u64) -> Result<u64, StoreError> {
+    let acked = Arc::new(AtomicU64::new(0));
+    let mut tasks = Vec::new();
+    for _ in 0..CONSUMERS {
+        let (store, done, acked) = (Arc::clone(store), Arc::clone(&done), Arc::clone(&acked));
+        tasks.push(tokio::spawn(async move {
+            while acked.load(Ordering::Relaxed) < limit {
+                let n = take_and_ack(&store).await?;
+                acked.fetch_add(n as u64, Ordering::Relaxed);
+                if n == 0 {
+                    if done.load(Ordering::Relaxed) {
+                        break;
+                    }
+                    tokio::time::sleep(Duration::from_millis(1)).await;
+                }
+            }
+            Ok::<_, StoreError>(())
+        }));
+    }
+    for t in tasks {
+        t.await.expect("consumer")?;
+    }
+    Ok(acked.load(Ordering::Relaxed))
+}
+
+/// `SUBMITTERS` tasks enqueue `per_call` events per call for `length` while consumers take
+/// and ack in batches; the rate is what went all the way through.
+async fn steady(store: Shared, per_call: usize, length: Duration) -> Result<String, StoreError> {
+    let done = Arc::new(AtomicBool::new(false));
+    let started = Instant::now();
+    let consumers = {
+        let (store, done) = (Arc::clone(&store), Arc::clone(&done));
+        tokio::spawn(async move { consume(&store, done, u64::MAX).await })
+    };
+    let enqueued = submit_for(&store, per_call, length).await?;
+    done.store(true, Ordering::Relaxed);
+    let acked = consumers.await.expect("consumers")?;
+    let elapsed = started.elapsed().as_secs_f64();
+    Ok(format!(
+        "{:>9.0} events/s through ({enqueued} enqueued, {acked} acked, in {elapsed:.1} s; {SUBMITTERS} submitters x {per_call} per call, {CONSUMERS} consumers take+ack {BATCH})",
+        acked as f64 / elapsed,
+    ))
+}
+
+/// `SUBMITTERS` tasks enqueue `per_call` events per call for `length`. Returns the count.
+async fn submit_for(store: &Shared, per_call: usize, length: Duration) -> Result<u64, StoreError> {
+    let stop = Instant::now() + length;
+    let mut tasks = Vec::new();
+    for _ in 0..SUBMITTERS {
+        let store = Arc::clone(store);
+        tasks.push(tokio::spawn(async move {
+            let mut n = 0u64;
+            while Instant::now() < stop {
+                enqueue_many(&store, per_call).await?;
+                n += per_call as u64;
+            }
+            Ok::<_, StoreError>(n)
+        }));
+    }
+    let mut total = 0;
+    for t in tasks {
+        total += t.await.expect("submitter")?;
+    }
+    Ok(total)
+}
+
+/// Enqueue only, `BATCH` per call, for `length`; prints the rate of every 10 s so a burst
+/// the log absorbs cannot pass for a sustained rate.
+async fn fill(store: Shared, length: Duration) -> Result<String, StoreError> {
+    let counted = Arc::new(AtomicU64::new(0));
+    let started = Instant::now();
+    let ticker = {
+        let counted = Arc::clone(&counted);
+        tokio::spawn(async move {
+            let mut last = 0;
+            let mut interval = tokio::time::interval(Duration::from_secs(10));
+            interval.tick().await;
+            loop {
+                interval.tick().await;
+                let now = counted.load(Ordering::Relaxed);
+                println!("  fill: {:>7}/s in the last 10 s", (now - last) / 10);
+                last = now;
+            }
+        })
+    };
+    let stop = Instant::now() + length;
+    let mut tasks = Vec::new();
+    for _ in 0..SUBMITTERS {
+        let (store, counted) = (Arc::clone(&store), Arc::clone(&counted));
+        tasks.push(tokio::spawn(async move {
+            while Instant::now() < stop {
+                enqueue_many(&store, BATCH).await?;
+                counted.fetch_add(BATCH as u64, Ordering::Relaxed);
+            }
+            Ok::<_, StoreError>(())
+        }));
+    }
+    for t in tasks {
+        t.await.expect("submitter")?;
+    }
+    ticker.abort();
+    let elapsed = started.elapsed().as_secs_f64();
+    let total = counted.load(Ordering::Relaxed);
+    Ok(format!(
+        "{:>9.0} events/s sustained over {elapsed:.0} s ({total} events, {SUBMITTERS} submitters x {BATCH} per call)",
+        total as f64 / elapsed
+    ))
+}
+
+/// Drains `DRAIN_EVENTS` of the backlog `fill` left, from a freshly opened store.
+async fn drain(store: Shared) -> Result<String, StoreError> {
+    let stats = store.run(|s, now| s.queue_stats(now, &queue())).await?;
+    if stats.ready < DRAIN_EVENTS {
+        return Ok(format!(
+            "skipped: the backlog holds {} ready events, fewer than {DRAIN_EVENTS}; run `fill` first",
+            stats.ready
+        ));
+    }
+    let started = Instant::now();
+    let acked = consume(&store, Arc::new(AtomicBool::new(true)), DRAIN_EVENTS).await?;
+    let elapsed = started.elapsed().as_secs_f64();
+    Ok(format!(
+        "{:>9.0} events/s ({acked} of a backlog of {} taken and acked in {elapsed:.1} s, {CONSUMERS} consumers x {BATCH})",
+        acked as f64 / elapsed,
+        stats.ready
+    ))
+}
