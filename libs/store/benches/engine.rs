@@ -26,8 +26,14 @@ const BATCH: usize = 100;
 const SUBMITTERS: usize = 64;
 const CONSUMERS: usize = 4;
 const DRAIN_EVENTS: u64 = 1_000_000;
+/// Events enqueued and not yet acked at most during `steady`: a steady flow, not a fill.
+const STEADY_BACKLOG: u64 = 20_000;
 
 type Shared = Arc<Store<Shard>>;
+
+// The allocator Cascade's binaries use.
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let wanted: Vec<String> = std::env::args()
@@ -228,17 +234,28 @@ async fn take_and_ack(store: &Store<Shard>) -> Result<usize, StoreError> {
     Ok(n)
 }
 
-/// `CONSUMERS` tasks take and ack until `done` says so and the queue is empty (or `limit`
-/// events are acknowledged). Returns how many they acknowledged.
-async fn consume(store: &Shared, done: Arc<AtomicBool>, limit: u64) -> Result<u64, StoreError> {
-    let acked = Arc::new(AtomicU64::new(0));
+/// What the submitters and consumers of a scenario have done so far.
+#[derive(Default)]
+struct Progress {
+    enqueued: AtomicU64,
+    acked: AtomicU64,
+}
+
+/// `CONSUMERS` tasks take and ack until `done` says so and the queue is empty, or until
+/// `limit` events are acknowledged.
+async fn consume(
+    store: &Shared,
+    progress: Arc<Progress>,
+    done: Arc<AtomicBool>,
+    limit: u64,
+) -> Result<(), StoreError> {
     let mut tasks = Vec::new();
     for _ in 0..CONSUMERS {
-        let (store, done, acked) = (Arc::clone(store), Arc::clone(&done), Arc::clone(&acked));
+        let (store, done, progress) = (Arc::clone(store), Arc::clone(&done), Arc::clone(&progress));
         tasks.push(tokio::spawn(async move {
-            while acked.load(Ordering::Relaxed) < limit {
+            while progress.acked.load(Ordering::Relaxed) < limit {
                 let n = take_and_ack(&store).await?;
-                acked.fetch_add(n as u64, Ordering::Relaxed);
+                progress.acked.fetch_add(n as u64, Ordering::Relaxed);
                 if n == 0 {
                     if done.load(Ordering::Relaxed) {
                         break;
@@ -252,77 +269,34 @@ async fn consume(store: &Shared, done: Arc<AtomicBool>, limit: u64) -> Result<u6
     for t in tasks {
         t.await.expect("consumer")?;
     }
-    Ok(acked.load(Ordering::Relaxed))
+    Ok(())
 }
 
-/// `SUBMITTERS` tasks enqueue `per_call` events per call for `length` while consumers take
-/// and ack in batches; the rate is what went all the way through.
-async fn steady(store: Shared, per_call: usize, length: Duration) -> Result<String, StoreError> {
-    let done = Arc::new(AtomicBool::new(false));
-    let started = Instant::now();
-    let consumers = {
-        let (store, done) = (Arc::clone(&store), Arc::clone(&done));
-        tokio::spawn(async move { consume(&store, done, u64::MAX).await })
-    };
-    let enqueued = submit_for(&store, per_call, length).await?;
-    done.store(true, Ordering::Relaxed);
-    let acked = consumers.await.expect("consumers")?;
-    let elapsed = started.elapsed().as_secs_f64();
-    Ok(format!(
-        "{:>9.0} events/s through ({enqueued} enqueued, {acked} acked, in {elapsed:.1} s; {SUBMITTERS} submitters x {per_call} per call, {CONSUMERS} consumers take+ack {BATCH})",
-        acked as f64 / elapsed,
-    ))
-}
-
-/// `SUBMITTERS` tasks enqueue `per_call` events per call for `length`. Returns the count.
-async fn submit_for(store: &Shared, per_call: usize, length: Duration) -> Result<u64, StoreError> {
+/// `SUBMITTERS` tasks enqueue `per_call` events per call for `length`; with `max_backlog`,
+/// a submitter waits while more than that many events are enqueued and not yet acked.
+async fn submit_for(
+    store: &Shared,
+    progress: &Arc<Progress>,
+    per_call: usize,
+    length: Duration,
+    max_backlog: Option<u64>,
+) -> Result<(), StoreError> {
     let stop = Instant::now() + length;
     let mut tasks = Vec::new();
     for _ in 0..SUBMITTERS {
-        let store = Arc::clone(store);
+        let (store, progress) = (Arc::clone(store), Arc::clone(progress));
         tasks.push(tokio::spawn(async move {
-            let mut n = 0u64;
             while Instant::now() < stop {
+                let enqueued = progress.enqueued.load(Ordering::Relaxed);
+                let backlog = enqueued.saturating_sub(progress.acked.load(Ordering::Relaxed));
+                if max_backlog.is_some_and(|max| backlog > max) {
+                    tokio::time::sleep(Duration::from_micros(200)).await;
+                    continue;
+                }
                 enqueue_many(&store, per_call).await?;
-                n += per_call as u64;
-            }
-            Ok::<_, StoreError>(n)
-        }));
-    }
-    let mut total = 0;
-    for t in tasks {
-        total += t.await.expect("submitter")?;
-    }
-    Ok(total)
-}
-
-/// Enqueue only, `BATCH` per call, for `length`; prints the rate of every 10 s so a burst
-/// the log absorbs cannot pass for a sustained rate.
-async fn fill(store: Shared, length: Duration) -> Result<String, StoreError> {
-    let counted = Arc::new(AtomicU64::new(0));
-    let started = Instant::now();
-    let ticker = {
-        let counted = Arc::clone(&counted);
-        tokio::spawn(async move {
-            let mut last = 0;
-            let mut interval = tokio::time::interval(Duration::from_secs(10));
-            interval.tick().await;
-            loop {
-                interval.tick().await;
-                let now = counted.load(Ordering::Relaxed);
-                println!("  fill: {:>7}/s in the last 10 s", (now - last) / 10);
-                last = now;
-            }
-        })
-    };
-    let stop = Instant::now() + length;
-    let mut tasks = Vec::new();
-    for _ in 0..SUBMITTERS {
-        let (store, counted) = (Arc::clone(&store), Arc::clone(&counted));
-        tasks.push(tokio::spawn(async move {
-            while Instant::now() < stop {
-                enqueue_many(&store, BATCH).await?;
-                counted.fetch_add(BATCH as u64, Ordering::Relaxed);
+                progress
+                    .enqueued
+                    .fetch_add(per_call as u64, Ordering::Relaxed);
             }
             Ok::<_, StoreError>(())
         }));
@@ -330,9 +304,55 @@ async fn fill(store: Shared, length: Duration) -> Result<String, StoreError> {
     for t in tasks {
         t.await.expect("submitter")?;
     }
+    Ok(())
+}
+
+/// Submitters enqueue `per_call` events per call for `length` while consumers take and ack
+/// in batches, the backlog kept under `STEADY_BACKLOG`; the rate is what went all the way
+/// through.
+async fn steady(store: Shared, per_call: usize, length: Duration) -> Result<String, StoreError> {
+    let progress = Arc::new(Progress::default());
+    let done = Arc::new(AtomicBool::new(false));
+    let started = Instant::now();
+    let consumers = {
+        let (store, progress, done) =
+            (Arc::clone(&store), Arc::clone(&progress), Arc::clone(&done));
+        tokio::spawn(async move { consume(&store, progress, done, u64::MAX).await })
+    };
+    submit_for(&store, &progress, per_call, length, Some(STEADY_BACKLOG)).await?;
+    done.store(true, Ordering::Relaxed);
+    consumers.await.expect("consumers")?;
+    let elapsed = started.elapsed().as_secs_f64();
+    let acked = progress.acked.load(Ordering::Relaxed);
+    Ok(format!(
+        "{:>9.0} events/s through ({acked} enqueued and acked in {elapsed:.1} s; {SUBMITTERS} submitters x {per_call} per call, backlog <= {STEADY_BACKLOG}, {CONSUMERS} consumers take+ack {BATCH})",
+        acked as f64 / elapsed,
+    ))
+}
+
+/// Enqueue only, `BATCH` per call, for `length`; prints the rate of every 10 s so a burst
+/// the log absorbs cannot pass for a sustained rate.
+async fn fill(store: Shared, length: Duration) -> Result<String, StoreError> {
+    let progress = Arc::new(Progress::default());
+    let started = Instant::now();
+    let ticker = {
+        let progress = Arc::clone(&progress);
+        tokio::spawn(async move {
+            let mut last = 0;
+            let mut interval = tokio::time::interval(Duration::from_secs(10));
+            interval.tick().await;
+            loop {
+                interval.tick().await;
+                let now = progress.enqueued.load(Ordering::Relaxed);
+                println!("  fill: {:>7}/s in the last 10 s", (now - last) / 10);
+                last = now;
+            }
+        })
+    };
+    submit_for(&store, &progress, BATCH, length, None).await?;
     ticker.abort();
     let elapsed = started.elapsed().as_secs_f64();
-    let total = counted.load(Ordering::Relaxed);
+    let total = progress.enqueued.load(Ordering::Relaxed);
     Ok(format!(
         "{:>9.0} events/s sustained over {elapsed:.0} s ({total} events, {SUBMITTERS} submitters x {BATCH} per call)",
         total as f64 / elapsed
@@ -348,8 +368,16 @@ async fn drain(store: Shared) -> Result<String, StoreError> {
             stats.ready
         ));
     }
+    let progress = Arc::new(Progress::default());
     let started = Instant::now();
-    let acked = consume(&store, Arc::new(AtomicBool::new(true)), DRAIN_EVENTS).await?;
+    consume(
+        &store,
+        Arc::clone(&progress),
+        Arc::new(AtomicBool::new(true)),
+        DRAIN_EVENTS,
+    )
+    .await?;
+    let acked = progress.acked.load(Ordering::Relaxed);
     let elapsed = started.elapsed().as_secs_f64();
     Ok(format!(
         "{:>9.0} events/s ({acked} of a backlog of {} taken and acked in {elapsed:.1} s, {CONSUMERS} consumers x {BATCH})",

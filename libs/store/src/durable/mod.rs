@@ -119,7 +119,9 @@ mod tests {
             let layer = kv.freeze();
             for (key, dirty) in layer.iter() {
                 let value = dirty.value.as_deref().expect("a put");
-                kv.db().insert(key.as_slice(), value).expect("partial chunk");
+                kv.db()
+                    .insert(key.as_slice(), value)
+                    .expect("partial chunk");
             }
             kv.db().flush().expect("flush");
             let mut later = Batch::default();

@@ -109,6 +109,12 @@ impl Shard {
             .seqs
             .dedup_count
             .saturating_sub(self.st.settings.dedup_max_entries) as usize;
+        let head_live = self.st.dedup_head_expiry.is_some_and(|t| now < t);
+        if over == 0 && (self.st.seqs.dedup_count == 0 || head_live) {
+            return Ok(0);
+        }
+        self.st.dedup_head_expiry = None;
+        let mut head_expiry = None;
         let mut doomed = Vec::new();
         let (start, end) = keys::dedup_age_space();
         let kv = &self.kv;
@@ -120,19 +126,23 @@ impl Shard {
             if doomed.len() >= over + expired_budget {
                 return Ok(Flow::Stop);
             }
-            let expired = match kv.get(dedup_key)? {
-                Some(v) => {
-                    let rec = records::decode_dedup(&v).map_err(|e| State::corrupt(kv, e))?;
-                    rec.expires_at <= now
-                }
-                None => true,
+            // `None`: the entry is gone, the age key is garbage.
+            let expiry = match kv.get(dedup_key)? {
+                Some(v) => Some(
+                    records::decode_dedup(&v)
+                        .map_err(|e| State::corrupt(kv, e))?
+                        .expires_at,
+                ),
+                None => None,
             };
-            if !expired {
+            if let Some(t) = expiry.filter(|t| now < *t) {
+                head_expiry = Some(t);
                 return Ok(Flow::Stop);
             }
             doomed.push((age_key.to_vec(), dedup_key.to_vec()));
             Ok(Flow::Continue)
         })?;
+        self.st.dedup_head_expiry = head_expiry;
         if doomed.is_empty() {
             return Ok(0);
         }

@@ -63,6 +63,7 @@ impl Shard {
             seqs,
             ready_cursor: HashMap::new(),
             lease_cursor: 0,
+            dedup_head_expiry: None,
             unlogged: Vec::new(),
         };
         st.templates = load_templates(&kv)?;

@@ -22,7 +22,8 @@ pub(super) struct Sequences {
     pub queue_id: u64,
     /// Live dedup entries.
     pub dedup_count: u64,
-    dirty: bool,
+    /// Which of the four moved since the last write: only those are written.
+    dirty: [bool; 4],
 }
 
 const META_KEYS: [&str; 4] = ["seq", "epoch", "queue_id", "dedup_count"];
@@ -41,42 +42,40 @@ impl Sequences {
             epoch: values[1],
             queue_id: values[2],
             dedup_count: values[3],
-            dirty: false,
+            dirty: [false; 4],
         })
     }
 
     pub fn next_seq(&mut self) -> u64 {
-        self.dirty = true;
+        self.dirty[0] = true;
         self.seq += 1;
         self.seq
     }
 
     pub fn next_epoch(&mut self) -> u64 {
-        self.dirty = true;
+        self.dirty[1] = true;
         self.epoch += 1;
         self.epoch
     }
 
     pub fn next_queue_id(&mut self) -> u64 {
-        self.dirty = true;
+        self.dirty[2] = true;
         self.queue_id += 1;
         self.queue_id
     }
 
     pub fn add_dedup(&mut self, delta: i64) {
-        self.dirty = true;
+        self.dirty[3] = true;
         self.dedup_count = self.dedup_count.saturating_add_signed(delta);
     }
 
     fn persist(&mut self, txn: &mut Txn<'_>) {
-        if !self.dirty {
-            return;
-        }
         let values = [self.seq, self.epoch, self.queue_id, self.dedup_count];
-        for (v, name) in values.into_iter().zip(META_KEYS) {
-            txn.put(keys::meta(name), records::encode_u64(v));
+        for ((v, name), dirty) in values.into_iter().zip(META_KEYS).zip(&mut self.dirty) {
+            if std::mem::take(dirty) {
+                txn.put(keys::meta(name), records::encode_u64(v));
+            }
         }
-        self.dirty = false;
     }
 }
 
@@ -95,6 +94,9 @@ pub(super) struct State {
     pub seqs: Sequences,
     pub ready_cursor: HashMap<u64, Vec<u8>>,
     pub lease_cursor: u64,
+    /// When the oldest dedup entry expires, if known: until then only the count bound can
+    /// make `prune_dedup` remove anything, so it need not look.
+    pub dedup_head_expiry: Option<Timestamp>,
     pub unlogged: Vec<Batch>,
 }
 
