@@ -35,26 +35,63 @@ type Shared = Arc<Store<Shard>>;
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
+/// How long each scenario runs.
+struct Plan {
+    secs: Duration,
+    fill_secs: Duration,
+    drain_events: u64,
+    probe: Duration,
+    brief: bool,
+}
+
+impl Plan {
+    /// `cargo bench` passes `--bench`; `cargo test --all-targets` runs this binary without
+    /// it, and then every scenario only runs briefly, so the test suite proves the benchmark
+    /// still works without spending minutes on it.
+    fn from_args(args: &[String]) -> Plan {
+        if args.iter().any(|a| a == "--bench") {
+            Plan {
+                secs: env_secs("CASCADE_BENCH_SECS", 10),
+                fill_secs: env_secs("CASCADE_BENCH_FILL_SECS", 60),
+                drain_events: DRAIN_EVENTS,
+                probe: Duration::from_secs(3),
+                brief: false,
+            }
+        } else {
+            Plan {
+                secs: Duration::from_millis(300),
+                fill_secs: Duration::from_millis(500),
+                drain_events: 1_000,
+                probe: Duration::from_millis(200),
+                brief: true,
+            }
+        }
+    }
+}
+
 fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let wanted: Vec<String> = std::env::args()
-        .skip(1)
-        .filter(|a| !a.starts_with("--"))
-        .collect();
-    let run = |name: &str| wanted.is_empty() || wanted.iter().any(|w| w == name);
-    let dir = std::env::var_os("CASCADE_BENCH_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from("bench-data"));
-    let secs = env_secs("CASCADE_BENCH_SECS", 10);
-    let fill_secs = env_secs("CASCADE_BENCH_FILL_SECS", 60);
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let plan = Plan::from_args(&args);
+    let wanted: Vec<&String> = args.iter().filter(|a| !a.starts_with("--")).collect();
+    let run = |name: &str| wanted.is_empty() || wanted.iter().any(|w| *w == name);
+    // The brief run leaves nothing behind.
+    let scratch = tempfile::tempdir()?;
+    let dir = match (std::env::var_os("CASCADE_BENCH_DIR"), plan.brief) {
+        (Some(dir), _) => PathBuf::from(dir),
+        (None, true) => scratch.path().to_path_buf(),
+        (None, false) => PathBuf::from("bench-data"),
+    };
+    let (secs, fill_secs, drain_events) = (plan.secs, plan.fill_secs, plan.drain_events);
     std::fs::create_dir_all(&dir)?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
         .build()?;
 
-    let fsync_rate = raw_fsync_rate(&dir, Duration::from_secs(3))?;
+    let fsync_rate = raw_fsync_rate(&dir, plan.probe)?;
     println!(
-        "disk: {fsync_rate:.0} fdatasync/s (raw: 100-byte append + fdatasync, one file, 3 s) in {}",
+        "disk: {fsync_rate:.0} fdatasync/s (raw: 100-byte append + fdatasync, one file, {:?}) in {}",
+        plan.probe,
         dir.display()
     );
     let report = |name: &str, line: String| {
@@ -85,7 +122,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         report("fill", r);
     }
     if run("drain") {
-        let r = runtime.block_on(with_store(&dir, "backlog", drain))?;
+        let r = runtime.block_on(with_store(&dir, "backlog", |s| drain(s, drain_events)))?;
         report("drain", r);
     }
     Ok(())
@@ -359,12 +396,12 @@ async fn fill(store: Shared, length: Duration) -> Result<String, StoreError> {
     ))
 }
 
-/// Drains `DRAIN_EVENTS` of the backlog `fill` left, from a freshly opened store.
-async fn drain(store: Shared) -> Result<String, StoreError> {
+/// Drains `events` of the backlog `fill` left, from a freshly opened store.
+async fn drain(store: Shared, events: u64) -> Result<String, StoreError> {
     let stats = store.run(|s, now| s.queue_stats(now, &queue())).await?;
-    if stats.ready < DRAIN_EVENTS {
+    if stats.ready < events {
         return Ok(format!(
-            "skipped: the backlog holds {} ready events, fewer than {DRAIN_EVENTS}; run `fill` first",
+            "skipped: the backlog holds {} ready events, fewer than {events}; run `fill` first",
             stats.ready
         ));
     }
@@ -374,7 +411,7 @@ async fn drain(store: Shared) -> Result<String, StoreError> {
         &store,
         Arc::clone(&progress),
         Arc::new(AtomicBool::new(true)),
-        DRAIN_EVENTS,
+        events,
     )
     .await?;
     let acked = progress.acked.load(Ordering::Relaxed);
