@@ -3,7 +3,8 @@
 //! is. The crash test kills it with SIGKILL at random moments and checks, after reopening,
 //! that every printed write is there and no transition is half-applied.
 //!
-//! Usage: `store-torture DIR TAG` (TAG keeps the client IDs of each run distinct).
+//! Usage: `store-torture DIR TAG [--one-log-file]` (TAG keeps the client IDs of each run
+//! distinct; `--one-log-file` keeps the whole log in one segment and never checkpoints).
 
 use std::collections::BTreeMap;
 use std::io::Write;
@@ -19,16 +20,29 @@ const WRITERS: usize = 16;
 
 fn main() -> anyhow::Result<()> {
     let args: Vec<String> = std::env::args().collect();
-    let (dir, tag) = match args.as_slice() {
-        [_, dir, tag] => (dir.clone(), tag.clone()),
-        _ => anyhow::bail!("usage: store-torture DIR TAG"),
+    let (dir, tag, one_log_file) = match args.as_slice() {
+        [_, dir, tag] => (dir.clone(), tag.clone(), false),
+        [_, dir, tag, flag] if flag == "--one-log-file" => (dir.clone(), tag.clone(), true),
+        _ => anyhow::bail!("usage: store-torture DIR TAG [--one-log-file]"),
     };
-    let options = StoreOptions {
-        durability: Durability::Fsync,
-        checkpoint_interval: Duration::from_millis(150),
-        checkpoint_bytes: 256 << 10,
-        wal_segment_bytes: 64 << 10,
-        ..StoreOptions::default()
+    let options = if one_log_file {
+        // Everything goes to one growing log segment, and sled is left alone: a file-size
+        // limit then makes a log write fail, not a checkpoint.
+        StoreOptions {
+            durability: Durability::Fsync,
+            checkpoint_interval: Duration::from_secs(3600),
+            checkpoint_bytes: 1 << 30,
+            wal_segment_bytes: 1 << 30,
+            ..StoreOptions::default()
+        }
+    } else {
+        StoreOptions {
+            durability: Durability::Fsync,
+            checkpoint_interval: Duration::from_millis(150),
+            checkpoint_bytes: 256 << 10,
+            wal_segment_bytes: 64 << 10,
+            ..StoreOptions::default()
+        }
     };
     let (kv, wal) = durable::recover(dir.as_ref(), &options).context("recover the store")?;
     let shard = Shard::new(kv, ShardSettings::default()).context("open the shard")?;

@@ -17,7 +17,7 @@ use std::time::Instant;
 use cascade_core::{Clock, Timestamp};
 
 use super::{Durability, StoreOptions};
-use crate::error::StoreError;
+use crate::error::{StoreError, with_causes};
 use crate::kv::{Batch, Kv, checkpoint};
 use crate::wal::{Lsn, Wal};
 
@@ -138,7 +138,7 @@ impl<S: Maintenance> Store<S> {
                 let answer = match failure {
                     None => result,
                     Some(e) => Err(StoreError::Stopped {
-                        reason: e.to_string(),
+                        reason: with_causes(e),
                     }),
                 };
                 // The caller may have given up waiting; the operation stands.
@@ -345,7 +345,9 @@ impl<S: Maintenance> Writer<S> {
                 let _ = self.to_syncer.send(ToSyncer::RemoveThrough(running.lsn));
                 tracing::debug!(lsn = running.lsn, "store.checkpoint");
             }
-            Err(e) => self.shared.set_fatal(format!("checkpoint failed: {e}")),
+            Err(e) => self
+                .shared
+                .set_fatal(format!("checkpoint failed: {}", with_causes(&e))),
         }
     }
 }
@@ -374,8 +376,7 @@ impl Syncer {
                 msgs.push(msg);
             }
             if let Err(e) = self.handle(&mut msgs) {
-                let reason = e.to_string();
-                self.shared.set_fatal(reason);
+                self.shared.set_fatal(with_causes(&e));
                 fail_all(msgs, &e);
                 // Nothing more is acknowledged; answer what arrives until the writer stops.
                 while let Ok(msg) = rx.recv() {
