@@ -1,0 +1,409 @@
+//! The settings of every Cascade process, one typed tree: built-in defaults, then the file
+//! given with `--config` (TOML), then `CASCADE__SECTION__KEY` environment variables, then
+//! command-line flags. Validated once at start; an error names the key. Each service reads
+//! the sections it needs; one tree (rather than one per service) lets one file configure a
+//! whole cluster and catches a misspelt key in any section.
+//!
+//! `deploy/config/cascade.toml` is the complete, commented example; a test parses it.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use cascade_core::units::{serde_duration, serde_size};
+use serde::{Deserialize, Serialize};
+
+use crate::ServiceError;
+
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Settings {
+    pub cluster: ClusterSettings,
+    pub bus: BusSettings,
+    pub grpc: GrpcSettings,
+    pub http: HttpSettings,
+    pub data: DataSettings,
+    pub store: StoreSettings,
+    pub dispatcher: DispatcherSettings,
+    pub timer: TimerSettings,
+    pub ingest: IngestSettings,
+    pub log: LogSettings,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ClusterSettings {
+    /// Part of every bus subject: clusters sharing a NATS server stay apart.
+    pub name: String,
+    /// Dispatcher shards (and as many timer shards). Queues are spread over them by name;
+    /// changing it moves queues between shards, so it is fixed for a cluster's life.
+    pub shards: u32,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum BusKind {
+    /// In-process: every service in one process (`cascade standalone`).
+    Local,
+    Nats,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct BusSettings {
+    pub kind: BusKind,
+    pub url: String,
+    /// How long a service waits for another's answer before UNAVAILABLE.
+    #[serde(with = "serde_duration")]
+    pub request_timeout: Duration,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct GrpcSettings {
+    pub addr: String,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct HttpSettings {
+    pub addr: String,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct DataSettings {
+    /// Each shard's store lives in `<dir>/dispatcher-<n>` or `<dir>/timer-<n>`.
+    pub dir: PathBuf,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum DurabilityKind {
+    /// Answer after the write-ahead log's fdatasync (the default).
+    Fsync,
+    /// Answer at once, fdatasync every `sync_interval`: a power cut loses up to that much.
+    Interval,
+    /// Never fdatasync (tests, benchmarks).
+    None,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct StoreSettings {
+    pub durability: DurabilityKind,
+    #[serde(with = "serde_duration")]
+    pub sync_interval: Duration,
+    /// sled's page cache, per shard.
+    #[serde(with = "serde_size")]
+    pub cache: u64,
+    #[serde(with = "serde_duration")]
+    pub checkpoint_interval: Duration,
+    #[serde(with = "serde_size")]
+    pub checkpoint_bytes: u64,
+    /// Live dedup entries per shard at most; the oldest age out first.
+    pub dedup_max_entries: u64,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct DispatcherSettings {
+    /// The shards this process serves; empty: all of `cluster.shards` (standalone).
+    pub shards: Vec<u32>,
+    /// How often per-queue stats are published on the bus.
+    #[serde(with = "serde_duration")]
+    pub stats_interval: Duration,
+    /// The longest long-poll `Take` wait granted; longer requests are cut to this.
+    #[serde(with = "serde_duration")]
+    pub max_take_wait: Duration,
+    /// Hand-offs sent per bus request at most.
+    pub outbox_batch: u32,
+    /// Pause before resending hand-offs a receiver did not acknowledge.
+    #[serde(with = "serde_duration")]
+    pub outbox_retry: Duration,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct TimerSettings {
+    /// The shards this process serves; empty: all of `cluster.shards` (standalone).
+    pub shards: Vec<u32>,
+    /// Schedule entries due within this are held in memory; later ones stay on disk.
+    #[serde(with = "serde_duration")]
+    pub horizon: Duration,
+    /// Activations sent per bus request at most.
+    pub batch: u32,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct IngestSettings {
+    /// Items per `EnqueueBatch` and completions per `Complete` at most.
+    pub max_batch_items: u32,
+    /// Largest payload accepted, whatever a queue allows (the bus must carry it).
+    #[serde(with = "serde_size")]
+    pub max_payload: u64,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum LogFormat {
+    Text,
+    Json,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct LogSettings {
+    /// A tracing filter (`info`, `cascade_store=debug,info`); `RUST_LOG` overrides it.
+    pub level: String,
+    pub format: LogFormat,
+}
+
+impl Default for ClusterSettings {
+    fn default() -> Self {
+        ClusterSettings {
+            name: "default".into(),
+            shards: 1,
+        }
+    }
+}
+
+impl Default for BusSettings {
+    fn default() -> Self {
+        BusSettings {
+            kind: BusKind::Local,
+            url: "nats://127.0.0.1:4222".into(),
+            request_timeout: Duration::from_secs(10),
+        }
+    }
+}
+
+impl Default for GrpcSettings {
+    fn default() -> Self {
+        GrpcSettings {
+            addr: "127.0.0.1:7700".into(),
+        }
+    }
+}
+
+impl Default for HttpSettings {
+    fn default() -> Self {
+        HttpSettings {
+            addr: "127.0.0.1:7701".into(),
+        }
+    }
+}
+
+impl Default for DataSettings {
+    fn default() -> Self {
+        DataSettings {
+            dir: PathBuf::from("./cascade-data"),
+        }
+    }
+}
+
+impl Default for StoreSettings {
+    fn default() -> Self {
+        StoreSettings {
+            durability: DurabilityKind::Fsync,
+            sync_interval: Duration::from_millis(10),
+            cache: 256 << 20,
+            checkpoint_interval: Duration::from_secs(30),
+            checkpoint_bytes: 256 << 20,
+            dedup_max_entries: 1_000_000,
+        }
+    }
+}
+
+impl Default for DispatcherSettings {
+    fn default() -> Self {
+        DispatcherSettings {
+            shards: Vec::new(),
+            stats_interval: Duration::from_secs(1),
+            max_take_wait: Duration::from_secs(60),
+            outbox_batch: 512,
+            outbox_retry: Duration::from_millis(500),
+        }
+    }
+}
+
+impl Default for TimerSettings {
+    fn default() -> Self {
+        TimerSettings {
+            shards: Vec::new(),
+            horizon: Duration::from_secs(60),
+            batch: 1000,
+        }
+    }
+}
+
+impl Default for IngestSettings {
+    fn default() -> Self {
+        IngestSettings {
+            max_batch_items: 1000,
+            max_payload: 4 << 20,
+        }
+    }
+}
+
+impl Default for LogSettings {
+    fn default() -> Self {
+        LogSettings {
+            level: "info".into(),
+            format: LogFormat::Text,
+        }
+    }
+}
+
+/// Shards at most: far beyond what one cluster needs, small enough to catch a typo.
+const MAX_SHARDS: u32 = 1024;
+
+impl Settings {
+    /// Defaults, then `file`, then the environment, then `overrides` (dotted keys, e.g.
+    /// `("data.dir", "/var/lib/cascade")`), validated.
+    pub fn load(file: Option<&Path>, overrides: &[(&str, String)]) -> Result<Settings, ServiceError> {
+        Settings::load_from(file, overrides, std::env::vars())
+    }
+
+    /// `load` with the environment given, for tests.
+    pub fn load_from(
+        file: Option<&Path>,
+        overrides: &[(&str, String)],
+        env: impl IntoIterator<Item = (String, String)>,
+    ) -> Result<Settings, ServiceError> {
+        let mut builder = config::Config::builder();
+        if let Some(path) = file {
+            if !path.is_file() {
+                return Err(ServiceError::SettingsFile {
+                    path: path.to_path_buf(),
+                    reason: "no such file".into(),
+                });
+            }
+            builder = builder.add_source(
+                config::File::from(path)
+                    .format(config::FileFormat::Toml)
+                    .required(true),
+            );
+        }
+        let env: config::Map<String, String> = env
+            .into_iter()
+            .filter(|(k, _)| k.starts_with("CASCADE__"))
+            .collect();
+        builder = builder.add_source(
+            config::Environment::with_prefix("CASCADE")
+                .prefix_separator("__")
+                .separator("__")
+                .list_separator(",")
+                .with_list_parse_key("dispatcher.shards")
+                .with_list_parse_key("timer.shards")
+                .try_parsing(true)
+                .source(Some(env)),
+        );
+        for (key, value) in overrides {
+            builder = builder
+                .set_override(*key, value.as_str())
+                .map_err(|e| ServiceError::setting(*key, e.to_string()))?;
+        }
+        let settings: Settings = builder
+            .build()
+            .and_then(config::Config::try_deserialize)
+            .map_err(|e| match file {
+                Some(path) => ServiceError::SettingsFile {
+                    path: path.to_path_buf(),
+                    reason: e.to_string(),
+                },
+                None => ServiceError::setting("environment", e.to_string()),
+            })?;
+        settings.validate()?;
+        Ok(settings)
+    }
+
+    pub fn validate(&self) -> Result<(), ServiceError> {
+        cascade_bus::subject::validate_cluster(&self.cluster.name)
+            .map_err(|e| ServiceError::setting("cluster.name", e.to_string()))?;
+        if !(1..=MAX_SHARDS).contains(&self.cluster.shards) {
+            return Err(ServiceError::setting(
+                "cluster.shards",
+                format!("must be 1 to {MAX_SHARDS}, is {}", self.cluster.shards),
+            ));
+        }
+        for (key, shards) in [
+            ("dispatcher.shards", &self.dispatcher.shards),
+            ("timer.shards", &self.timer.shards),
+        ] {
+            if let Some(bad) = shards.iter().find(|&&s| s >= self.cluster.shards) {
+                return Err(ServiceError::setting(
+                    key,
+                    format!(
+                        "shard {bad} does not exist: shards are numbered 0 to {} (cluster.shards = {})",
+                        self.cluster.shards - 1,
+                        self.cluster.shards
+                    ),
+                ));
+            }
+        }
+        for (key, addr) in [("grpc.addr", &self.grpc.addr), ("http.addr", &self.http.addr)] {
+            addr.parse::<SocketAddr>().map_err(|_| {
+                ServiceError::setting(key, format!("'{addr}' is not an address like 127.0.0.1:7700"))
+            })?;
+        }
+        if self.bus.kind == BusKind::Nats && !self.bus.url.starts_with("nats://") {
+            return Err(ServiceError::setting(
+                "bus.url",
+                format!("'{}' is not a nats:// URL", self.bus.url),
+            ));
+        }
+        for (key, value) in [
+            ("bus.request_timeout", self.bus.request_timeout),
+            ("store.sync_interval", self.store.sync_interval),
+            ("store.checkpoint_interval", self.store.checkpoint_interval),
+            ("dispatcher.stats_interval", self.dispatcher.stats_interval),
+            ("dispatcher.outbox_retry", self.dispatcher.outbox_retry),
+            ("timer.horizon", self.timer.horizon),
+        ] {
+            if value.is_zero() {
+                return Err(ServiceError::setting(key, "must be more than 0"));
+            }
+        }
+        for (key, value) in [
+            ("dispatcher.outbox_batch", self.dispatcher.outbox_batch),
+            ("timer.batch", self.timer.batch),
+            ("ingest.max_batch_items", self.ingest.max_batch_items),
+        ] {
+            if value == 0 {
+                return Err(ServiceError::setting(key, "must be at least 1"));
+            }
+        }
+        if self.store.checkpoint_bytes < 1 << 20 {
+            return Err(ServiceError::setting(
+                "store.checkpoint_bytes",
+                "must be at least 1MiB",
+            ));
+        }
+        if self.ingest.max_payload == 0 {
+            return Err(ServiceError::setting("ingest.max_payload", "must be more than 0"));
+        }
+        Ok(())
+    }
+
+    /// The dispatcher shards this process serves.
+    pub fn dispatcher_shards(&self) -> Vec<u32> {
+        own_or_all(&self.dispatcher.shards, self.cluster.shards)
+    }
+
+    /// The timer shards this process serves.
+    pub fn timer_shards(&self) -> Vec<u32> {
+        own_or_all(&self.timer.shards, self.cluster.shards)
+    }
+}
+
+fn own_or_all(own: &[u32], shards: u32) -> Vec<u32> {
+    match own.is_empty() {
+        true => (0..shards).collect(),
+        false => own.to_vec(),
+    }
+}
+
+#[cfg(test)]
+mod tests;

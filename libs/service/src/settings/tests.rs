@@ -1,0 +1,98 @@
+use std::time::Duration;
+
+use super::*;
+
+fn env(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
+    pairs
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
+}
+
+fn file(text: &str) -> tempfile::NamedTempFile {
+    let f = tempfile::Builder::new()
+        .suffix(".toml")
+        .tempfile()
+        .expect("temp file");
+    std::fs::write(f.path(), text).expect("write");
+    f
+}
+
+#[test]
+fn defaults_are_valid() {
+    let s = Settings::load_from(None, &[], env(&[])).expect("defaults");
+    assert_eq!(s.grpc.addr, "127.0.0.1:7700");
+    assert_eq!(s.http.addr, "127.0.0.1:7701");
+    assert_eq!(s.store.durability, DurabilityKind::Fsync);
+    assert_eq!(s.dispatcher_shards(), vec![0]);
+}
+
+#[test]
+fn file_then_environment_then_overrides() {
+    let f = file(
+        "[store]\ndurability = \"interval\"\nsync_interval = \"50ms\"\n[cluster]\nshards = 4\n",
+    );
+    let s = Settings::load_from(
+        Some(f.path()),
+        &[("data.dir", "/srv/cascade".to_string())],
+        env(&[
+            ("CASCADE__STORE__SYNC_INTERVAL", "5ms"),
+            ("CASCADE__DISPATCHER__SHARDS", "1,3"),
+            ("OTHER__STORE__SYNC_INTERVAL", "9s"),
+        ]),
+    )
+    .expect("load");
+    assert_eq!(s.store.durability, DurabilityKind::Interval);
+    assert_eq!(s.store.sync_interval, Duration::from_millis(5));
+    assert_eq!(s.cluster.shards, 4);
+    assert_eq!(s.dispatcher_shards(), vec![1, 3]);
+    assert_eq!(s.timer_shards(), vec![0, 1, 2, 3]);
+    assert_eq!(s.data.dir, PathBuf::from("/srv/cascade"));
+}
+
+#[test]
+fn sizes_and_durations_are_human() {
+    let s = Settings::load_from(
+        None,
+        &[],
+        env(&[
+            ("CASCADE__STORE__CACHE", "64MiB"),
+            ("CASCADE__BUS__REQUEST_TIMEOUT", "2s"),
+        ]),
+    )
+    .expect("load");
+    assert_eq!(s.store.cache, 64 << 20);
+    assert_eq!(s.bus.request_timeout, Duration::from_secs(2));
+}
+
+fn error_of(text: &str, env_pairs: &[(&str, &str)]) -> String {
+    let f = file(text);
+    Settings::load_from(Some(f.path()), &[], env(env_pairs))
+        .expect_err("must be refused")
+        .to_string()
+}
+
+#[test]
+fn errors_name_the_key() {
+    let e = error_of("[store]\ndurabilty = \"none\"\n", &[]);
+    assert!(e.contains("durabilty"), "{e}");
+    let e = error_of("[store]\nsync_interval = \"soon\"\n", &[]);
+    assert!(e.contains("sync_interval") || e.contains("soon"), "{e}");
+    let e = error_of("", &[("CASCADE__CLUSTER__SHARDS", "0")]);
+    assert!(e.contains("cluster.shards"), "{e}");
+    let e = error_of("[cluster]\nshards = 2\n[dispatcher]\nshards = [2]\n", &[]);
+    assert!(e.contains("dispatcher.shards") && e.contains("0 to 1"), "{e}");
+    let e = error_of("[grpc]\naddr = \"localhost\"\n", &[]);
+    assert!(e.contains("grpc.addr"), "{e}");
+    let e = error_of("[cluster]\nname = \"a.b\"\n", &[]);
+    assert!(e.contains("cluster.name"), "{e}");
+    let e = error_of("[store]\ndurability = \"sometimes\"\n", &[]);
+    assert!(e.contains("sometimes"), "{e}");
+}
+
+#[test]
+fn a_missing_file_is_an_error() {
+    let e = Settings::load_from(Some(Path::new("/nonexistent/cascade.toml")), &[], env(&[]))
+        .expect_err("missing");
+    assert!(e.to_string().contains("/nonexistent/cascade.toml"), "{e}");
+}

@@ -1,0 +1,42 @@
+//! `deploy/config/cascade.toml` is the complete, commented example: it parses, it names every
+//! key the settings have (no more, no fewer), and each value it shows is the default.
+
+use std::collections::BTreeSet;
+use std::path::PathBuf;
+
+use cascade_service::Settings;
+
+fn example() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../deploy/config/cascade.toml")
+}
+
+fn keys(value: &serde_json::Value, prefix: &str, out: &mut BTreeSet<String>) {
+    if let serde_json::Value::Object(map) = value {
+        for (k, v) in map {
+            let path = format!("{prefix}{k}");
+            keys(v, &format!("{path}."), out);
+            out.insert(path);
+        }
+    }
+}
+
+#[test]
+fn example_config_is_complete_and_shows_the_defaults() {
+    let loaded = Settings::load_from(Some(&example()), &[], Vec::new()).expect("the example parses");
+    let defaults = serde_json::to_value(Settings::default()).expect("serialize");
+    assert_eq!(
+        serde_json::to_value(&loaded).expect("serialize"),
+        defaults,
+        "every value in the example is the default"
+    );
+    let in_file: serde_json::Value = config::Config::builder()
+        .add_source(config::File::from(example().as_path()))
+        .build()
+        .and_then(config::Config::try_deserialize)
+        .expect("read the file as a tree");
+    let (mut want, mut have) = (BTreeSet::new(), BTreeSet::new());
+    keys(&defaults, "", &mut want);
+    keys(&in_file, "", &mut have);
+    let missing: Vec<_> = want.difference(&have).collect();
+    assert!(missing.is_empty(), "keys missing from the example: {missing:?}");
+}
