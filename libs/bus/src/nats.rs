@@ -1,0 +1,229 @@
+//! The NATS bus: a thin layer over one async-nats client.
+//!
+//! Payload sizes are checked against the server's `max_payload` before anything is sent, so an
+//! oversize message fails with `TooLarge` here exactly as in the local bus. Reconnects and the
+//! buffering while disconnected are async-nats's job; a request made while disconnected times
+//! out. After `close`, every operation fails with `Closed`.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use async_nats::{Client, ConnectOptions, PublishErrorKind, RequestErrorKind, Subject, Subscriber};
+use bytes::Bytes;
+use futures::StreamExt;
+
+use crate::error::BusError;
+use crate::pattern::{validate_pattern, validate_subject};
+use crate::{Message, Reply};
+
+/// How long `subscribe` and `flush` wait for the server to confirm it has caught up.
+const ROUND_TRIP_TIMEOUT: Duration = Duration::from_secs(5);
+
+#[derive(Clone)]
+pub struct NatsBus {
+    client: Client,
+    closed: Arc<AtomicBool>,
+}
+
+impl NatsBus {
+    /// Fails if the server cannot be reached now; once connected, async-nats reconnects.
+    pub async fn connect(url: &str, client_name: &str) -> Result<NatsBus, BusError> {
+        let client = ConnectOptions::new()
+            .name(client_name)
+            .connect(url)
+            .await
+            .map_err(|err| BusError::Nats {
+                op: "connect",
+                reason: format!("{url}: {err}"),
+            })?;
+        Ok(NatsBus {
+            client,
+            closed: Arc::new(AtomicBool::new(false)),
+        })
+    }
+
+    /// The `max_payload` of the server's INFO, updated by async-nats on every (re)connect.
+    pub fn max_payload(&self) -> usize {
+        self.client.max_payload()
+    }
+
+    pub async fn publish(&self, subject: &str, payload: Bytes) -> Result<(), BusError> {
+        self.check_open()?;
+        check_size(payload.len(), self.max_payload())?;
+        validate_subject(subject)?;
+        publish(&self.client, subject.to_owned(), payload, "publish").await
+    }
+
+    /// Cancel-safe: dropping the future abandons the request; a late reply is discarded.
+    pub async fn request(
+        &self,
+        subject: &str,
+        payload: Bytes,
+        timeout: Duration,
+    ) -> Result<Bytes, BusError> {
+        self.check_open()?;
+        let size = payload.len();
+        let max = self.max_payload();
+        check_size(size, max)?;
+        validate_subject(subject)?;
+        let request = async_nats::Request::new()
+            .payload(payload)
+            .timeout(Some(timeout));
+        match self.client.send_request(subject.to_owned(), request).await {
+            Ok(reply) => Ok(reply.payload),
+            Err(err) => Err(match err.kind() {
+                RequestErrorKind::NoResponders => BusError::NoResponders {
+                    subject: subject.to_owned(),
+                },
+                RequestErrorKind::TimedOut => BusError::Timeout {
+                    subject: subject.to_owned(),
+                    after: timeout,
+                },
+                // Only if the server's limit shrank between our check and the send.
+                RequestErrorKind::MaxPayloadExceeded => BusError::TooLarge { size, max },
+                RequestErrorKind::InvalidSubject | RequestErrorKind::Other => {
+                    self.nats_error("request", format!("on subject '{subject}': {err}"))
+                }
+            }),
+        }
+    }
+
+    /// Returns once the server has the subscription, or after `ROUND_TRIP_TIMEOUT` if it does
+    /// not answer (e.g. while reconnecting).
+    pub async fn subscribe(&self, pattern: &str) -> Result<NatsSubscription, BusError> {
+        self.check_open()?;
+        validate_pattern(pattern)?;
+        let subscriber = self
+            .client
+            .subscribe(pattern.to_owned())
+            .await
+            .map_err(|err| self.nats_error("subscribe", format!("to '{pattern}': {err}")))?;
+        // Without this round trip a request from another connection could still get
+        // NoResponders (a start-up race). The subscription itself is in place either way, and
+        // async-nats renews it on reconnect, so a failed confirmation is only logged.
+        if let Err(err) = self.round_trip().await {
+            tracing::warn!(pattern, error = %err, "bus.subscribe: the server did not confirm the subscription");
+        }
+        Ok(NatsSubscription {
+            subscriber,
+            client: self.client.clone(),
+        })
+    }
+
+    /// Waits until the server has processed everything this client sent so far.
+    pub async fn flush(&self) -> Result<(), BusError> {
+        self.check_open()?;
+        self.round_trip().await
+    }
+
+    /// A request to a fresh inbox nobody subscribes to: the server answers "no responders" only
+    /// after processing everything this connection sent before it. (`Client::flush` only empties
+    /// the socket buffer, and async-nats has no ping call.)
+    async fn round_trip(&self) -> Result<(), BusError> {
+        let probe = async_nats::Request::new().timeout(Some(ROUND_TRIP_TIMEOUT));
+        match self
+            .client
+            .send_request(self.client.new_inbox(), probe)
+            .await
+        {
+            Ok(_) => Ok(()),
+            Err(err) if err.kind() == RequestErrorKind::NoResponders => Ok(()),
+            Err(err) => Err(self.nats_error("round trip to the server", err.to_string())),
+        }
+    }
+
+    /// Drains: subscriptions yield what they hold and then `None`; the connection then closes.
+    pub async fn close(&self) -> Result<(), BusError> {
+        if self.closed.swap(true, Ordering::AcqRel) {
+            return Ok(());
+        }
+        self.client.drain().await.map_err(|err| BusError::Nats {
+            op: "drain",
+            reason: err.to_string(),
+        })
+    }
+
+    fn check_open(&self) -> Result<(), BusError> {
+        if self.closed.load(Ordering::Acquire) {
+            return Err(BusError::Closed);
+        }
+        Ok(())
+    }
+
+    /// An async-nats failure, reported as `Closed` when it is the result of our own `close`.
+    fn nats_error(&self, op: &'static str, reason: String) -> BusError {
+        if self.closed.load(Ordering::Acquire) {
+            return BusError::Closed;
+        }
+        BusError::Nats { op, reason }
+    }
+}
+
+pub struct NatsSubscription {
+    subscriber: Subscriber,
+    /// Kept for the reply handles of requests received on this subscription.
+    client: Client,
+}
+
+impl NatsSubscription {
+    /// Cancel-safe (`Subscriber` is a stream backed by a channel).
+    pub async fn next(&mut self) -> Option<Message> {
+        let message = self.subscriber.next().await?;
+        let reply = match message.reply {
+            Some(reply_subject) => Reply::Nats(NatsReply {
+                client: self.client.clone(),
+                subject: reply_subject,
+            }),
+            None => Reply::None,
+        };
+        Some(Message::new(
+            message.subject.as_str().to_owned(),
+            message.payload,
+            reply,
+        ))
+    }
+}
+
+/// The reply handle of a request received over NATS: its inbox subject.
+pub(crate) struct NatsReply {
+    client: Client,
+    subject: Subject,
+}
+
+impl NatsReply {
+    /// Publishing to an inbox nobody reads any more (the requester gave up) is not an error.
+    pub(crate) async fn respond(&self, payload: Bytes) -> Result<(), BusError> {
+        check_size(payload.len(), self.client.max_payload())?;
+        publish(&self.client, self.subject.clone(), payload, "respond").await
+    }
+}
+
+async fn publish(
+    client: &Client,
+    subject: impl async_nats::ToSubject,
+    payload: Bytes,
+    op: &'static str,
+) -> Result<(), BusError> {
+    let size = payload.len();
+    client
+        .publish(subject, payload)
+        .await
+        .map_err(|err| match err.kind() {
+            PublishErrorKind::MaxPayloadExceeded => BusError::TooLarge {
+                size,
+                max: client.max_payload(),
+            },
+            PublishErrorKind::InvalidSubject | PublishErrorKind::Send => BusError::Nats {
+                op,
+                reason: err.to_string(),
+            },
+        })
+}
+
+fn check_size(size: usize, max: usize) -> Result<(), BusError> {
+    if size > max {
+        return Err(BusError::TooLarge { size, max });
+    }
+    Ok(())
+}
