@@ -1,0 +1,235 @@
+//! The `Admin` service.
+//!
+//! A template's queues live on every shard, so creating or deleting a template goes to every
+//! shard (both are idempotent: a partial failure is fixed by retrying), and reading one asks
+//! shard 0. A plain queue goes to its owner. `ListQueues` asks every shard and merges. Stats,
+//! purge, dead letters and redrive name one queue (a template is refused: its queues are on
+//! every shard and it holds no events itself). Pipelines come in a later issue.
+
+use cascade_core::QueueName;
+use cascade_proto::bus::v1::dispatcher_reply::Result as Reply;
+use cascade_proto::bus::v1::dispatcher_request::Op;
+use cascade_proto::convert::{
+    ConvertError, create_queue_from_proto, list_dead_letters_from_proto, list_queues_from_proto,
+    queue_name_from_proto, redrive_from_proto,
+};
+use cascade_proto::v1::{
+    CreateQueueRequest, DeleteQueueRequest, DeleteQueueResponse, GetPipelineRequest,
+    GetQueueRequest, ListDeadLettersRequest, ListDeadLettersResponse, ListPipelinesRequest,
+    ListPipelinesResponse, ListQueuesRequest, ListQueuesResponse, Pipeline, PurgeQueueRequest,
+    PurgeQueueResponse, Queue, QueueStats, QueueStatsRequest, RedriveRequest, RedriveResponse,
+    admin_server::Admin,
+};
+use tonic::{Request, Response, Status};
+
+use crate::IngestError;
+use crate::gateway::Gateway;
+use crate::list::merge_queue_pages;
+use crate::route::unexpected;
+
+/// The shard asked about a template: every shard holds it.
+const TEMPLATE_READER: u32 = 0;
+
+impl Gateway {
+    /// Every shard's answer in shard order; the first failure if any shard failed.
+    async fn on_every_shard(&self, op: Op) -> Result<Vec<(u32, Reply)>, IngestError> {
+        let answers = self.shards.call_all(op).await;
+        (0u32..)
+            .zip(answers)
+            .map(|(shard, answer)| Ok((shard, answer?)))
+            .collect()
+    }
+
+    fn queue_reply(shard: u32, asked: &'static str, reply: Reply) -> Result<Queue, IngestError> {
+        match reply {
+            Reply::Queue(queue) => Ok(queue),
+            other => Err(unexpected(shard, asked, &other)),
+        }
+    }
+}
+
+/// A name that holds events: a queue, not a template.
+fn events_queue(name: &str, field: &str) -> Result<QueueName, IngestError> {
+    let queue = queue_name_from_proto(name, field)?;
+    if queue.is_template() {
+        return Err(IngestError::Invalid(ConvertError::Invalid(
+            cascade_core::Error::invalid(
+                field,
+                format!(
+                    "'{queue}' is a template, whose queues live on every shard; name one queue"
+                ),
+            ),
+        )));
+    }
+    Ok(queue)
+}
+
+#[tonic::async_trait]
+impl Admin for Gateway {
+    async fn create_queue(
+        &self,
+        request: Request<CreateQueueRequest>,
+    ) -> Result<Response<Queue>, Status> {
+        let request = request.into_inner();
+        let (name, _config) = create_queue_from_proto(&request).map_err(IngestError::from)?;
+        if !name.is_template() {
+            let shard = self.shards.owner(&name);
+            let reply = self.shards.call(shard, Op::CreateQueue(request)).await?;
+            return Ok(Response::new(Self::queue_reply(shard, "a create", reply)?));
+        }
+        let mut answers = self.on_every_shard(Op::CreateQueue(request)).await?;
+        // Every shard answered with the same template; show the first.
+        let (shard, reply) = answers.swap_remove(0);
+        Ok(Response::new(Self::queue_reply(shard, "a create", reply)?))
+    }
+
+    async fn get_queue(
+        &self,
+        request: Request<GetQueueRequest>,
+    ) -> Result<Response<Queue>, Status> {
+        let request = request.into_inner();
+        let name = queue_name_from_proto(&request.name, "name").map_err(IngestError::from)?;
+        let shard = match name.is_template() {
+            true => TEMPLATE_READER,
+            false => self.shards.owner(&name),
+        };
+        let reply = self.shards.call(shard, Op::GetQueue(request)).await?;
+        Ok(Response::new(Self::queue_reply(shard, "a get", reply)?))
+    }
+
+    async fn list_queues(
+        &self,
+        request: Request<ListQueuesRequest>,
+    ) -> Result<Response<ListQueuesResponse>, Status> {
+        let request = request.into_inner();
+        let (prefix, page) = list_queues_from_proto(&request).map_err(IngestError::from)?;
+        let ask = ListQueuesRequest {
+            prefix,
+            page_size: u32::try_from(page.size).unwrap_or(u32::MAX),
+            page_token: page.token,
+        };
+        let mut pages = Vec::new();
+        for (shard, reply) in self.on_every_shard(Op::ListQueues(ask)).await? {
+            match reply {
+                Reply::Queues(listed) => pages.push(listed),
+                other => return Err(unexpected(shard, "a list", &other).into()),
+            }
+        }
+        Ok(Response::new(merge_queue_pages(pages, page.size)))
+    }
+
+    async fn delete_queue(
+        &self,
+        request: Request<DeleteQueueRequest>,
+    ) -> Result<Response<DeleteQueueResponse>, Status> {
+        let request = request.into_inner();
+        let name = queue_name_from_proto(&request.name, "name").map_err(IngestError::from)?;
+        let answers: Vec<(u32, _)> = match name.is_template() {
+            true => (0u32..)
+                .zip(self.shards.call_all(Op::DeleteQueue(request)).await)
+                .collect(),
+            false => {
+                let shard = self.shards.owner(&name);
+                vec![(
+                    shard,
+                    self.shards.call(shard, Op::DeleteQueue(request)).await,
+                )]
+            }
+        };
+        // A template already gone from some shards (an earlier delete that failed half-way)
+        // is deleted once the rest say done; NOT_FOUND only when no shard had it.
+        let mut deleted = false;
+        let mut not_found = None;
+        for (shard, answer) in answers {
+            match answer {
+                Ok(Reply::Done(_)) => deleted = true,
+                Ok(other) => return Err(unexpected(shard, "a delete", &other).into()),
+                Err(err) if err.code() == tonic::Code::NotFound => not_found = Some(err),
+                Err(err) => return Err(err.into()),
+            }
+        }
+        match (deleted, not_found) {
+            (false, Some(err)) => Err(err.into()),
+            _ => Ok(Response::new(DeleteQueueResponse {})),
+        }
+    }
+
+    async fn purge_queue(
+        &self,
+        request: Request<PurgeQueueRequest>,
+    ) -> Result<Response<PurgeQueueResponse>, Status> {
+        let request = request.into_inner();
+        let shard = self.shards.owner(&events_queue(&request.name, "name")?);
+        match self.shards.call(shard, Op::PurgeQueue(request)).await? {
+            Reply::Purge(purged) => Ok(Response::new(purged)),
+            other => Err(unexpected(shard, "a purge", &other).into()),
+        }
+    }
+
+    async fn queue_stats(
+        &self,
+        request: Request<QueueStatsRequest>,
+    ) -> Result<Response<QueueStats>, Status> {
+        let request = request.into_inner();
+        let shard = self.shards.owner(&events_queue(&request.name, "name")?);
+        match self.shards.call(shard, Op::QueueStats(request)).await? {
+            Reply::Stats(stats) => Ok(Response::new(stats)),
+            other => Err(unexpected(shard, "a stats request", &other).into()),
+        }
+    }
+
+    async fn apply_pipeline(&self, _: Request<Pipeline>) -> Result<Response<Pipeline>, Status> {
+        Err(IngestError::PipelinesUnavailable {
+            rpc: "ApplyPipeline",
+        }
+        .into())
+    }
+
+    async fn get_pipeline(
+        &self,
+        _: Request<GetPipelineRequest>,
+    ) -> Result<Response<Pipeline>, Status> {
+        Err(IngestError::PipelinesUnavailable { rpc: "GetPipeline" }.into())
+    }
+
+    async fn list_pipelines(
+        &self,
+        _: Request<ListPipelinesRequest>,
+    ) -> Result<Response<ListPipelinesResponse>, Status> {
+        Err(IngestError::PipelinesUnavailable {
+            rpc: "ListPipelines",
+        }
+        .into())
+    }
+
+    async fn list_dead_letters(
+        &self,
+        request: Request<ListDeadLettersRequest>,
+    ) -> Result<Response<ListDeadLettersResponse>, Status> {
+        let request = request.into_inner();
+        let (queue, _) = list_dead_letters_from_proto(&request).map_err(IngestError::from)?;
+        let shard = self.shards.owner(&events_queue(queue.as_str(), "queue")?);
+        match self
+            .shards
+            .call(shard, Op::ListDeadLetters(request))
+            .await?
+        {
+            Reply::DeadLetters(page) => Ok(Response::new(page)),
+            other => Err(unexpected(shard, "a dead-letter list", &other).into()),
+        }
+    }
+
+    async fn redrive(
+        &self,
+        request: Request<RedriveRequest>,
+    ) -> Result<Response<RedriveResponse>, Status> {
+        let request = request.into_inner();
+        self.limits.check_items("ids", request.ids.len())?;
+        let (queue, _) = redrive_from_proto(&request).map_err(IngestError::from)?;
+        let shard = self.shards.owner(&events_queue(queue.as_str(), "queue")?);
+        match self.shards.call(shard, Op::Redrive(request)).await? {
+            Reply::Redrive(moved) => Ok(Response::new(moved)),
+            other => Err(unexpected(shard, "a redrive", &other).into()),
+        }
+    }
+}

@@ -1,0 +1,273 @@
+//! Coalescing: concurrent requests for one shard travel in one bus request.
+//!
+//! Each shard has one sender task and a bounded inbox of jobs (items with a reply channel).
+//! The task sends whatever is waiting as one request, and only when the previous request for
+//! that shard has been answered: under load batches grow by themselves, and an idle gateway
+//! adds no delay (no timers). A request is capped by item count (`ingest.max_batch_items`)
+//! and by bytes (what one bus message carries); a job that does not fit waits for the next
+//! request, so jobs for a shard are sent in the order they arrived.
+//!
+//! Failure policy: a failed bus request fails each of its items with the same code and
+//! message (per item, so a batch spread over shards reports each item). A full inbox is
+//! RESOURCE_EXHAUSTED at once rather than a wait.
+
+use std::sync::Arc;
+
+use cascade_proto::bus::v1::dispatcher_reply::Result as Reply;
+use cascade_proto::bus::v1::dispatcher_request::Op;
+use tokio::sync::{mpsc, oneshot};
+use tokio::task::JoinSet;
+
+use crate::IngestError;
+use crate::limits::Limits;
+use crate::route::Shards;
+
+/// Jobs waiting per shard at most (a job is one unary request, or one shard's share of a
+/// batch, or a bus-message-sized part of it).
+const INBOX_JOBS: usize = 4096;
+
+/// One kind of coalesced request.
+pub(crate) trait Batch: Send + Sync + 'static {
+    /// One item of the bus request, e.g. an `EnqueueRequest`.
+    type Item: Send + 'static;
+    /// What each item gets back, e.g. an `EnqueueResult`.
+    type Outcome: Send + 'static;
+    /// What was asked, for errors: "an enqueue batch".
+    const ASKED: &'static str;
+    fn request(items: Vec<Self::Item>) -> Op;
+    /// The reply's per-item outcomes in order; a reply of another kind is an error.
+    fn outcomes(shard: u32, reply: Reply) -> Result<Vec<Self::Outcome>, IngestError>;
+    /// The outcome of an item whose request failed.
+    fn failed(err: &IngestError) -> Self::Outcome;
+}
+
+/// An item with its size in bytes inside the bus request.
+pub(crate) struct Sized<I> {
+    pub item: I,
+    pub bytes: usize,
+}
+
+struct Job<B: Batch> {
+    items: Vec<B::Item>,
+    bytes: usize,
+    reply: oneshot::Sender<Vec<B::Outcome>>,
+}
+
+pub(crate) struct Coalescer<B: Batch> {
+    inboxes: Vec<mpsc::Sender<Job<B>>>,
+    max_items: usize,
+    max_bytes: usize,
+}
+
+impl<B: Batch> Coalescer<B> {
+    /// Starts one sender task per shard in `tasks`. The tasks end once the coalescer is
+    /// dropped and every job taken has been answered.
+    pub fn start(shards: &Arc<Shards>, limits: &Limits, tasks: &mut JoinSet<()>) -> Coalescer<B> {
+        let max_items = limits.max_batch_items.max(1);
+        let max_bytes = limits.bus_room;
+        let inboxes = (0..shards.count())
+            .map(|shard| {
+                let (inbox, jobs) = mpsc::channel(INBOX_JOBS);
+                let sender = ShardSender::<B> {
+                    shard,
+                    shards: Arc::clone(shards),
+                    max_items,
+                    max_bytes,
+                    marker: std::marker::PhantomData,
+                };
+                tasks.spawn(sender.run(jobs));
+                inbox
+            })
+            .collect();
+        Coalescer {
+            inboxes,
+            max_items,
+            max_bytes,
+        }
+    }
+
+    /// Sends `items`, all owned by `shard`, and returns one outcome per item in their order.
+    /// Cancel-safe in the sense that matters: items already handed over are still sent (a
+    /// retry with the same id or key is then a duplicate, answered as such).
+    pub async fn submit(&self, shard: u32, items: Vec<Sized<B::Item>>) -> Vec<B::Outcome> {
+        let total = items.len();
+        let mut waiting = Vec::new();
+        for chunk in chunks(items, self.max_items, self.max_bytes) {
+            let count = chunk.len();
+            waiting.push((count, self.hand_over(shard, chunk)));
+        }
+        let mut outcomes = Vec::with_capacity(total);
+        for (count, handed) in waiting {
+            let answered = match handed {
+                Ok(answer) => answer.await.map_err(|_| IngestError::ShuttingDown),
+                Err(err) => Err(err),
+            };
+            match answered {
+                Ok(answer) => outcomes.extend(answer),
+                Err(err) => outcomes.extend((0..count).map(|_| B::failed(&err))),
+            }
+        }
+        outcomes
+    }
+
+    fn hand_over(
+        &self,
+        shard: u32,
+        chunk: Vec<Sized<B::Item>>,
+    ) -> Result<oneshot::Receiver<Vec<B::Outcome>>, IngestError> {
+        let inbox = self
+            .inboxes
+            .get(shard as usize)
+            .ok_or_else(|| IngestError::BadReply {
+                shard,
+                asked: B::ASKED,
+                got: "no such shard in this gateway".to_owned(),
+            })?;
+        let (reply, answer) = oneshot::channel();
+        let job = Job::<B> {
+            bytes: chunk.iter().map(|sized| sized.bytes).sum(),
+            items: chunk.into_iter().map(|sized| sized.item).collect(),
+            reply,
+        };
+        inbox.try_send(job).map_err(|err| match err {
+            mpsc::error::TrySendError::Full(_) => IngestError::Overloaded {
+                shard,
+                pending: INBOX_JOBS,
+            },
+            mpsc::error::TrySendError::Closed(_) => IngestError::ShuttingDown,
+        })?;
+        Ok(answer)
+    }
+}
+
+/// Splits `items` into runs of at most `max_items` items and `max_bytes` bytes (an item
+/// larger than `max_bytes` alone makes a run; the caller has refused those already).
+fn chunks<I>(items: Vec<Sized<I>>, max_items: usize, max_bytes: usize) -> Vec<Vec<Sized<I>>> {
+    let mut runs: Vec<Vec<Sized<I>>> = Vec::new();
+    let mut bytes = 0;
+    for item in items {
+        let fits = runs
+            .last()
+            .is_some_and(|run| run.len() < max_items && bytes + item.bytes <= max_bytes);
+        if !fits {
+            runs.push(Vec::new());
+            bytes = 0;
+        }
+        bytes += item.bytes;
+        if let Some(run) = runs.last_mut() {
+            run.push(item);
+        }
+    }
+    runs
+}
+
+/// The task that sends one shard's jobs.
+struct ShardSender<B: Batch> {
+    shard: u32,
+    shards: Arc<Shards>,
+    max_items: usize,
+    max_bytes: usize,
+    marker: std::marker::PhantomData<fn() -> B>,
+}
+
+impl<B: Batch> ShardSender<B> {
+    async fn run(self, mut inbox: mpsc::Receiver<Job<B>>) {
+        let mut carried: Option<Job<B>> = None;
+        loop {
+            let first = match carried.take() {
+                Some(job) => job,
+                None => match inbox.recv().await {
+                    Some(job) => job,
+                    None => return,
+                },
+            };
+            let (mut items, mut bytes) = (first.items.len(), first.bytes);
+            let mut jobs = vec![first];
+            // Whatever arrived while the previous request was out goes now, up to the caps.
+            while let Ok(job) = inbox.try_recv() {
+                if items + job.items.len() > self.max_items || bytes + job.bytes > self.max_bytes {
+                    carried = Some(job);
+                    break;
+                }
+                items += job.items.len();
+                bytes += job.bytes;
+                jobs.push(job);
+            }
+            self.send(jobs).await;
+        }
+    }
+
+    async fn send(&self, jobs: Vec<Job<B>>) {
+        let mut replies = Vec::with_capacity(jobs.len());
+        let mut items = Vec::new();
+        for job in jobs {
+            replies.push((job.items.len(), job.reply));
+            items.extend(job.items);
+        }
+        let total = items.len();
+        tracing::trace!(
+            shard = self.shard,
+            items = total,
+            jobs = replies.len(),
+            "ingest.coalesce.send"
+        );
+        let answered = match self.shards.call(self.shard, B::request(items)).await {
+            Ok(reply) => match B::outcomes(self.shard, reply) {
+                Ok(outcomes) if outcomes.len() != total => Err(IngestError::BadReply {
+                    shard: self.shard,
+                    asked: B::ASKED,
+                    got: format!("{} results for {total} items", outcomes.len()),
+                }),
+                answered => answered,
+            },
+            Err(err) => Err(err),
+        };
+        match answered {
+            Ok(outcomes) => {
+                let mut outcomes = outcomes.into_iter();
+                for (count, reply) in replies {
+                    // A caller that gave up has dropped its end: nothing to tell it.
+                    let _ = reply.send(outcomes.by_ref().take(count).collect());
+                }
+            }
+            Err(err) => {
+                if !matches!(err, IngestError::Shard { .. }) {
+                    tracing::warn!(shard = self.shard, items = total, error = %err, "ingest.coalesce.failed");
+                }
+                for (count, reply) in replies {
+                    let _ = reply.send((0..count).map(|_| B::failed(&err)).collect());
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sized(bytes: usize) -> Sized<usize> {
+        Sized { item: bytes, bytes }
+    }
+
+    fn shape(runs: &[Vec<Sized<usize>>]) -> Vec<Vec<usize>> {
+        runs.iter()
+            .map(|run| run.iter().map(|s| s.item).collect())
+            .collect()
+    }
+
+    #[test]
+    fn chunks_respect_count_and_bytes_and_keep_order() {
+        let items = vec![sized(1), sized(2), sized(3), sized(4), sized(5)];
+        assert_eq!(
+            shape(&chunks(items, 2, 100)),
+            vec![vec![1, 2], vec![3, 4], vec![5]]
+        );
+        let items = vec![sized(4), sized(4), sized(3), sized(9), sized(1)];
+        assert_eq!(
+            shape(&chunks(items, 10, 8)),
+            vec![vec![4, 4], vec![3], vec![9], vec![1]]
+        );
+        assert!(chunks(Vec::<Sized<usize>>::new(), 2, 8).is_empty());
+    }
+}

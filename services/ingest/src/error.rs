@@ -1,0 +1,180 @@
+//! The gateway's one error type and its one mapping to a gRPC status code ([`IngestError::code`]):
+//! a failed RPC returns `Status::new(err.code(), err.to_string())`, a failed item of a batch
+//! carries the same code number and message.
+
+use cascade_bus::BusError;
+use cascade_core::Code;
+use cascade_proto::convert::ConvertError;
+
+#[derive(Debug, thiserror::Error)]
+pub enum IngestError {
+    /// A field is invalid (INVALID_ARGUMENT naming it); found before anything reaches a shard.
+    #[error(transparent)]
+    Invalid(#[from] ConvertError),
+    /// A payload is larger than this gateway accepts or than one bus message carries.
+    #[error("{field}: {size} bytes is over the limit of {limit} bytes ({why})")]
+    TooLarge {
+        field: String,
+        size: u64,
+        limit: u64,
+        why: String,
+    },
+    /// A request names a pipeline, and there is none by that name (`name` is quoted and cut).
+    #[error(
+        "{field}: no pipeline named {name} (pipelines are not available yet); enqueue into a queue by name"
+    )]
+    NoSuchPipeline { field: String, name: String },
+    /// What a shard answered (an error reply, or a failed item of a batch), passed on as is.
+    #[error("{message}")]
+    Shard { code: i32, message: String },
+    /// The bus did not carry the request to the shard, or the answer back.
+    #[error("shard {shard}: {source}{}", retry_hint(source))]
+    Bus {
+        shard: u32,
+        #[source]
+        source: BusError,
+    },
+    /// Too many requests are waiting for one shard: backpressure.
+    #[error(
+        "shard {shard} has {pending} requests waiting to be sent; retry with backoff (with the same id or idempotency key)"
+    )]
+    Overloaded { shard: u32, pending: usize },
+    /// A shard answered something that does not fit the request: a bug on one side.
+    #[error("shard {shard} answered {got} to {asked}")]
+    BadReply {
+        shard: u32,
+        asked: &'static str,
+        got: String,
+    },
+    /// The one RPC family that does not exist yet.
+    #[error("{rpc}: pipelines are not available yet; create queues with CreateQueue instead")]
+    PipelinesUnavailable { rpc: &'static str },
+    /// The gateway stopped before the request could be sent.
+    #[error(
+        "the gateway is shutting down; retry on another replica (with the same id or idempotency key)"
+    )]
+    ShuttingDown,
+    #[error("cannot listen on grpc.addr {addr}: {source}")]
+    Listen {
+        addr: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("build the reflection service: {0}")]
+    Reflection(#[from] tonic_reflection::server::Error),
+    #[error("serve gRPC: {0}")]
+    Serve(#[from] tonic::transport::Error),
+}
+
+impl IngestError {
+    /// The status code a client sees: the one mapping from this crate's errors to gRPC.
+    pub fn code(&self) -> tonic::Code {
+        match self {
+            IngestError::Invalid(err) => grpc(err.code()),
+            IngestError::TooLarge { .. } | IngestError::Overloaded { .. } => {
+                tonic::Code::ResourceExhausted
+            }
+            IngestError::NoSuchPipeline { .. } => tonic::Code::NotFound,
+            // 0 (OK) in an error is the peer's bug, not a success.
+            IngestError::Shard { code: 0, .. } => tonic::Code::Internal,
+            IngestError::Shard { code, .. } => tonic::Code::from_i32(*code),
+            IngestError::Bus { source, .. } => grpc(source.code()),
+            IngestError::PipelinesUnavailable { .. } => tonic::Code::Unimplemented,
+            IngestError::ShuttingDown => tonic::Code::Unavailable,
+            IngestError::BadReply { .. }
+            | IngestError::Listen { .. }
+            | IngestError::Reflection(_)
+            | IngestError::Serve(_) => tonic::Code::Internal,
+        }
+    }
+
+    /// The per-item `code` of a batch result (same numbers as gRPC).
+    pub fn item_code(&self) -> i32 {
+        self.code() as i32
+    }
+
+    /// A shard's failure, kept with its code and message.
+    pub fn shard(code: i32, message: impl Into<String>) -> IngestError {
+        IngestError::Shard {
+            code,
+            message: message.into(),
+        }
+    }
+}
+
+impl From<IngestError> for tonic::Status {
+    fn from(err: IngestError) -> tonic::Status {
+        tonic::Status::new(err.code(), err.to_string())
+    }
+}
+
+/// Quotes client input for a message: escaped, and cut after 40 characters so hostile input
+/// stays short.
+pub(crate) fn excerpt(input: &str) -> String {
+    const MAX_CHARS: usize = 40;
+    match input.char_indices().nth(MAX_CHARS) {
+        Some((cut, _)) => format!("{:?}...", &input[..cut]),
+        None => format!("{input:?}"),
+    }
+}
+
+fn grpc(code: Code) -> tonic::Code {
+    tonic::Code::from_i32(code.grpc_code())
+}
+
+/// UNAVAILABLE means the request may not have been applied: say that retrying is safe.
+fn retry_hint(err: &BusError) -> &'static str {
+    match err.code() {
+        Code::Unavailable => "; the request is safe to retry with the same id or idempotency key",
+        _ => "",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shard_codes_pass_through_and_zero_is_a_bug() {
+        let stale = IngestError::shard(9, "lease is not current");
+        let status = tonic::Status::from(stale);
+        assert_eq!(status.code(), tonic::Code::FailedPrecondition);
+        assert_eq!(status.message(), "lease is not current");
+        assert_eq!(IngestError::shard(0, "odd").code(), tonic::Code::Internal);
+        assert_eq!(
+            IngestError::shard(4, "late").code(),
+            tonic::Code::DeadlineExceeded
+        );
+    }
+
+    #[test]
+    fn an_unavailable_shard_says_which_and_that_a_retry_is_safe() {
+        let err = IngestError::Bus {
+            shard: 3,
+            source: BusError::NoResponders {
+                subject: "cascade.c.dispatcher.3".into(),
+            },
+        };
+        assert_eq!(err.code(), tonic::Code::Unavailable);
+        assert_eq!(err.item_code(), 14);
+        let message = err.to_string();
+        assert!(message.starts_with("shard 3: no responders"), "{message}");
+        assert!(message.ends_with("safe to retry with the same id or idempotency key"));
+        let big = IngestError::Bus {
+            shard: 0,
+            source: BusError::TooLarge { size: 2, max: 1 },
+        };
+        assert_eq!(big.code(), tonic::Code::ResourceExhausted);
+        assert!(!big.to_string().contains("retry"));
+    }
+
+    #[test]
+    fn errors_travel_between_tasks_and_into_anyhow() {
+        fn sendable<T: std::error::Error + Send + Sync + 'static>() {}
+        sendable::<IngestError>();
+        assert_eq!(
+            excerpt(&"x".repeat(100)),
+            format!("{:?}...", "x".repeat(40))
+        );
+    }
+}

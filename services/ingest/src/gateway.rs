@@ -1,0 +1,140 @@
+//! The state the three gRPC services share: the shards, the limits, and one coalescer per
+//! kind of batched request. It holds no data of its own (DESIGN §1: ingest is stateless).
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use cascade_bus::Bus;
+use cascade_service::Settings;
+use tokio::task::JoinSet;
+
+use crate::coalesce::{Batch, Coalescer, Sized};
+use crate::ingest::EnqueueBatch;
+use crate::limits::Limits;
+use crate::route::Shards;
+use crate::worker::CompleteBatch;
+
+pub(crate) struct Gateway {
+    pub shards: Arc<Shards>,
+    pub limits: Limits,
+    pub enqueue: Coalescer<EnqueueBatch>,
+    pub complete: Coalescer<CompleteBatch>,
+}
+
+impl Gateway {
+    /// Starts the coalescers' tasks in `tasks`; they end after the gateway is dropped.
+    pub fn start(settings: &Settings, bus: Bus, tasks: &mut JoinSet<()>) -> Gateway {
+        let limits = Limits::new(settings, bus.max_payload());
+        let shards = Arc::new(Shards::new(
+            bus,
+            settings.cluster.name.clone(),
+            settings.cluster.shards,
+            settings.bus.request_timeout,
+        ));
+        Gateway {
+            enqueue: Coalescer::start(&shards, &limits, tasks),
+            complete: Coalescer::start(&shards, &limits, tasks),
+            shards,
+            limits,
+        }
+    }
+}
+
+/// An item of a client's batch, ready for its shard, or why it is not.
+pub(crate) type Prepared<I> = Result<(u32, Sized<I>), crate::IngestError>;
+
+/// One shard's items of a client request, with their places in it.
+struct Share<I> {
+    indexes: Vec<usize>,
+    items: Vec<Sized<I>>,
+}
+
+impl<I> Default for Share<I> {
+    fn default() -> Self {
+        Share {
+            indexes: Vec::new(),
+            items: Vec::new(),
+        }
+    }
+}
+
+/// Sends the prepared items of one client request, each shard's share at once through
+/// `coalescer`, and returns the outcomes in request order: an item that failed to prepare
+/// gets its error as its outcome.
+pub(crate) async fn scatter<B: Batch>(
+    coalescer: &Coalescer<B>,
+    prepared: Vec<Prepared<B::Item>>,
+) -> Vec<B::Outcome> {
+    let count = prepared.len();
+    let mut outcomes: Vec<Option<B::Outcome>> = (0..count).map(|_| None).collect();
+    let mut shares: BTreeMap<u32, Share<B::Item>> = BTreeMap::new();
+    for (index, item) in prepared.into_iter().enumerate() {
+        match item {
+            Ok((shard, sized)) => {
+                let share = shares.entry(shard).or_insert_with(Share::default);
+                share.indexes.push(index);
+                share.items.push(sized);
+            }
+            Err(err) => outcomes[index] = Some(B::failed(&err)),
+        }
+    }
+    let sends = shares.into_iter().map(|(shard, share)| async move {
+        (share.indexes, coalescer.submit(shard, share.items).await)
+    });
+    for (indexes, answers) in futures::future::join_all(sends).await {
+        for (index, answer) in indexes.into_iter().zip(answers) {
+            outcomes[index] = Some(answer);
+        }
+    }
+    outcomes
+        .into_iter()
+        .map(|outcome| {
+            // `submit` answers every item it is given, so every slot is filled.
+            outcome.unwrap_or_else(|| B::failed(&crate::IngestError::ShuttingDown))
+        })
+        .collect()
+}
+
+/// `name` under `prefix`: `("items[2]", "queue")` is `items[2].queue`, `("", "queue")` is `queue`.
+pub(crate) fn field(prefix: &str, name: &str) -> String {
+    match prefix {
+        "" => name.to_owned(),
+        _ => format!("{prefix}.{name}"),
+    }
+}
+
+/// A shard numbers the items of the request it received (`items[37].id: ...`), which is a
+/// coalesced one: renames that to the client's own `prefix` (`items[2]`, or nothing).
+pub(crate) fn renumber(message: String, list: &str, prefix: &str) -> String {
+    let Some(rest) = message.strip_prefix(list).and_then(|r| r.strip_prefix('[')) else {
+        return message;
+    };
+    let digits = rest.bytes().take_while(u8::is_ascii_digit).count();
+    match rest[digits..].strip_prefix("].") {
+        Some(tail) if digits > 0 => field(prefix, tail),
+        _ => message,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shard_item_numbers_become_the_clients() {
+        let shard = "items[37].id: must be 1-128 bytes".to_owned();
+        assert_eq!(
+            renumber(shard.clone(), "items", "items[2]"),
+            "items[2].id: must be 1-128 bytes"
+        );
+        assert_eq!(renumber(shard, "items", ""), "id: must be 1-128 bytes");
+        let plain = "queue \"jobs\" does not exist".to_owned();
+        assert_eq!(renumber(plain.clone(), "items", "items[1]"), plain);
+        let odd = "items[x].id: y".to_owned();
+        assert_eq!(renumber(odd.clone(), "items", ""), odd);
+        assert_eq!(
+            field("completions[0]", "lease_token"),
+            "completions[0].lease_token"
+        );
+    }
+}

@@ -1,0 +1,178 @@
+//! The `Ingest` service: `Enqueue`, `EnqueueBatch`, `Get`, `Update`, `Delete`.
+//!
+//! Enqueues go through the per-shard coalescer: a unary `Enqueue` is a batch of one, an
+//! `EnqueueBatch` is split by shard and reassembled in request order. An invalid item never
+//! leaves the gateway: a unary request fails, a batch item gets its own code and message
+//! naming `items[i].<field>` while the valid items go on (as the shard treats them too).
+
+use cascade_proto::bus::v1::dispatcher_reply::Result as Reply;
+use cascade_proto::bus::v1::dispatcher_request::Op;
+use cascade_proto::convert::{
+    Destination, enqueue_from_proto, event_ref_from_proto, update_from_proto,
+};
+use cascade_proto::v1::{
+    DeleteRequest, DeleteResponse, EnqueueBatchRequest, EnqueueBatchResponse, EnqueueRequest,
+    EnqueueResponse, EnqueueResult, Event, GetRequest, UpdateRequest, ingest_server::Ingest,
+};
+use tonic::{Request, Response, Status};
+
+use crate::IngestError;
+use crate::coalesce::{Batch, Sized};
+use crate::error::excerpt;
+use crate::gateway::{Gateway, Prepared, field, renumber, scatter};
+use crate::route::unexpected;
+
+/// Enqueues, coalesced per shard into the bus's `EnqueueBatchRequest`.
+pub(crate) struct EnqueueBatch;
+
+impl Batch for EnqueueBatch {
+    type Item = EnqueueRequest;
+    type Outcome = EnqueueResult;
+    const ASKED: &'static str = "an enqueue batch";
+
+    fn request(items: Vec<EnqueueRequest>) -> Op {
+        Op::Enqueue(EnqueueBatchRequest { items })
+    }
+
+    fn outcomes(shard: u32, reply: Reply) -> Result<Vec<EnqueueResult>, IngestError> {
+        match reply {
+            Reply::Enqueue(response) => Ok(response.results),
+            other => Err(unexpected(shard, Self::ASKED, &other)),
+        }
+    }
+
+    fn failed(err: &IngestError) -> EnqueueResult {
+        EnqueueResult {
+            ok: None,
+            code: err.item_code(),
+            message: err.to_string(),
+        }
+    }
+}
+
+impl Gateway {
+    /// Validates one enqueue (fields under `prefix`) and finds its shard.
+    fn prepare_enqueue(
+        &self,
+        mut request: EnqueueRequest,
+        prefix: &str,
+    ) -> Prepared<EnqueueRequest> {
+        // Validate everything but the payload on a copy without it: the payload is only
+        // measured, and copying megabytes to check a name would be waste.
+        let payload = std::mem::take(&mut request.payload);
+        let item = enqueue_from_proto(request.clone(), prefix)?;
+        request.payload = payload;
+        let queue = match item.destination {
+            Destination::Queue(queue) => queue,
+            Destination::Pipeline(name) => {
+                return Err(IngestError::NoSuchPipeline {
+                    field: field(prefix, "pipeline"),
+                    name: excerpt(&name),
+                });
+            }
+        };
+        let bytes = item_len(&request);
+        self.limits
+            .check_payload(&field(prefix, "payload"), request.payload.len(), bytes)?;
+        Ok((
+            self.shards.owner(&queue),
+            Sized {
+                item: request,
+                bytes,
+            },
+        ))
+    }
+}
+
+/// Bytes an item takes inside a batch message: tag, length and body.
+pub(crate) fn item_len(message: &impl prost::Message) -> usize {
+    let len = message.encoded_len();
+    1 + prost::length_delimiter_len(len) + len
+}
+
+#[tonic::async_trait]
+impl Ingest for Gateway {
+    async fn enqueue(
+        &self,
+        request: Request<EnqueueRequest>,
+    ) -> Result<Response<EnqueueResponse>, Status> {
+        let (shard, item) = self.prepare_enqueue(request.into_inner(), "")?;
+        let result = self.enqueue.submit(shard, vec![item]).await.pop();
+        match result {
+            Some(EnqueueResult {
+                code: 0,
+                ok: Some(response),
+                ..
+            }) => Ok(Response::new(response)),
+            Some(EnqueueResult { code: 0, .. }) | None => Err(IngestError::BadReply {
+                shard,
+                asked: EnqueueBatch::ASKED,
+                got: "a result with neither a response nor an error".to_owned(),
+            }
+            .into()),
+            Some(failed) => {
+                Err(IngestError::shard(failed.code, renumber(failed.message, "items", "")).into())
+            }
+        }
+    }
+
+    async fn enqueue_batch(
+        &self,
+        request: Request<EnqueueBatchRequest>,
+    ) -> Result<Response<EnqueueBatchResponse>, Status> {
+        let items = request.into_inner().items;
+        self.limits.check_items("items", items.len())?;
+        let prepared = items
+            .into_iter()
+            .enumerate()
+            .map(|(index, item)| self.prepare_enqueue(item, &format!("items[{index}]")))
+            .collect();
+        let mut results = scatter(&self.enqueue, prepared).await;
+        for (index, result) in results.iter_mut().enumerate() {
+            if result.code != 0 {
+                let message = std::mem::take(&mut result.message);
+                result.message = renumber(message, "items", &format!("items[{index}]"));
+            }
+        }
+        Ok(Response::new(EnqueueBatchResponse { results }))
+    }
+
+    async fn get(&self, request: Request<GetRequest>) -> Result<Response<Event>, Status> {
+        let request = request.into_inner();
+        let event = event_ref_from_proto(&request.queue, &request.id).map_err(IngestError::from)?;
+        let shard = self.shards.owner(&event.queue);
+        match self.shards.call(shard, Op::Get(request)).await? {
+            Reply::Event(event) => Ok(Response::new(event)),
+            other => Err(unexpected(shard, "a get", &other).into()),
+        }
+    }
+
+    async fn update(&self, request: Request<UpdateRequest>) -> Result<Response<Event>, Status> {
+        let mut request = request.into_inner();
+        let payload = request.payload.take();
+        let item = update_from_proto(request.clone()).map_err(IngestError::from)?;
+        request.payload = payload;
+        if let Some(payload) = &request.payload {
+            self.limits
+                .check_payload("payload", payload.len(), item_len(&request))?;
+        }
+        let shard = self.shards.owner(&item.event.queue);
+        match self.shards.call(shard, Op::Update(request)).await? {
+            Reply::Event(event) => Ok(Response::new(event)),
+            other => Err(unexpected(shard, "an update", &other).into()),
+        }
+    }
+
+    async fn delete(
+        &self,
+        request: Request<DeleteRequest>,
+    ) -> Result<Response<DeleteResponse>, Status> {
+        let request = request.into_inner();
+        let event = event_ref_from_proto(&request.queue, &request.id).map_err(IngestError::from)?;
+        let shard = self.shards.owner(&event.queue);
+        match self.shards.call(shard, Op::Delete(request)).await? {
+            Reply::Done(_) => Ok(Response::new(DeleteResponse {})),
+            other => Err(unexpected(shard, "a delete", &other).into()),
+        }
+    }
+}

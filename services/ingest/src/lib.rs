@@ -1,0 +1,22 @@
+//! Cascade's gateway (DESIGN §1 "ingest", §3): the only public door for producers and pull
+//! consumers. It serves `Ingest`, `Worker` and `Admin` on one gRPC port with health and
+//! reflection; validates every request before anything reaches a shard; routes each queue
+//! to its dispatcher shard over the bus (`shard_of`); coalesces concurrent enqueues and
+//! completions for one shard into one bus request; and maps every failure to a gRPC status.
+//! It keeps no state and answers OK only after the owning shard answered OK.
+//!
+//! Entry points: [`run`] binds `grpc.addr`; [`serve`] takes a bound listener.
+
+mod admin;
+mod coalesce;
+mod error;
+mod gateway;
+mod ingest;
+mod limits;
+mod list;
+mod route;
+mod server;
+mod worker;
+
+pub use error::IngestError;
+pub use server::{run, serve};

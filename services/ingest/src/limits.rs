@@ -1,0 +1,152 @@
+//! The sizes the gateway enforces before anything reaches a shard: items per request
+//! (`ingest.max_batch_items`), bytes per payload (`ingest.max_payload`), and bytes per bus
+//! message (the bus's `max_payload` less room for the envelope).
+
+use std::time::Duration;
+
+use cascade_proto::convert::ConvertError;
+use cascade_service::Settings;
+
+use crate::IngestError;
+
+/// Kept free in every bus message for what wraps the items: the request envelope, a batch's
+/// framing and the transport's headers. Items are packed until the rest is used.
+const BUS_ENVELOPE_ROOM: usize = 4096;
+
+#[derive(Clone, Debug)]
+pub(crate) struct Limits {
+    /// `ingest.max_payload`.
+    pub max_payload: u64,
+    /// Bytes of items one bus request may carry.
+    pub bus_room: usize,
+    /// `ingest.max_batch_items`: items per client request and per coalesced bus request.
+    pub max_batch_items: usize,
+    /// `bus.request_timeout`.
+    pub request_timeout: Duration,
+    /// `dispatcher.max_take_wait`: the shard cuts a longer wait to this.
+    pub max_take_wait: Duration,
+}
+
+impl Limits {
+    pub fn new(settings: &Settings, bus_max_payload: usize) -> Limits {
+        Limits {
+            max_payload: settings.ingest.max_payload,
+            bus_room: bus_max_payload.saturating_sub(BUS_ENVELOPE_ROOM),
+            max_batch_items: usize::try_from(settings.ingest.max_batch_items).unwrap_or(usize::MAX),
+            request_timeout: settings.bus.request_timeout,
+            max_take_wait: settings.dispatcher.max_take_wait,
+        }
+    }
+
+    /// INVALID_ARGUMENT when a request carries more than `ingest.max_batch_items` items.
+    pub fn check_items(&self, field: &str, count: usize) -> Result<(), IngestError> {
+        if count <= self.max_batch_items {
+            return Ok(());
+        }
+        Err(IngestError::Invalid(ConvertError::Invalid(
+            cascade_core::Error::invalid(
+                field,
+                format!(
+                    "at most {} per request (ingest.max_batch_items), got {count}; split the request",
+                    self.max_batch_items
+                ),
+            ),
+        )))
+    }
+
+    /// RESOURCE_EXHAUSTED when the payload in `field` is over `ingest.max_payload`, or when the
+    /// message holding it (`message_len` bytes encoded, payload included) would not fit in one
+    /// bus message. The limit named is the payload size that would have fitted.
+    pub fn check_payload(
+        &self,
+        field: &str,
+        payload_len: usize,
+        message_len: usize,
+    ) -> Result<(), IngestError> {
+        let size = payload_len as u64;
+        if size > self.max_payload {
+            return Err(IngestError::TooLarge {
+                field: field.to_owned(),
+                size,
+                limit: self.max_payload,
+                why: "ingest.max_payload".to_owned(),
+            });
+        }
+        if message_len > self.bus_room {
+            let rest = message_len.saturating_sub(payload_len);
+            return Err(IngestError::TooLarge {
+                field: field.to_owned(),
+                size,
+                limit: self.bus_room.saturating_sub(rest) as u64,
+                why: format!(
+                    "one bus message carries {} bytes of request, and the rest of this one takes {rest}",
+                    self.bus_room
+                ),
+            });
+        }
+        Ok(())
+    }
+
+    /// How long to wait for a shard's answer to a `Take` that may wait `wait` for events.
+    pub fn take_timeout(&self, wait: Option<Duration>) -> Duration {
+        let wait = wait.unwrap_or_default().min(self.max_take_wait);
+        wait.saturating_add(self.request_timeout)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn limits() -> Limits {
+        Limits {
+            max_payload: 1000,
+            bus_room: 2000,
+            max_batch_items: 3,
+            request_timeout: Duration::from_secs(2),
+            max_take_wait: Duration::from_secs(30),
+        }
+    }
+
+    #[test]
+    fn payload_over_the_gateway_limit_names_size_and_limit() {
+        let err = limits()
+            .check_payload("items[1].payload", 1001, 1100)
+            .expect_err("too large");
+        assert_eq!(err.code(), tonic::Code::ResourceExhausted);
+        assert_eq!(
+            err.to_string(),
+            "items[1].payload: 1001 bytes is over the limit of 1000 bytes (ingest.max_payload)"
+        );
+        assert!(limits().check_payload("payload", 1000, 1100).is_ok());
+    }
+
+    #[test]
+    fn payload_over_what_the_bus_carries_names_what_would_fit() {
+        let mut small_bus = limits();
+        small_bus.bus_room = 500;
+        let err = small_bus
+            .check_payload("payload", 900, 1000)
+            .expect_err("too large for the bus");
+        assert_eq!(err.code(), tonic::Code::ResourceExhausted);
+        assert!(
+            err.to_string()
+                .starts_with("payload: 900 bytes is over the limit of 400 bytes"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn item_count_and_take_timeout() {
+        let err = limits().check_items("items", 4).expect_err("too many");
+        assert_eq!(err.code(), tonic::Code::InvalidArgument);
+        assert!(
+            err.to_string().starts_with("items: at most 3 per request"),
+            "{err}"
+        );
+        assert!(limits().check_items("items", 3).is_ok());
+        assert_eq!(limits().take_timeout(None), Duration::from_secs(2));
+        let long = limits().take_timeout(Some(Duration::from_secs(600)));
+        assert_eq!(long, Duration::from_secs(32));
+    }
+}

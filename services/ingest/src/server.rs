@@ -1,0 +1,164 @@
+//! The gRPC server: `Ingest`, `Worker` and `Admin` on one port, with gRPC health and server
+//! reflection (v1), and a graceful stop.
+//!
+//! Shutdown order: health turns NOT_SERVING (and health `Watch` streams end), the server
+//! stops accepting connections and streams, in-flight RPCs finish (a long-poll `Take` at
+//! most `dispatcher.max_take_wait` plus `bus.request_timeout`; streams still open after that
+//! are cut), then the coalescers' tasks end after answering what they hold.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use cascade_bus::Bus;
+use cascade_proto::v1::admin_server::AdminServer;
+use cascade_proto::v1::ingest_server::IngestServer;
+use cascade_proto::v1::worker_server::WorkerServer;
+use cascade_service::{Settings, Shutdown};
+use tokio::net::TcpListener;
+use tokio::task::JoinSet;
+use tonic::server::NamedService;
+use tonic::transport::Server;
+use tonic::transport::server::TcpIncoming;
+use tonic_health::ServingStatus;
+use tonic_health::server::HealthReporter;
+
+use crate::IngestError;
+use crate::gateway::Gateway;
+
+/// Requests to `Ingest` and `Worker` may be this much larger than the largest payload (a
+/// batch carries many, each item with its headers); never less than [`MIN_REQUEST_BYTES`].
+const REQUEST_ROOM_BYTES: usize = 1 << 20;
+const MIN_REQUEST_BYTES: usize = 16 << 20;
+
+/// Added to the longest RPC (a `Take` that waits) before the drain gives up on open streams.
+const DRAIN_SLACK: Duration = Duration::from_secs(1);
+
+/// The services a client can find: ours, health, and reflection itself (not `Handler`,
+/// which users implement and stage-workers call).
+const SERVED: [&str; 3] = [
+    <IngestServer<Gateway> as NamedService>::NAME,
+    <WorkerServer<Gateway> as NamedService>::NAME,
+    <AdminServer<Gateway> as NamedService>::NAME,
+];
+
+/// Binds `grpc.addr` and serves until `shutdown`; see [`serve`].
+pub async fn run(settings: Settings, bus: Bus, shutdown: Shutdown) -> Result<(), IngestError> {
+    let addr = settings.grpc.addr.clone();
+    let listener = TcpListener::bind(&addr)
+        .await
+        .map_err(|source| IngestError::Listen { addr, source })?;
+    serve(listener, settings, bus, shutdown).await
+}
+
+/// Serves on an already bound `listener` (port 0 in tests, `cascade standalone`) until
+/// `shutdown`, then drains: returns once every accepted RPC has been answered.
+pub async fn serve(
+    listener: TcpListener,
+    settings: Settings,
+    bus: Bus,
+    shutdown: Shutdown,
+) -> Result<(), IngestError> {
+    let local = listener.local_addr().ok();
+    let request_limit = request_limit(&settings);
+    let reflection = reflection_service()?;
+    let mut tasks = JoinSet::new();
+    let gateway = Arc::new(Gateway::start(&settings, bus, &mut tasks));
+    let (health, health_service) = tonic_health::server::health_reporter();
+    set_health(&health, ServingStatus::Serving).await;
+
+    let stopping = {
+        let health = health.clone();
+        let shutdown = shutdown.clone();
+        async move {
+            shutdown.wait().await;
+            tracing::info!("ingest.stopping");
+            stop_health(health).await;
+        }
+    };
+    tracing::info!(
+        addr = ?local,
+        cluster = %settings.cluster.name,
+        shards = settings.cluster.shards,
+        "ingest.listening"
+    );
+    let mut server = Box::pin(
+        Server::builder()
+            .add_service(health_service)
+            .add_service(reflection)
+            .add_service(
+                IngestServer::from_arc(Arc::clone(&gateway))
+                    .max_decoding_message_size(request_limit),
+            )
+            .add_service(
+                WorkerServer::from_arc(Arc::clone(&gateway))
+                    .max_decoding_message_size(request_limit),
+            )
+            .add_service(AdminServer::from_arc(gateway))
+            .serve_with_incoming_shutdown(
+                TcpIncoming::from(listener).with_nodelay(Some(true)),
+                stopping,
+            ),
+    );
+    // Every unary RPC ends within the longest Take; a stream a client keeps open (a
+    // reflection session) must not hold the process forever.
+    let drain = settings.dispatcher.max_take_wait + settings.bus.request_timeout + DRAIN_SLACK;
+    let deadline = async {
+        shutdown.wait().await;
+        tokio::time::sleep(drain).await;
+    };
+    let served = tokio::select! {
+        served = &mut server => served,
+        () = deadline => {
+            tracing::warn!(after = ?drain, "ingest.drain.cut: connections still open; no longer waiting for them");
+            tasks.abort_all();
+            Ok(())
+        }
+    };
+    // Dropping the server drops the services, whose coalescers' inboxes then close, and the
+    // coalescer tasks end once they have answered what they hold.
+    drop(server);
+    while tasks.join_next().await.is_some() {}
+    tracing::info!("ingest.stopped");
+    Ok(served?)
+}
+
+/// The largest `Ingest` or `Worker` request accepted.
+fn request_limit(settings: &Settings) -> usize {
+    usize::try_from(settings.ingest.max_payload)
+        .unwrap_or(usize::MAX)
+        .saturating_add(REQUEST_ROOM_BYTES)
+        .max(MIN_REQUEST_BYTES)
+}
+
+/// Reflection v1 over our descriptors and health's, listing only what this port serves.
+fn reflection_service() -> Result<
+    tonic_reflection::server::v1::ServerReflectionServer<
+        impl tonic_reflection::server::v1::ServerReflection,
+    >,
+    IngestError,
+> {
+    let mut builder = tonic_reflection::server::Builder::configure()
+        .register_encoded_file_descriptor_set(cascade_proto::FILE_DESCRIPTOR_SET)
+        .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
+        .with_service_name("grpc.health.v1.Health")
+        .with_service_name("grpc.reflection.v1.ServerReflection");
+    for name in SERVED {
+        builder = builder.with_service_name(name);
+    }
+    Ok(builder.build_v1()?)
+}
+
+async fn set_health(health: &HealthReporter, status: ServingStatus) {
+    for name in std::iter::once("").chain(SERVED) {
+        health.set_service_status(name, status).await;
+    }
+}
+
+/// NOT_SERVING, then the statuses are removed: that ends every `Watch` stream (after it has
+/// sent NOT_SERVING), which would otherwise keep its connection, and the drain, open.
+async fn stop_health(mut health: HealthReporter) {
+    set_health(&health, ServingStatus::NotServing).await;
+    for name in std::iter::once("").chain(SERVED) {
+        health.clear_service_status(name).await;
+    }
+}

@@ -1,0 +1,128 @@
+//! The `Worker` service: `Take`, `Complete`, `ExtendLease`.
+//!
+//! `Take` with `wait` is a long poll the shard honours itself (cut to
+//! `dispatcher.max_take_wait`): the gateway waits that long plus `bus.request_timeout`.
+//! `Complete` is split by shard, coalesced like enqueues, and answered per item in order.
+
+use cascade_proto::bus::v1::dispatcher_reply::Result as Reply;
+use cascade_proto::bus::v1::dispatcher_request::Op;
+use cascade_proto::convert::{completion_from_proto, extend_from_proto, take_from_proto};
+use cascade_proto::v1::completion::Outcome as ProtoOutcome;
+use cascade_proto::v1::{
+    CompleteRequest, CompleteResponse, Completion, CompletionResult, ExtendLeaseRequest,
+    ExtendLeaseResponse, TakeRequest, TakeResponse, worker_server::Worker,
+};
+use tonic::{Request, Response, Status};
+
+use crate::IngestError;
+use crate::coalesce::{Batch, Sized};
+use crate::gateway::{Gateway, Prepared, field, renumber, scatter};
+use crate::ingest::item_len;
+use crate::route::unexpected;
+
+/// Completions, coalesced per shard into the bus's `CompleteRequest`.
+pub(crate) struct CompleteBatch;
+
+impl Batch for CompleteBatch {
+    type Item = Completion;
+    type Outcome = CompletionResult;
+    const ASKED: &'static str = "a complete batch";
+
+    fn request(completions: Vec<Completion>) -> Op {
+        Op::Complete(CompleteRequest { completions })
+    }
+
+    fn outcomes(shard: u32, reply: Reply) -> Result<Vec<CompletionResult>, IngestError> {
+        match reply {
+            Reply::Complete(response) => Ok(response.results),
+            other => Err(unexpected(shard, Self::ASKED, &other)),
+        }
+    }
+
+    fn failed(err: &IngestError) -> CompletionResult {
+        CompletionResult {
+            code: err.item_code(),
+            message: err.to_string(),
+        }
+    }
+}
+
+impl Gateway {
+    /// Validates one completion (fields under `prefix`) and finds its shard.
+    fn prepare_completion(&self, mut completion: Completion, prefix: &str) -> Prepared<Completion> {
+        // An advance may carry a new payload: validated without it, measured on its own.
+        let payload = match &mut completion.outcome {
+            Some(ProtoOutcome::Advance(advance)) => advance.payload.take(),
+            _ => None,
+        };
+        let item = completion_from_proto(completion.clone(), prefix)?;
+        let payload_len = payload.as_ref().map(Vec::len);
+        if let Some(ProtoOutcome::Advance(advance)) = &mut completion.outcome {
+            advance.payload = payload;
+        }
+        let bytes = item_len(&completion);
+        if let Some(payload_len) = payload_len {
+            let field = field(prefix, "advance.payload");
+            self.limits.check_payload(&field, payload_len, bytes)?;
+        }
+        Ok((
+            self.shards.owner(&item.queue),
+            Sized {
+                item: completion,
+                bytes,
+            },
+        ))
+    }
+}
+
+#[tonic::async_trait]
+impl Worker for Gateway {
+    async fn take(&self, request: Request<TakeRequest>) -> Result<Response<TakeResponse>, Status> {
+        let request = request.into_inner();
+        let item = take_from_proto(&request).map_err(IngestError::from)?;
+        let shard = self.shards.owner(&item.queue);
+        let timeout = self.limits.take_timeout(item.wait);
+        match self
+            .shards
+            .call_within(shard, Op::Take(request), timeout)
+            .await?
+        {
+            Reply::Take(taken) => Ok(Response::new(taken)),
+            other => Err(unexpected(shard, "a take", &other).into()),
+        }
+    }
+
+    async fn complete(
+        &self,
+        request: Request<CompleteRequest>,
+    ) -> Result<Response<CompleteResponse>, Status> {
+        let completions = request.into_inner().completions;
+        self.limits.check_items("completions", completions.len())?;
+        let prepared = completions
+            .into_iter()
+            .enumerate()
+            .map(|(index, c)| self.prepare_completion(c, &format!("completions[{index}]")))
+            .collect();
+        let mut results = scatter(&self.complete, prepared).await;
+        for (index, result) in results.iter_mut().enumerate() {
+            if result.code != 0 {
+                let message = std::mem::take(&mut result.message);
+                result.message = renumber(message, "completions", &format!("completions[{index}]"));
+            }
+        }
+        Ok(Response::new(CompleteResponse { results }))
+    }
+
+    async fn extend_lease(
+        &self,
+        request: Request<ExtendLeaseRequest>,
+    ) -> Result<Response<ExtendLeaseResponse>, Status> {
+        let request = request.into_inner();
+        let item = extend_from_proto(&request).map_err(IngestError::from)?;
+        let shard = self.shards.owner(&item.queue);
+        match self.shards.call(shard, Op::Extend(request)).await? {
+            Reply::Extend(extended) => Ok(Response::new(extended)),
+            other => Err(unexpected(shard, "an extend", &other).into()),
+        }
+    }
+}
