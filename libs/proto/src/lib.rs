@@ -2,6 +2,7 @@
 //!
 //! - `v1`: the public contract (DESIGN §3): `Ingest`, `Worker`, `Admin`, `Handler`.
 //! - `bus::v1`: what services say to each other on the bus.
+//! - `convert`: the one conversion between these messages and validated domain types.
 
 #[allow(clippy::all, clippy::pedantic)]
 pub mod v1 {
@@ -14,6 +15,8 @@ pub mod bus {
         tonic::include_proto!("cascade.bus.v1");
     }
 }
+
+pub mod convert;
 
 /// For gRPC server reflection.
 pub const FILE_DESCRIPTOR_SET: &[u8] = tonic::include_file_descriptor_set!("cascade_descriptor");

@@ -1,0 +1,397 @@
+//! `EnqueueRequest` → [`EnqueueItem`] (validated, destination and time still to resolve) →
+//! the shard's [`EnqueueCmd`]; [`Enqueued`] → `EnqueueResponse` / `EnqueueResult`.
+//!
+//! Two things are left open on purpose: a `pipeline` destination is resolved to its first
+//! stage by the gateway (which knows the pipelines), and a `delay` becomes a time only on the
+//! shard (`When::resolve` with the shard's clock), so a request that waited in a queue is
+//! not activated early.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use cascade_core::{EventId, IdempotencyKey, QueueName, Timestamp, validate_headers};
+use cascade_store::shard::{EnqueueCmd, Enqueued};
+
+use super::time::{
+    duration_from_proto, duration_to_proto, timestamp_from_proto, timestamp_to_proto,
+};
+use super::{ConvertError, field_at, headers_from_proto, invalid, under};
+use crate::v1;
+use crate::v1::enqueue_request::When as ProtoWhen;
+
+/// Where an event goes.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Destination {
+    Queue(QueueName),
+    /// The pipeline's first stage; the name is checked against the pipelines by the gateway.
+    Pipeline(String),
+}
+
+/// When an event becomes ready.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum When {
+    Now,
+    At(Timestamp),
+    After(Duration),
+}
+
+impl When {
+    /// The activation time given the shard's `now`; `None` means now.
+    pub fn resolve(self, now: Timestamp) -> Option<Timestamp> {
+        match self {
+            When::Now => None,
+            When::At(at) => Some(at),
+            When::After(delay) => Some(now.saturating_add(delay)),
+        }
+    }
+}
+
+/// A validated enqueue request.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct EnqueueItem {
+    pub destination: Destination,
+    pub id: Option<EventId>,
+    pub idempotency_key: Option<IdempotencyKey>,
+    pub payload: Vec<u8>,
+    pub headers: BTreeMap<String, String>,
+    pub when: When,
+}
+
+impl EnqueueItem {
+    /// The shard's command, with a delay resolved against `now`. A pipeline destination not
+    /// resolved by the gateway is INVALID_ARGUMENT under `prefix` (e.g. `items[2].pipeline`).
+    pub fn into_command(self, now: Timestamp, prefix: &str) -> Result<EnqueueCmd, ConvertError> {
+        let queue = match self.destination {
+            Destination::Queue(queue) => queue,
+            Destination::Pipeline(_) => {
+                return Err(invalid(
+                    prefix,
+                    "pipeline",
+                    "a shard takes a queue name; the gateway resolves a pipeline to its first stage",
+                ));
+            }
+        };
+        Ok(EnqueueCmd {
+            queue,
+            id: self.id,
+            idempotency_key: self.idempotency_key,
+            payload: self.payload,
+            headers: self.headers,
+            activate_at: self.when.resolve(now),
+        })
+    }
+}
+
+impl EnqueueItem {
+    /// Back to a message, e.g. for the gateway to forward an item after resolving its
+    /// pipeline to a queue.
+    pub fn into_proto(self) -> v1::EnqueueRequest {
+        let (queue, pipeline) = match self.destination {
+            Destination::Queue(queue) => (queue.into(), String::new()),
+            Destination::Pipeline(pipeline) => (String::new(), pipeline),
+        };
+        v1::EnqueueRequest {
+            queue,
+            pipeline,
+            id: self.id.map(String::from).unwrap_or_default(),
+            idempotency_key: self.idempotency_key.map(String::from).unwrap_or_default(),
+            payload: self.payload,
+            headers: self.headers.into_iter().collect(),
+            when: match self.when {
+                When::Now => None,
+                When::At(at) => Some(ProtoWhen::ActivateAt(timestamp_to_proto(at))),
+                When::After(delay) => Some(ProtoWhen::Delay(duration_to_proto(delay))),
+            },
+        }
+    }
+}
+
+/// Validates one request; errors are named under `prefix` (`""` for a unary `Enqueue`,
+/// `items[3]` in a batch). Exactly one of `queue` and `pipeline` must be set; an empty `id`
+/// or `idempotency_key` is none; neither `activate_at` nor `delay` is now. The payload's size
+/// is checked by the shard against the queue's `max_payload_bytes`.
+pub fn enqueue_from_proto(
+    request: v1::EnqueueRequest,
+    prefix: &str,
+) -> Result<EnqueueItem, ConvertError> {
+    let destination = match (request.queue.as_str(), request.pipeline.as_str()) {
+        ("", "") => {
+            return Err(invalid(
+                prefix,
+                "queue",
+                "must name a queue (or set pipeline instead), got an empty string",
+            ));
+        }
+        (queue, "") => {
+            let name = QueueName::parse_field(queue, &field_at(prefix, "queue"))?;
+            if name.is_template() {
+                return Err(invalid(
+                    prefix,
+                    "queue",
+                    format!("'{name}' is a template; name a queue that matches it"),
+                ));
+            }
+            Destination::Queue(name)
+        }
+        ("", pipeline) => Destination::Pipeline(pipeline.to_owned()),
+        (_, _) => {
+            return Err(invalid(
+                prefix,
+                "pipeline",
+                "set either queue or pipeline, not both",
+            ));
+        }
+    };
+    let id = match request.id.as_str() {
+        "" => None,
+        id => Some(EventId::parse(id).map_err(|e| under(prefix, e))?),
+    };
+    let idempotency_key = match request.idempotency_key.as_str() {
+        "" => None,
+        key => Some(IdempotencyKey::parse(key).map_err(|e| under(prefix, e))?),
+    };
+    let headers = headers_from_proto(&request.headers);
+    validate_headers(&headers).map_err(|e| under(prefix, e))?;
+    let when = match &request.when {
+        None => When::Now,
+        Some(ProtoWhen::ActivateAt(at)) => {
+            When::At(timestamp_from_proto(at, &field_at(prefix, "activate_at"))?)
+        }
+        Some(ProtoWhen::Delay(delay)) => {
+            When::After(duration_from_proto(delay, &field_at(prefix, "delay"))?)
+        }
+    };
+    Ok(EnqueueItem {
+        destination,
+        id,
+        idempotency_key,
+        payload: request.payload,
+        headers,
+        when,
+    })
+}
+
+/// Each item validated on its own, under `items[i]`: one bad item fails only itself.
+pub fn enqueue_batch_from_proto(
+    request: v1::EnqueueBatchRequest,
+) -> Vec<Result<EnqueueItem, ConvertError>> {
+    request
+        .items
+        .into_iter()
+        .enumerate()
+        .map(|(index, item)| enqueue_from_proto(item, &format!("items[{index}]")))
+        .collect()
+}
+
+pub fn enqueued_to_proto(enqueued: &Enqueued) -> v1::EnqueueResponse {
+    v1::EnqueueResponse {
+        id: enqueued.id.to_string(),
+        duplicate: enqueued.duplicate,
+        queue: enqueued.queue.to_string(),
+        activate_at: Some(timestamp_to_proto(enqueued.activate_at)),
+    }
+}
+
+/// One item of an `EnqueueBatchResponse`: the response, or the failure's code and message.
+pub fn enqueue_result_to_proto(
+    result: Result<v1::EnqueueResponse, &ConvertError>,
+) -> v1::EnqueueResult {
+    match result {
+        Ok(response) => v1::EnqueueResult {
+            ok: Some(response),
+            code: 0,
+            message: String::new(),
+        },
+        Err(err) => v1::EnqueueResult {
+            ok: None,
+            code: err.code().grpc_code(),
+            message: err.to_string(),
+        },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashMap;
+
+    use super::*;
+
+    fn request(queue: &str) -> v1::EnqueueRequest {
+        v1::EnqueueRequest {
+            queue: queue.into(),
+            payload: b"p".to_vec(),
+            ..v1::EnqueueRequest::default()
+        }
+    }
+
+    #[test]
+    fn a_plain_request_enqueues_now() {
+        let item = enqueue_from_proto(request("jobs"), "").expect("valid");
+        assert_eq!(
+            item.destination,
+            Destination::Queue(QueueName::parse("jobs").expect("name"))
+        );
+        assert_eq!(
+            (&item.id, &item.idempotency_key, item.when),
+            (&None, &None, When::Now)
+        );
+        let cmd = item
+            .into_command(Timestamp::from_micros(5), "")
+            .expect("command");
+        assert_eq!(cmd.activate_at, None);
+        assert_eq!(cmd.payload, b"p");
+    }
+
+    #[test]
+    fn ids_keys_headers_and_times_are_kept() {
+        let mut req = request("jobs");
+        req.id = "order-7".into();
+        req.idempotency_key = "pay 7".into();
+        req.headers = HashMap::from([("traceparent".to_owned(), "x".to_owned())]);
+        req.when = Some(ProtoWhen::Delay(duration_to_proto(Duration::from_secs(2))));
+        let item = enqueue_from_proto(req, "").expect("valid");
+        assert_eq!(item.id.as_ref().map(EventId::as_str), Some("order-7"));
+        assert_eq!(
+            item.idempotency_key.as_ref().map(IdempotencyKey::as_str),
+            Some("pay 7")
+        );
+        let cmd = item
+            .into_command(Timestamp::from_micros(1_000_000), "")
+            .expect("command");
+        assert_eq!(cmd.activate_at, Some(Timestamp::from_micros(3_000_000)));
+        assert_eq!(cmd.headers.len(), 1);
+
+        let mut at = request("jobs");
+        at.when = Some(ProtoWhen::ActivateAt(prost_types::Timestamp {
+            seconds: 10,
+            nanos: 0,
+        }));
+        let item = enqueue_from_proto(at, "").expect("valid");
+        assert_eq!(item.when, When::At(Timestamp::from_micros(10_000_000)));
+    }
+
+    #[test]
+    fn bad_items_name_their_field_in_the_batch() {
+        let mut bad_id = request("jobs");
+        bad_id.id = "a/b".into();
+        let mut negative = request("jobs");
+        negative.when = Some(ProtoWhen::Delay(prost_types::Duration {
+            seconds: -3,
+            nanos: 0,
+        }));
+        let mut bad_header = request("jobs");
+        bad_header.headers = HashMap::from([("bad name".to_owned(), String::new())]);
+        let batch = v1::EnqueueBatchRequest {
+            items: vec![
+                request("jobs"),
+                request("a b"),
+                bad_id,
+                negative,
+                bad_header,
+                request(""),
+                request("inbox:*"),
+            ],
+        };
+        let results = enqueue_batch_from_proto(batch);
+        assert!(results[0].is_ok());
+        let messages: Vec<String> = results[1..]
+            .iter()
+            .map(|r| r.as_ref().expect_err("invalid").to_string())
+            .collect();
+        assert!(
+            messages[0].starts_with("items[1].queue: must be 1-200 bytes"),
+            "{}",
+            messages[0]
+        );
+        assert!(
+            messages[1].starts_with("items[2].id: must be 1-128 bytes"),
+            "{}",
+            messages[1]
+        );
+        assert!(
+            messages[2].starts_with("items[3].delay: must not be negative"),
+            "{}",
+            messages[2]
+        );
+        assert!(
+            messages[3].starts_with("items[4].headers: a header name"),
+            "{}",
+            messages[3]
+        );
+        assert!(
+            messages[4].starts_with("items[5].queue: must name a queue"),
+            "{}",
+            messages[4]
+        );
+        assert!(
+            messages[5].starts_with("items[6].queue: 'inbox:*' is a template"),
+            "{}",
+            messages[5]
+        );
+    }
+
+    #[test]
+    fn items_go_back_to_messages_unchanged() {
+        let mut req = request("jobs");
+        req.id = "order-7".into();
+        req.idempotency_key = "k".into();
+        req.headers = HashMap::from([("a".to_owned(), "b".to_owned())]);
+        req.when = Some(ProtoWhen::Delay(duration_to_proto(Duration::from_millis(
+            1500,
+        ))));
+        let item = enqueue_from_proto(req.clone(), "").expect("valid");
+        assert_eq!(item.into_proto(), req);
+        let pipeline = v1::EnqueueRequest {
+            pipeline: "orders".into(),
+            when: Some(ProtoWhen::ActivateAt(prost_types::Timestamp {
+                seconds: 5,
+                nanos: 1000,
+            })),
+            ..v1::EnqueueRequest::default()
+        };
+        let item = enqueue_from_proto(pipeline.clone(), "").expect("valid");
+        assert_eq!(item.into_proto(), pipeline);
+    }
+
+    #[test]
+    fn pipelines_are_left_to_the_gateway() {
+        let req = v1::EnqueueRequest {
+            pipeline: "orders".into(),
+            ..v1::EnqueueRequest::default()
+        };
+        let item = enqueue_from_proto(req, "items[0]").expect("valid");
+        assert_eq!(item.destination, Destination::Pipeline("orders".into()));
+        let err = item
+            .into_command(Timestamp::ZERO, "items[0]")
+            .expect_err("unresolved");
+        assert!(err.to_string().starts_with("items[0].pipeline: "), "{err}");
+        let both = v1::EnqueueRequest {
+            queue: "jobs".into(),
+            pipeline: "orders".into(),
+            ..v1::EnqueueRequest::default()
+        };
+        assert!(enqueue_from_proto(both, "").is_err());
+    }
+
+    #[test]
+    fn results_carry_codes() {
+        let enqueued = Enqueued {
+            id: EventId::parse("e1").expect("id"),
+            duplicate: true,
+            queue: QueueName::parse("jobs").expect("queue"),
+            activate_at: Timestamp::from_micros(1_000_000),
+        };
+        let ok = enqueue_result_to_proto(Ok(enqueued_to_proto(&enqueued)));
+        assert_eq!(ok.code, 0);
+        let response = ok.ok.expect("response");
+        assert!(response.duplicate);
+        assert_eq!(response.id, "e1");
+        let err = ConvertError::from(cascade_core::Error::invalid("items[0].queue", "bad"));
+        let failed = enqueue_result_to_proto(Err(&err));
+        assert_eq!(
+            (failed.code, failed.message.as_str()),
+            (3, "items[0].queue: bad")
+        );
+        assert!(failed.ok.is_none());
+    }
+}

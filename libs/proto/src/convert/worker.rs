@@ -1,0 +1,507 @@
+//! The worker's side: `TakeRequest`, `Completion` (with its outcome), `ExtendLeaseRequest`,
+//! and a handler's `HandleResponse` outcome.
+
+use std::time::Duration;
+
+use cascade_core::{EventId, Outcome, QueueConfig, QueueName, units::format_duration};
+use cascade_store::shard::LeaseToken;
+
+use super::queue::queue_name_from_proto;
+use super::time::{
+    duration_from_proto, duration_to_proto, optional_duration_from_proto, timestamp_from_proto,
+    timestamp_to_proto,
+};
+use super::{ConvertError, field_at, headers_from_proto, invalid, under};
+use crate::v1;
+use crate::v1::completion::Outcome as ProtoOutcome;
+use crate::v1::handle_response::Outcome as HandleOutcome;
+
+/// The most events one `Take` may ask for.
+pub const MAX_TAKE_EVENTS: u32 = 10_000;
+/// The longest `worker_id` kept (it only labels logs).
+const MAX_WORKER_ID_BYTES: usize = 256;
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TakeItem {
+    pub queue: QueueName,
+    /// 1 to [`MAX_TAKE_EVENTS`]; a request's 0 means 1.
+    pub max_events: usize,
+    /// `None`: the queue's lease.
+    pub lease: Option<Duration>,
+    /// How long to wait for events when none is ready; `None`: answer at once. The shard
+    /// cuts it to its `max_take_wait`.
+    pub wait: Option<Duration>,
+    pub worker_id: String,
+}
+
+/// `max_events` 0 is 1; `lease` unset or 0 is the queue's, else 100ms to 24h; `wait` unset
+/// or 0 is no wait.
+pub fn take_from_proto(request: &v1::TakeRequest) -> Result<TakeItem, ConvertError> {
+    let queue = event_queue(&request.queue, "queue")?;
+    if request.max_events > MAX_TAKE_EVENTS {
+        return Err(invalid(
+            "",
+            "max_events",
+            format!(
+                "must be at most {MAX_TAKE_EVENTS}, got {}",
+                request.max_events
+            ),
+        ));
+    }
+    let lease = optional_duration_from_proto(request.lease.as_ref(), "lease")?;
+    if let Some(lease) = lease {
+        check_lease("", "lease", lease)?;
+    }
+    let wait = optional_duration_from_proto(request.wait.as_ref(), "wait")?;
+    if request.worker_id.len() > MAX_WORKER_ID_BYTES {
+        return Err(invalid(
+            "",
+            "worker_id",
+            format!(
+                "must be at most {MAX_WORKER_ID_BYTES} bytes, got {}",
+                request.worker_id.len()
+            ),
+        ));
+    }
+    Ok(TakeItem {
+        queue,
+        max_events: request.max_events.max(1) as usize,
+        lease,
+        wait,
+        worker_id: request.worker_id.clone(),
+    })
+}
+
+/// A validated completion.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CompletionItem {
+    pub queue: QueueName,
+    pub id: EventId,
+    pub token: LeaseToken,
+    pub outcome: Outcome,
+}
+
+impl CompletionItem {
+    /// Back to a message, e.g. for the gateway to forward a completion after resolving an
+    /// advance's next stage.
+    pub fn into_proto(self) -> v1::Completion {
+        v1::Completion {
+            queue: self.queue.into(),
+            id: self.id.into(),
+            lease_token: self.token.to_string(),
+            outcome: Some(outcome_to_proto(self.outcome)),
+        }
+    }
+}
+
+/// An outcome as a completion's `oneof`.
+pub fn outcome_to_proto(outcome: Outcome) -> ProtoOutcome {
+    match outcome {
+        Outcome::Ack => ProtoOutcome::Ack(v1::Ack {}),
+        Outcome::Advance {
+            to,
+            payload,
+            headers,
+            delay,
+        } => ProtoOutcome::Advance(v1::Advance {
+            to: to.unwrap_or_default(),
+            payload,
+            headers: headers.into_iter().collect(),
+            delay: delay.map(duration_to_proto),
+        }),
+        Outcome::Retry { delay } => ProtoOutcome::Retry(v1::Retry {
+            delay: delay.map(duration_to_proto),
+        }),
+        Outcome::Reschedule { activate_at } => ProtoOutcome::Reschedule(v1::Reschedule {
+            activate_at: Some(timestamp_to_proto(activate_at)),
+        }),
+        Outcome::Release => ProtoOutcome::Release(v1::Release {}),
+        Outcome::DeadLetter { reason } => ProtoOutcome::DeadLetter(v1::DeadLetter { reason }),
+    }
+}
+
+/// Validates one completion with its fields under `prefix` (`completions[i]`).
+pub fn completion_from_proto(
+    completion: v1::Completion,
+    prefix: &str,
+) -> Result<CompletionItem, ConvertError> {
+    let queue = event_queue(&completion.queue, &field_at(prefix, "queue"))?;
+    let id = EventId::parse(&completion.id).map_err(|e| under(prefix, e))?;
+    let token = lease_token(&completion.lease_token, prefix)?;
+    let outcome = outcome_from_proto(completion.outcome, prefix)?;
+    Ok(CompletionItem {
+        queue,
+        id,
+        token,
+        outcome,
+    })
+}
+
+/// Each completion validated on its own, under `completions[i]`.
+pub fn completions_from_proto(
+    request: v1::CompleteRequest,
+) -> Vec<Result<CompletionItem, ConvertError>> {
+    request
+        .completions
+        .into_iter()
+        .enumerate()
+        .map(|(index, c)| completion_from_proto(c, &format!("completions[{index}]")))
+        .collect()
+}
+
+/// A completion's outcome; unset is INVALID_ARGUMENT at `<prefix>.outcome`. An `advance`
+/// with an empty `to` means the next stage (the gateway resolves it); `retry.delay` unset
+/// is the queue's backoff, while a set 0 retries at once.
+pub fn outcome_from_proto(
+    outcome: Option<ProtoOutcome>,
+    prefix: &str,
+) -> Result<Outcome, ConvertError> {
+    let outcome = match outcome {
+        None => {
+            return Err(invalid(
+                prefix,
+                "outcome",
+                "must be one of ack, advance, retry, reschedule, release, dead_letter; got none",
+            ));
+        }
+        Some(ProtoOutcome::Ack(_)) => Outcome::Ack,
+        Some(ProtoOutcome::Advance(advance)) => Outcome::Advance {
+            to: (!advance.to.is_empty()).then_some(advance.to),
+            payload: advance.payload,
+            headers: headers_from_proto(&advance.headers),
+            delay: optional_duration_from_proto(
+                advance.delay.as_ref(),
+                &field_at(prefix, "advance.delay"),
+            )?,
+        },
+        Some(ProtoOutcome::Retry(retry)) => Outcome::Retry {
+            delay: match &retry.delay {
+                None => None,
+                Some(delay) => Some(duration_from_proto(
+                    delay,
+                    &field_at(prefix, "retry.delay"),
+                )?),
+            },
+        },
+        Some(ProtoOutcome::Reschedule(reschedule)) => {
+            let field = field_at(prefix, "reschedule.activate_at");
+            let Some(at) = &reschedule.activate_at else {
+                return Err(invalid(
+                    "",
+                    &field,
+                    "must be set to the next activation time",
+                ));
+            };
+            Outcome::Reschedule {
+                activate_at: timestamp_from_proto(at, &field)?,
+            }
+        }
+        Some(ProtoOutcome::Release(_)) => Outcome::Release,
+        Some(ProtoOutcome::DeadLetter(dead)) => Outcome::DeadLetter {
+            reason: dead.reason,
+        },
+    };
+    outcome.validate().map_err(|e| under(prefix, e))?;
+    Ok(outcome)
+}
+
+/// A handler's answer (`HandleResponse.outcome`), validated like a completion's.
+pub fn handle_outcome_from_proto(
+    outcome: Option<HandleOutcome>,
+    prefix: &str,
+) -> Result<Outcome, ConvertError> {
+    let as_completion = outcome.map(|given| match given {
+        HandleOutcome::Ack(ack) => ProtoOutcome::Ack(ack),
+        HandleOutcome::Advance(advance) => ProtoOutcome::Advance(advance),
+        HandleOutcome::Retry(retry) => ProtoOutcome::Retry(retry),
+        HandleOutcome::Reschedule(reschedule) => ProtoOutcome::Reschedule(reschedule),
+        HandleOutcome::DeadLetter(dead) => ProtoOutcome::DeadLetter(dead),
+    });
+    outcome_from_proto(as_completion, prefix)
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ExtendItem {
+    pub queue: QueueName,
+    pub id: EventId,
+    pub token: LeaseToken,
+    /// The new deadline is `now + extend_by`; `None`: the queue's lease.
+    pub extend_by: Option<Duration>,
+}
+
+/// `extend_by` unset or 0 is the queue's lease, else 100ms to 24h.
+pub fn extend_from_proto(request: &v1::ExtendLeaseRequest) -> Result<ExtendItem, ConvertError> {
+    let queue = event_queue(&request.queue, "queue")?;
+    let id = EventId::parse(&request.id)?;
+    let token = lease_token(&request.lease_token, "")?;
+    let extend_by = optional_duration_from_proto(request.extend_by.as_ref(), "extend_by")?;
+    if let Some(by) = extend_by {
+        check_lease("", "extend_by", by)?;
+    }
+    Ok(ExtendItem {
+        queue,
+        id,
+        token,
+        extend_by,
+    })
+}
+
+/// A queue that holds events: a name, not a template.
+fn event_queue(name: &str, field: &str) -> Result<QueueName, ConvertError> {
+    let queue = queue_name_from_proto(name, field)?;
+    if queue.is_template() {
+        return Err(invalid(
+            "",
+            field,
+            format!("'{queue}' is a template; name a queue that matches it"),
+        ));
+    }
+    Ok(queue)
+}
+
+fn lease_token(token: &str, prefix: &str) -> Result<LeaseToken, ConvertError> {
+    LeaseToken::parse(token).map_err(|_| {
+        invalid(
+            prefix,
+            "lease_token",
+            format!(
+                "must be the 16 hex digits returned by Take, got {} bytes",
+                token.len()
+            ),
+        )
+    })
+}
+
+fn check_lease(prefix: &str, field: &str, lease: Duration) -> Result<(), ConvertError> {
+    if (QueueConfig::MIN_LEASE..=QueueConfig::MAX_LEASE).contains(&lease) {
+        return Ok(());
+    }
+    Err(invalid(
+        prefix,
+        field,
+        format!(
+            "must be between 100ms and 24h (or unset for the queue's lease), got {}",
+            format_duration(lease)
+        ),
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashMap;
+
+    use cascade_core::Timestamp;
+
+    use super::*;
+
+    fn completion(outcome: Option<ProtoOutcome>) -> v1::Completion {
+        v1::Completion {
+            queue: "jobs".into(),
+            id: "e1".into(),
+            lease_token: "000000000000002a".into(),
+            outcome,
+        }
+    }
+
+    #[test]
+    fn takes_default_and_bound_their_fields() {
+        let request = v1::TakeRequest {
+            queue: "jobs".into(),
+            ..v1::TakeRequest::default()
+        };
+        let take = take_from_proto(&request).expect("valid");
+        assert_eq!((take.max_events, take.lease, take.wait), (1, None, None));
+        let request = v1::TakeRequest {
+            queue: "jobs".into(),
+            max_events: 100,
+            lease: Some(duration_to_proto(Duration::from_secs(5))),
+            wait: Some(duration_to_proto(Duration::from_secs(20))),
+            worker_id: "w1".into(),
+        };
+        let take = take_from_proto(&request).expect("valid");
+        assert_eq!(take.max_events, 100);
+        assert_eq!(take.lease, Some(Duration::from_secs(5)));
+        assert_eq!(take.wait, Some(Duration::from_secs(20)));
+        let too_many = v1::TakeRequest {
+            max_events: MAX_TAKE_EVENTS + 1,
+            ..request.clone()
+        };
+        let err = take_from_proto(&too_many).expect_err("too many");
+        assert_eq!(
+            err.to_string(),
+            "max_events: must be at most 10000, got 10001"
+        );
+        let short = v1::TakeRequest {
+            lease: Some(duration_to_proto(Duration::from_millis(10))),
+            ..request.clone()
+        };
+        let err = take_from_proto(&short).expect_err("short lease");
+        assert!(
+            err.to_string()
+                .starts_with("lease: must be between 100ms and 24h"),
+            "{err}"
+        );
+        let template = v1::TakeRequest {
+            queue: "inbox:*".into(),
+            ..request
+        };
+        assert!(take_from_proto(&template).is_err());
+    }
+
+    #[test]
+    fn completions_convert_every_outcome() {
+        let advance = ProtoOutcome::Advance(v1::Advance {
+            to: "ship".into(),
+            payload: Some(b"next".to_vec()),
+            headers: HashMap::from([("k".to_owned(), "v".to_owned())]),
+            delay: Some(duration_to_proto(Duration::from_secs(1))),
+        });
+        let item =
+            completion_from_proto(completion(Some(advance)), "completions[0]").expect("valid");
+        assert_eq!(item.token, LeaseToken(42));
+        assert_eq!(item.id.as_str(), "e1");
+        match item.outcome {
+            Outcome::Advance {
+                to, payload, delay, ..
+            } => {
+                assert_eq!(to.as_deref(), Some("ship"));
+                assert_eq!(payload.as_deref(), Some(&b"next"[..]));
+                assert_eq!(delay, Some(Duration::from_secs(1)));
+            }
+            other => panic!("not an advance: {other:?}"),
+        }
+        let next_stage = ProtoOutcome::Advance(v1::Advance::default());
+        let item = completion_from_proto(completion(Some(next_stage)), "c").expect("valid");
+        assert!(matches!(
+            item.outcome,
+            Outcome::Advance {
+                to: None,
+                delay: None,
+                ..
+            }
+        ));
+        let cases = [
+            (ProtoOutcome::Ack(v1::Ack {}), Outcome::Ack),
+            (ProtoOutcome::Release(v1::Release {}), Outcome::Release),
+            (
+                ProtoOutcome::Retry(v1::Retry { delay: None }),
+                Outcome::Retry { delay: None },
+            ),
+            (
+                ProtoOutcome::Retry(v1::Retry {
+                    delay: Some(duration_to_proto(Duration::ZERO)),
+                }),
+                Outcome::Retry {
+                    delay: Some(Duration::ZERO),
+                },
+            ),
+            (
+                ProtoOutcome::Reschedule(v1::Reschedule {
+                    activate_at: Some(prost_types::Timestamp {
+                        seconds: 7,
+                        nanos: 0,
+                    }),
+                }),
+                Outcome::Reschedule {
+                    activate_at: Timestamp::from_micros(7_000_000),
+                },
+            ),
+            (
+                ProtoOutcome::DeadLetter(v1::DeadLetter {
+                    reason: "poison".into(),
+                }),
+                Outcome::DeadLetter {
+                    reason: "poison".into(),
+                },
+            ),
+        ];
+        for (given, expected) in cases {
+            let message = completion(Some(given));
+            let item = completion_from_proto(message.clone(), "c").expect("valid");
+            assert_eq!(item.outcome, expected);
+            assert_eq!(item.into_proto(), message, "back to the same message");
+        }
+    }
+
+    #[test]
+    fn bad_completions_name_their_field() {
+        let results = completions_from_proto(v1::CompleteRequest {
+            completions: vec![
+                completion(Some(ProtoOutcome::Ack(v1::Ack {}))),
+                completion(None),
+                v1::Completion {
+                    lease_token: "xyz".into(),
+                    ..completion(Some(ProtoOutcome::Ack(v1::Ack {})))
+                },
+                completion(Some(ProtoOutcome::Reschedule(v1::Reschedule {
+                    activate_at: None,
+                }))),
+                completion(Some(ProtoOutcome::Advance(v1::Advance {
+                    to: "a b".into(),
+                    ..v1::Advance::default()
+                }))),
+                completion(Some(ProtoOutcome::Retry(v1::Retry {
+                    delay: Some(prost_types::Duration {
+                        seconds: -1,
+                        nanos: 0,
+                    }),
+                }))),
+                v1::Completion {
+                    id: String::new(),
+                    ..completion(Some(ProtoOutcome::Ack(v1::Ack {})))
+                },
+            ],
+        });
+        assert!(results[0].is_ok());
+        let messages: Vec<String> = results[1..]
+            .iter()
+            .map(|r| r.as_ref().expect_err("invalid").to_string())
+            .collect();
+        let expected_starts = [
+            "completions[1].outcome: must be one of ack, advance",
+            "completions[2].lease_token: must be the 16 hex digits returned by Take, got 3 bytes",
+            "completions[3].reschedule.activate_at: must be set",
+            "completions[4].advance.to: must be 1-200 bytes",
+            "completions[5].retry.delay: must not be negative",
+            "completions[6].id: must be 1-128 bytes",
+        ];
+        for (message, start) in messages.iter().zip(expected_starts) {
+            assert!(
+                message.starts_with(start),
+                "{message} does not start with {start}"
+            );
+        }
+    }
+
+    #[test]
+    fn handler_outcomes_share_the_rules() {
+        let ack = handle_outcome_from_proto(Some(HandleOutcome::Ack(v1::Ack {})), "outcome");
+        assert_eq!(ack, Ok(Outcome::Ack));
+        let none = handle_outcome_from_proto(None, "").expect_err("missing");
+        assert!(
+            none.to_string().starts_with("outcome: must be one of"),
+            "{none}"
+        );
+    }
+
+    #[test]
+    fn extends() {
+        let request = v1::ExtendLeaseRequest {
+            queue: "jobs".into(),
+            id: "e1".into(),
+            lease_token: "00000000000000ff".into(),
+            extend_by: None,
+        };
+        let item = extend_from_proto(&request).expect("valid");
+        assert_eq!((item.token, item.extend_by), (LeaseToken(255), None));
+        let long = v1::ExtendLeaseRequest {
+            extend_by: Some(duration_to_proto(Duration::from_secs(90_000))),
+            ..request
+        };
+        let err = extend_from_proto(&long).expect_err("too long");
+        assert!(
+            err.to_string().starts_with("extend_by: must be between"),
+            "{err}"
+        );
+    }
+}

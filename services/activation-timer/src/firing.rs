@@ -1,0 +1,155 @@
+//! The firing loop of one timer shard: sleep until the earliest entry is due (or a new
+//! entry due earlier arrives), take what is due, send it to the dispatcher shard of the same
+//! number as one `ActivateBatch`, and forget it once the dispatcher answered OK. If the
+//! dispatcher cannot be reached the entries are released and sent again after a short
+//! pause: an entry leaves the schedule only when its activation is durable (DESIGN §1).
+//!
+//! The store keeps only the next `horizon` of the schedule in memory and loads more when
+//! `due` is called past what it loaded; the loop mirrors that bound so it wakes in time to
+//! load entries that are on disk only.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use cascade_bus::subject;
+use cascade_core::{Clock, SystemClock};
+use cascade_proto::bus::v1::{
+    ActivateBatch, DispatcherReply, DispatcherRequest, dispatcher_reply, dispatcher_request,
+};
+use cascade_proto::convert::activation_to_proto;
+use cascade_store::ScheduleEntry;
+
+use crate::shard::TimerShard;
+
+/// `next_wake` while the loop is looking at the schedule: any new entry wakes it again.
+pub(crate) const AWAKE: u64 = u64::MAX;
+/// The pause before activations the dispatcher did not take are sent again.
+const RETRY_PAUSE: Duration = Duration::from_millis(200);
+/// An upper bound of one encoded activation (a 200-byte queue name, a 128-byte id, a
+/// version, framing), so that a batch always fits in a bus message.
+const MAX_ACTIVATION_BYTES: usize = 400;
+
+pub(crate) async fn fire(ctx: Arc<TimerShard>) {
+    // The store's `loaded_until`, mirrored: only this loop calls `due`.
+    let loaded_until = Arc::new(AtomicU64::new(0));
+    let batch = ctx
+        .batch
+        .min(ctx.bus.max_payload() / MAX_ACTIVATION_BYTES)
+        .max(1);
+    while !ctx.stopping.is_triggered() {
+        ctx.next_wake.store(AWAKE, Ordering::Release);
+        let horizon = u64::try_from(ctx.horizon.as_micros()).unwrap_or(u64::MAX);
+        let loaded = Arc::clone(&loaded_until);
+        let looked = ctx
+            .store
+            .run(move |timer, now| {
+                let due = timer.due(now, batch)?;
+                let now = now.as_micros();
+                if now >= loaded.load(Ordering::Relaxed) {
+                    loaded.store(now.saturating_add(horizon), Ordering::Relaxed);
+                }
+                let next = timer.next_due().map_or(u64::MAX, |at| at.as_micros());
+                Ok((due, next.min(loaded.load(Ordering::Relaxed))))
+            })
+            .await;
+        let (due, wake_at) = match looked {
+            Ok(looked) => looked,
+            Err(e) => {
+                // The store stopped; the shard's watchdog ends the shard.
+                tracing::warn!(shard = ctx.shard, error = %e, "timer.due");
+                pause(&ctx, RETRY_PAUSE).await;
+                continue;
+            }
+        };
+        if !due.is_empty() {
+            deliver(&ctx, due).await;
+            continue;
+        }
+        ctx.next_wake.store(wake_at, Ordering::Release);
+        let now = SystemClock.now().as_micros();
+        let sleep = Duration::from_micros(wake_at.saturating_sub(now));
+        tokio::select! {
+            () = tokio::time::sleep(sleep) => {}
+            () = ctx.earlier.notified() => {}
+            () = ctx.stopping.wait() => {}
+        }
+    }
+}
+
+/// Sends one batch of due entries; acknowledges or releases them as the dispatcher answers.
+async fn deliver(ctx: &TimerShard, due: Vec<ScheduleEntry>) {
+    // A shutdown does not wait for a slow dispatcher: what was not acknowledged stays
+    // scheduled and fires again after the restart (activation is idempotent).
+    let answer = tokio::select! {
+        answer = activate(ctx, &due) => answer,
+        () = ctx.stopping.wait() => return,
+    };
+    match answer {
+        Ok(()) => {
+            let count = due.len();
+            let acked = ctx
+                .store
+                .run(move |timer, _| {
+                    timer.acknowledge(&due);
+                    Ok(())
+                })
+                .await;
+            if let Err(e) = acked {
+                tracing::warn!(shard = ctx.shard, error = %e, "timer.acknowledge");
+            }
+            tracing::trace!(shard = ctx.shard, count, "timer.fired");
+        }
+        Err(reason) => {
+            tracing::warn!(shard = ctx.shard, %reason, retry_in = ?RETRY_PAUSE, "timer.activate_failed");
+            let released = ctx
+                .store
+                .run(move |timer, _| {
+                    timer.release(&due);
+                    Ok(())
+                })
+                .await;
+            if let Err(e) = released {
+                tracing::warn!(shard = ctx.shard, error = %e, "timer.release");
+            }
+            pause(ctx, RETRY_PAUSE).await;
+        }
+    }
+}
+
+async fn activate(ctx: &TimerShard, due: &[ScheduleEntry]) -> Result<(), String> {
+    let activations = due
+        .iter()
+        .map(|entry| activation_to_proto(&entry.queue, &entry.id, entry.version))
+        .collect();
+    let request = DispatcherRequest {
+        op: Some(dispatcher_request::Op::Activate(ActivateBatch {
+            activations,
+        })),
+    };
+    let subject = subject::dispatcher(&ctx.cluster, ctx.shard);
+    let reply: DispatcherReply = ctx
+        .bus
+        .call(&subject, &request, ctx.request_timeout)
+        .await
+        .map_err(|e| e.to_string())?;
+    match reply.result {
+        Some(dispatcher_reply::Result::Done(_)) => Ok(()),
+        Some(dispatcher_reply::Result::Error(status)) => Err(format!(
+            "dispatcher shard {} answered {}: {}",
+            ctx.shard, status.code, status.message
+        )),
+        Some(_) => Err(format!(
+            "dispatcher shard {} answered a reply of another kind",
+            ctx.shard
+        )),
+        None => Err(format!("dispatcher shard {} answered nothing", ctx.shard)),
+    }
+}
+
+async fn pause(ctx: &TimerShard, duration: Duration) {
+    tokio::select! {
+        () = tokio::time::sleep(duration) => {}
+        () = ctx.stopping.wait() => {}
+    }
+}

@@ -1,0 +1,127 @@
+//! What every task of one dispatcher shard shares: its store, its bus, the wake-up signals
+//! between them, and the settings they read.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use cascade_bus::Bus;
+use cascade_core::{Clock, QueueName, SystemClock, shard_of};
+use cascade_service::{Settings, Shutdown};
+use cascade_store::{Shard, ShardSettings, Store, durable};
+use tokio::sync::Notify;
+
+use crate::DispatcherError;
+use crate::take::TakeLimits;
+use crate::wakeups::Wakeups;
+
+/// Bytes of a bus message kept free for the reply's envelope and the bus's own headers.
+const REPLY_HEADROOM: usize = 4096;
+
+pub(crate) struct ShardContext {
+    pub shard: u32,
+    pub cluster: String,
+    /// `cluster.shards`: the count queues are spread over.
+    pub shards: u32,
+    pub store: Store<Shard>,
+    pub bus: Bus,
+    /// Long-poll takes waiting for their queue.
+    pub wakeups: Wakeups,
+    /// Wakes the outbox pump after a write that may have added hand-offs.
+    pub outbox_ready: Notify,
+    pub takes: TakeLimits,
+    pub max_take_wait: Duration,
+    pub outbox_batch: usize,
+    pub outbox_retry: Duration,
+    pub stats_interval: Duration,
+    pub request_timeout: Duration,
+    /// Set when the shard stops: the request loop ends, long polls answer at once.
+    pub stopping: Shutdown,
+}
+
+impl ShardContext {
+    /// Opens shard `shard`'s store (recovering it) and starts its writer.
+    pub async fn open(
+        settings: &Settings,
+        shard: u32,
+        bus: Bus,
+        stopping: Shutdown,
+    ) -> Result<Arc<ShardContext>, DispatcherError> {
+        let dir = cascade_service::store::shard_dir(settings, "dispatcher", shard);
+        let options = cascade_service::store::options(settings);
+        let shards = settings.cluster.shards;
+        let shard_settings = ShardSettings {
+            dedup_max_entries: settings.store.dedup_max_entries,
+            // Differs between runs and shards; reproducibility matters only in the store's tests.
+            jitter_seed: u64::from(shard) ^ SystemClock.now().as_micros(),
+            router: Arc::new(move |queue: &QueueName| shard_of(queue, shards) == shard),
+        };
+        let open_dir = dir.clone();
+        let opened = tokio::task::spawn_blocking(move || {
+            let (kv, wal) = durable::recover(&open_dir, &options)?;
+            let state = Shard::new(kv, shard_settings)?;
+            Ok::<_, cascade_store::StoreError>(Store::start(
+                state,
+                wal,
+                options,
+                Arc::new(SystemClock),
+            ))
+        })
+        .await;
+        let store = match opened {
+            Ok(Ok(store)) => store,
+            Ok(Err(source)) => return Err(DispatcherError::OpenStore { shard, dir, source }),
+            Err(join) => {
+                return Err(DispatcherError::ShardFailed {
+                    shard,
+                    reason: format!("opening the store panicked: {join}"),
+                });
+            }
+        };
+        let dispatcher = &settings.dispatcher;
+        Ok(Arc::new(ShardContext {
+            shard,
+            cluster: settings.cluster.name.clone(),
+            shards,
+            store,
+            takes: TakeLimits::new(bus.max_payload().saturating_sub(REPLY_HEADROOM)),
+            bus,
+            wakeups: Wakeups::default(),
+            outbox_ready: Notify::new(),
+            max_take_wait: dispatcher.max_take_wait,
+            outbox_batch: usize::try_from(dispatcher.outbox_batch).unwrap_or(usize::MAX),
+            outbox_retry: dispatcher.outbox_retry,
+            stats_interval: dispatcher.stats_interval,
+            request_timeout: settings.bus.request_timeout,
+            stopping,
+        }))
+    }
+
+    /// The shard that owns `queue`.
+    pub fn owner_of(&self, queue: &QueueName) -> u32 {
+        shard_of(queue, self.shards)
+    }
+
+    /// FAILED_PRECONDITION for a queue of another shard: a request routed by a service with
+    /// another `cluster.shards` must not create events here that no one would find.
+    pub fn check_owned(&self, queue: &QueueName) -> Result<(), DispatcherError> {
+        let owner = self.owner_of(queue);
+        if owner == self.shard {
+            return Ok(());
+        }
+        Err(DispatcherError::WrongShard {
+            queue: queue.to_string(),
+            owner,
+            shard: self.shard,
+        })
+    }
+
+    /// The largest reply this shard may send.
+    pub fn reply_budget(&self) -> usize {
+        self.takes.budget()
+    }
+
+    /// Something may have added hand-offs to the outbox.
+    pub fn wake_outbox(&self) {
+        self.outbox_ready.notify_one();
+    }
+}

@@ -1,0 +1,70 @@
+//! Hand-offs from other owners: activations from this shard's timer, deliveries from other
+//! dispatcher shards' outboxes. Both are applied durably before the answer, and both are
+//! idempotent (an activation of a stale version changes nothing; a delivery at or below
+//! the last sequence applied from its source is skipped), so a resend after a lost answer is
+//! harmless.
+
+use cascade_core::QueueName;
+use cascade_proto::bus::v1::{ActivateBatch, DeliveryBatch, Empty};
+use cascade_proto::convert::{activation_from_proto, delivery_from_proto};
+
+use crate::DispatcherError;
+use crate::context::ShardContext;
+
+pub(super) async fn activate(
+    ctx: &ShardContext,
+    batch: ActivateBatch,
+) -> Result<Empty, DispatcherError> {
+    let mut activations = Vec::with_capacity(batch.activations.len());
+    for (index, activation) in batch.activations.iter().enumerate() {
+        match activation_from_proto(activation, &format!("activations[{index}]")) {
+            Ok(valid) => activations.push(valid),
+            // It can name no event: answering an error would make the timer resend it forever.
+            Err(e) => tracing::warn!(shard = ctx.shard, error = %e, "dispatcher.activate.invalid"),
+        }
+    }
+    let activated = ctx
+        .store
+        .run(move |shard, _| {
+            let mut activated: Vec<QueueName> = Vec::new();
+            for (queue, id, version) in activations {
+                if shard.activate(&queue, id.as_str(), version)? && activated.last() != Some(&queue)
+                {
+                    activated.push(queue);
+                }
+            }
+            Ok(activated)
+        })
+        .await?;
+    for queue in &activated {
+        ctx.wakeups.wake(queue);
+    }
+    Ok(Empty {})
+}
+
+pub(super) async fn deliver(
+    ctx: &ShardContext,
+    batch: DeliveryBatch,
+) -> Result<Empty, DispatcherError> {
+    let source = batch.source_shard;
+    let mut deliveries = Vec::with_capacity(batch.deliveries.len());
+    for (index, delivery) in batch.deliveries.into_iter().enumerate() {
+        let (seq, delivery) = delivery_from_proto(delivery, &format!("deliveries[{index}]"))?;
+        ctx.check_owned(&delivery.queue)?;
+        deliveries.push((seq, delivery));
+    }
+    let mut queues: Vec<QueueName> = deliveries.iter().map(|(_, d)| d.queue.clone()).collect();
+    queues.dedup();
+    let applied = ctx
+        .store
+        .run(move |shard, now| shard.receive(now, source, deliveries))
+        .await?;
+    if applied > 0 {
+        for queue in &queues {
+            ctx.wakeups.wake(queue);
+        }
+        // A delivery for later is scheduled through the outbox.
+        ctx.wake_outbox();
+    }
+    Ok(Empty {})
+}

@@ -1,0 +1,41 @@
+//! Store-and-forward: while the activation timer is down, a delayed event's schedule waits
+//! in the dispatcher's outbox and is re-sent until the timer takes it; the event then
+//! becomes ready (late, never lost).
+
+use std::time::{Duration, Instant};
+
+use cascade_proto::convert::duration_to_proto;
+use cascade_proto::v1::enqueue_request::When;
+
+use crate::cluster::{Cluster, enqueue_request, payload_of};
+
+#[tokio::test]
+async fn schedules_wait_for_the_timer() {
+    let mut cluster = Cluster::start_without_timer(1).await;
+    cluster.create_queue("jobs", None).await;
+    let mut request = enqueue_request("jobs", b"patient");
+    request.when = Some(When::Delay(duration_to_proto(Duration::from_millis(100))));
+    assert_eq!(cluster.enqueue(request).await.code, 0);
+
+    // Well past its time, with no timer it stays delayed.
+    assert!(
+        cluster
+            .take("jobs", 1, Duration::from_millis(400))
+            .await
+            .is_empty()
+    );
+    assert_eq!(cluster.stats("jobs").await.delayed, 1);
+
+    let started = Instant::now();
+    cluster.start_timer().await;
+    let taken = cluster.take("jobs", 1, Duration::from_secs(5)).await;
+    assert_eq!(taken.len(), 1);
+    assert_eq!(payload_of(&taken[0]), b"patient");
+    // Within one outbox retry (100ms here) of the timer's start, plus the firing.
+    assert!(
+        started.elapsed() < Duration::from_secs(1),
+        "{:?}",
+        started.elapsed()
+    );
+    cluster.stop().await;
+}
