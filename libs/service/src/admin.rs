@@ -40,10 +40,12 @@ pub async fn serve_admin(
             addr: addr.to_string(),
             source,
         })?;
-    let bound = listener.local_addr().map_err(|source| ServiceError::Listen {
-        addr: addr.to_string(),
-        source,
-    })?;
+    let bound = listener
+        .local_addr()
+        .map_err(|source| ServiceError::Listen {
+            addr: addr.to_string(),
+            source,
+        })?;
     let app = Router::new()
         .route("/healthz", get(|| async { "ok\n" }))
         .route(

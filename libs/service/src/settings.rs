@@ -109,6 +109,7 @@ pub struct StoreSettings {
 #[serde(deny_unknown_fields, default)]
 pub struct DispatcherSettings {
     /// The shards this process serves; empty: all of `cluster.shards` (standalone).
+    #[serde(deserialize_with = "shard_list")]
     pub shards: Vec<u32>,
     /// How often per-queue stats are published on the bus.
     #[serde(with = "serde_duration")]
@@ -127,6 +128,7 @@ pub struct DispatcherSettings {
 #[serde(deny_unknown_fields, default)]
 pub struct TimerSettings {
     /// The shards this process serves; empty: all of `cluster.shards` (standalone).
+    #[serde(deserialize_with = "shard_list")]
     pub shards: Vec<u32>,
     /// Schedule entries due within this are held in memory; later ones stay on disk.
     #[serde(with = "serde_duration")]
@@ -262,7 +264,10 @@ const MAX_SHARDS: u32 = 1024;
 impl Settings {
     /// Defaults, then `file`, then the environment, then `overrides` (dotted keys, e.g.
     /// `("data.dir", "/var/lib/cascade")`), validated.
-    pub fn load(file: Option<&Path>, overrides: &[(&str, String)]) -> Result<Settings, ServiceError> {
+    pub fn load(
+        file: Option<&Path>,
+        overrides: &[(&str, String)],
+    ) -> Result<Settings, ServiceError> {
         Settings::load_from(file, overrides, std::env::vars())
     }
 
@@ -294,9 +299,6 @@ impl Settings {
             config::Environment::with_prefix("CASCADE")
                 .prefix_separator("__")
                 .separator("__")
-                .list_separator(",")
-                .with_list_parse_key("dispatcher.shards")
-                .with_list_parse_key("timer.shards")
                 .try_parsing(true)
                 .source(Some(env)),
         );
@@ -343,9 +345,15 @@ impl Settings {
                 ));
             }
         }
-        for (key, addr) in [("grpc.addr", &self.grpc.addr), ("http.addr", &self.http.addr)] {
+        for (key, addr) in [
+            ("grpc.addr", &self.grpc.addr),
+            ("http.addr", &self.http.addr),
+        ] {
             addr.parse::<SocketAddr>().map_err(|_| {
-                ServiceError::setting(key, format!("'{addr}' is not an address like 127.0.0.1:7700"))
+                ServiceError::setting(
+                    key,
+                    format!("'{addr}' is not an address like 127.0.0.1:7700"),
+                )
             })?;
         }
         if self.bus.kind == BusKind::Nats && !self.bus.url.starts_with("nats://") {
@@ -382,7 +390,10 @@ impl Settings {
             ));
         }
         if self.ingest.max_payload == 0 {
-            return Err(ServiceError::setting("ingest.max_payload", "must be more than 0"));
+            return Err(ServiceError::setting(
+                "ingest.max_payload",
+                "must be more than 0",
+            ));
         }
         Ok(())
     }
@@ -395,6 +406,31 @@ impl Settings {
     /// The timer shards this process serves.
     pub fn timer_shards(&self) -> Vec<u32> {
         own_or_all(&self.timer.shards, self.cluster.shards)
+    }
+}
+
+/// A list of shard numbers: `[0, 2]` in a file; `0,2` or a single `0` in the environment,
+/// where one number arrives as a number, not as a list of one.
+fn shard_list<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<Vec<u32>, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum OneOrMany {
+        One(u32),
+        Many(Vec<u32>),
+        Text(String),
+    }
+    match OneOrMany::deserialize(deserializer)? {
+        OneOrMany::One(n) => Ok(vec![n]),
+        OneOrMany::Many(v) => Ok(v),
+        OneOrMany::Text(t) => t
+            .split(',')
+            .map(str::trim)
+            .filter(|p| !p.is_empty())
+            .map(|p| {
+                p.parse()
+                    .map_err(|_| serde::de::Error::custom(format!("'{p}' is not a shard number")))
+            })
+            .collect(),
     }
 }
 

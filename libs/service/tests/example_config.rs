@@ -22,7 +22,8 @@ fn keys(value: &serde_json::Value, prefix: &str, out: &mut BTreeSet<String>) {
 
 #[test]
 fn example_config_is_complete_and_shows_the_defaults() {
-    let loaded = Settings::load_from(Some(&example()), &[], Vec::new()).expect("the example parses");
+    let loaded =
+        Settings::load_from(Some(&example()), &[], Vec::new()).expect("the example parses");
     let defaults = serde_json::to_value(Settings::default()).expect("serialize");
     assert_eq!(
         serde_json::to_value(&loaded).expect("serialize"),
@@ -38,5 +39,8 @@ fn example_config_is_complete_and_shows_the_defaults() {
     keys(&defaults, "", &mut want);
     keys(&in_file, "", &mut have);
     let missing: Vec<_> = want.difference(&have).collect();
-    assert!(missing.is_empty(), "keys missing from the example: {missing:?}");
+    assert!(
+        missing.is_empty(),
+        "keys missing from the example: {missing:?}"
+    );
 }

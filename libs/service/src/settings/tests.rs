@@ -51,6 +51,20 @@ fn file_then_environment_then_overrides() {
 }
 
 #[test]
+fn one_shard_from_the_environment_is_a_list_of_one() {
+    let s = Settings::load_from(
+        None,
+        &[],
+        env(&[
+            ("CASCADE__CLUSTER__SHARDS", "2"),
+            ("CASCADE__DISPATCHER__SHARDS", "1"),
+        ]),
+    )
+    .expect("load");
+    assert_eq!(s.dispatcher_shards(), vec![1]);
+}
+
+#[test]
 fn sizes_and_durations_are_human() {
     let s = Settings::load_from(
         None,
@@ -81,7 +95,10 @@ fn errors_name_the_key() {
     let e = error_of("", &[("CASCADE__CLUSTER__SHARDS", "0")]);
     assert!(e.contains("cluster.shards"), "{e}");
     let e = error_of("[cluster]\nshards = 2\n[dispatcher]\nshards = [2]\n", &[]);
-    assert!(e.contains("dispatcher.shards") && e.contains("0 to 1"), "{e}");
+    assert!(
+        e.contains("dispatcher.shards") && e.contains("0 to 1"),
+        "{e}"
+    );
     let e = error_of("[grpc]\naddr = \"localhost\"\n", &[]);
     assert!(e.contains("grpc.addr"), "{e}");
     let e = error_of("[cluster]\nname = \"a.b\"\n", &[]);

@@ -1,0 +1,254 @@
+//! A running Cascade for one test, in one of the two modes users run:
+//! - `Standalone`: `cascade standalone`, one process, in-process bus;
+//! - `Distributed`: a real `nats-server`, `cascade-ingest`, and per shard one
+//!   `cascade-dispatcher` and one `cascade-activation-timer` process.
+//!
+//! Both use two shards, so that hand-offs between shards are exercised in both.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+use cascade_client::Client;
+
+use crate::process::{Process, binary, free_port, wait_ready};
+
+pub const SHARDS: u32 = 2;
+const READY_WITHIN: Duration = Duration::from_secs(30);
+const GRACE: Duration = Duration::from_secs(20);
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Mode {
+    Standalone,
+    Distributed,
+}
+
+/// A service process and the admin address it is checked on.
+struct Service {
+    process: Process,
+    http: String,
+    command: Box<dyn Fn() -> Command + Send + Sync>,
+}
+
+impl Service {
+    fn start(
+        name: &str,
+        http: String,
+        logs: &Path,
+        command: Box<dyn Fn() -> Command + Send + Sync>,
+    ) -> Service {
+        let mut process = Process::start(name, command(), logs);
+        wait_ready(&mut process, &http, READY_WITHIN);
+        Service {
+            process,
+            http,
+            command,
+        }
+    }
+
+    fn restart(&mut self, logs: &Path) {
+        let name = self.process.name.clone();
+        self.process = Process::start(&name, (self.command)(), logs);
+        wait_ready(&mut self.process, &self.http, READY_WITHIN);
+    }
+}
+
+pub struct Cluster {
+    pub mode: Mode,
+    pub grpc: String,
+    dir: tempfile::TempDir,
+    nats: Option<Process>,
+    /// Standalone: the one process. Distributed: ingest.
+    front: Service,
+    dispatchers: Vec<Service>,
+    timers: Vec<Service>,
+}
+
+impl Cluster {
+    pub fn start(mode: Mode) -> Cluster {
+        Cluster::start_with(mode, None, &[])
+    }
+
+    /// `config`: a settings file for every process (`--config`); `env`: extra `CASCADE__…`
+    /// settings for every process (they win over the file).
+    pub fn start_with(mode: Mode, config: Option<&Path>, env: &[(&str, &str)]) -> Cluster {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let logs = dir.path().to_path_buf();
+        let data = dir.path().join("data");
+        let grpc = format!("127.0.0.1:{}", free_port());
+        let mut env: Vec<(String, String)> = env
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        env.push(("CASCADE__CLUSTER__SHARDS".into(), SHARDS.to_string()));
+        env.push(("CASCADE__DATA__DIR".into(), data.display().to_string()));
+        env.push(("CASCADE__LOG__LEVEL".into(), "info".into()));
+        let config: Vec<String> = config
+            .map(|p| vec!["--config".to_string(), p.display().to_string()])
+            .unwrap_or_default();
+        match mode {
+            Mode::Standalone => {
+                let http = format!("127.0.0.1:{}", free_port());
+                let (g, h, f) = (grpc.clone(), http.clone(), config.clone());
+                let front = Service::start(
+                    "cascade-standalone",
+                    http,
+                    &logs,
+                    command("cascade", &env, move |c| {
+                        c.args(["standalone", "--grpc-addr", &g, "--http-addr", &h]);
+                        c.args(&f);
+                    }),
+                );
+                Cluster {
+                    mode,
+                    grpc,
+                    dir,
+                    nats: None,
+                    front,
+                    dispatchers: Vec::new(),
+                    timers: Vec::new(),
+                }
+            }
+            Mode::Distributed => {
+                let (nats, url) = start_nats(&logs);
+                env.push(("CASCADE__BUS__KIND".into(), "nats".into()));
+                env.push(("CASCADE__BUS__URL".into(), url));
+                let mut dispatchers = Vec::new();
+                let mut timers = Vec::new();
+                for shard in 0..SHARDS {
+                    for (service, list) in [
+                        ("dispatcher", &mut dispatchers),
+                        ("activation-timer", &mut timers),
+                    ] {
+                        let http = format!("127.0.0.1:{}", free_port());
+                        let mut env = env.clone();
+                        let section = if service == "dispatcher" {
+                            "DISPATCHER"
+                        } else {
+                            "TIMER"
+                        };
+                        env.push((format!("CASCADE__{section}__SHARDS"), shard.to_string()));
+                        env.push(("CASCADE__HTTP__ADDR".into(), http.clone()));
+                        let f = config.clone();
+                        list.push(Service::start(
+                            &format!("{service}-{shard}"),
+                            http,
+                            &logs,
+                            command(&format!("cascade-{service}"), &env, move |c| {
+                                c.args(&f);
+                            }),
+                        ));
+                    }
+                }
+                let http = format!("127.0.0.1:{}", free_port());
+                let (g, h, f) = (grpc.clone(), http.clone(), config);
+                let front = Service::start(
+                    "ingest",
+                    http,
+                    &logs,
+                    command("cascade-ingest", &env, move |c| {
+                        c.args(["--grpc-addr", &g, "--http-addr", &h]);
+                        c.args(&f);
+                    }),
+                );
+                Cluster {
+                    mode,
+                    grpc,
+                    dir,
+                    nats: Some(nats),
+                    front,
+                    dispatchers,
+                    timers,
+                }
+            }
+        }
+    }
+
+    pub async fn client(&self) -> Client {
+        Client::connect(&self.grpc)
+            .await
+            .expect("connect to the gateway")
+    }
+
+    pub fn data_dir(&self) -> PathBuf {
+        self.dir.path().join("data")
+    }
+
+    /// SIGKILLs the process that owns dispatcher shard `shard` and starts it again on the
+    /// same data (standalone: the whole process).
+    pub fn crash_and_restart_dispatcher(&mut self, shard: u32) {
+        let logs = self.dir.path().to_path_buf();
+        let service = match self.mode {
+            Mode::Standalone => &mut self.front,
+            Mode::Distributed => &mut self.dispatchers[shard as usize],
+        };
+        service.process.kill();
+        service.restart(&logs);
+    }
+
+    /// SIGTERM to every process, front first; each must exit 0 within the grace period.
+    pub fn stop(mut self) {
+        let status = self.front.process.terminate(GRACE);
+        assert!(
+            status.success(),
+            "{} exited with {status}",
+            self.front.process.name
+        );
+        for s in self.timers.iter_mut().chain(self.dispatchers.iter_mut()) {
+            let status = s.process.terminate(GRACE);
+            assert!(status.success(), "{} exited with {status}", s.process.name);
+        }
+        if let Some(mut nats) = self.nats.take() {
+            nats.kill();
+        }
+    }
+
+    /// Restarts the standalone process cleanly (SIGTERM, then start on the same data).
+    pub fn restart_standalone(&mut self) {
+        assert_eq!(self.mode, Mode::Standalone);
+        let status = self.front.process.terminate(GRACE);
+        assert!(status.success(), "standalone exited with {status}");
+        let logs = self.dir.path().to_path_buf();
+        self.front.restart(&logs);
+    }
+}
+
+fn command(
+    bin: &str,
+    env: &[(String, String)],
+    args: impl Fn(&mut Command) + Send + Sync + 'static,
+) -> Box<dyn Fn() -> Command + Send + Sync> {
+    let path = binary(bin);
+    let env = env.to_vec();
+    Box::new(move || {
+        let mut c = Command::new(&path);
+        c.envs(env.iter().map(|(k, v)| (k.as_str(), v.as_str())));
+        args(&mut c);
+        c
+    })
+}
+
+/// A real `nats-server` on a free loopback port. Fails (never skips) when it is missing.
+pub fn start_nats(logs: &Path) -> (Process, String) {
+    let found = Command::new("nats-server").arg("--version").output();
+    assert!(
+        found.is_ok_and(|o| o.status.success()),
+        "nats-server is not installed: run ./scripts/test.sh, which installs it"
+    );
+    let port = free_port();
+    let mut command = Command::new("nats-server");
+    command.args(["-a", "127.0.0.1", "-p", &port.to_string()]);
+    let mut nats = Process::start("nats-server", command, logs);
+    let started = std::time::Instant::now();
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        if let Some(status) = nats.exited() {
+            panic!("nats-server exited ({status}); log:\n{}", nats.log());
+        }
+        assert!(
+            started.elapsed() < READY_WITHIN,
+            "nats-server did not start"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    (nats, format!("nats://127.0.0.1:{port}"))
+}

@@ -1,0 +1,147 @@
+//! One child process of a test: its log goes to a file (printed when the test fails), it is
+//! SIGKILLed when dropped so a failing test never leaves servers behind.
+
+use std::fs::File;
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::time::{Duration, Instant};
+
+/// The path of a workspace binary, built by `cargo build --bins`.
+pub fn binary(name: &str) -> PathBuf {
+    let target = std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target"));
+    let path = target.join("debug").join(name);
+    assert!(
+        path.is_file(),
+        "{} is missing: build the binaries first (`cargo build --bins`; scripts/test.sh does)",
+        path.display()
+    );
+    path
+}
+
+/// A loopback port nothing listens on right now.
+pub fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("a free loopback port")
+}
+
+pub struct Process {
+    pub name: String,
+    child: Option<Child>,
+    log: PathBuf,
+}
+
+impl Process {
+    /// Starts `command` with its stdout and stderr in `log_dir/<name>.log`.
+    pub fn start(name: &str, mut command: Command, log_dir: &Path) -> Process {
+        let log = log_dir.join(format!("{name}.log"));
+        let out = File::create(&log).expect("create the log file");
+        let err = out.try_clone().expect("clone the log file");
+        let child = command
+            .stdin(Stdio::null())
+            .stdout(out)
+            .stderr(err)
+            .spawn()
+            .unwrap_or_else(|e| panic!("start {name}: {e}"));
+        Process {
+            name: name.to_string(),
+            child: Some(child),
+            log,
+        }
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.as_ref().map(Child::id).unwrap_or(0)
+    }
+
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    /// SIGTERM, then waits up to `grace` for the exit.
+    pub fn terminate(&mut self, grace: Duration) -> ExitStatus {
+        let status = Command::new("kill")
+            .args(["-TERM", &self.pid().to_string()])
+            .status()
+            .expect("run kill");
+        assert!(status.success(), "kill -TERM {} failed", self.name);
+        let deadline = Instant::now() + grace;
+        let child = self.child.as_mut().expect("running");
+        loop {
+            if let Some(status) = child.try_wait().expect("wait") {
+                self.child = None;
+                return status;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "{} did not exit within {grace:?} of SIGTERM; log:\n{}",
+                self.name,
+                self.log()
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// SIGKILL: a crash, nothing flushed.
+    pub fn kill(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    /// Whether it has exited (and how).
+    pub fn exited(&mut self) -> Option<ExitStatus> {
+        self.child
+            .as_mut()
+            .and_then(|c| c.try_wait().ok().flatten())
+    }
+}
+
+impl Drop for Process {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            eprintln!("---- log of {} ----\n{}", self.name, self.log());
+        }
+        self.kill();
+    }
+}
+
+/// GETs `http://addr/path` and returns the status code, or `None` if nothing answers.
+pub fn http_status(addr: &str, path: &str) -> Option<u16> {
+    use std::io::{Read, Write};
+    let mut stream = std::net::TcpStream::connect(addr).ok()?;
+    stream.set_read_timeout(Some(Duration::from_secs(2))).ok()?;
+    write!(stream, "GET {path} HTTP/1.0\r\nHost: {addr}\r\n\r\n").ok()?;
+    let mut response = String::new();
+    stream.read_to_string(&mut response).ok()?;
+    response.split_whitespace().nth(1)?.parse().ok()
+}
+
+/// Waits until `addr` answers 200 on `/readyz`.
+pub fn wait_ready(process: &mut Process, http_addr: &str, within: Duration) -> Duration {
+    let started = Instant::now();
+    loop {
+        if http_status(http_addr, "/readyz") == Some(200) {
+            return started.elapsed();
+        }
+        if let Some(status) = process.exited() {
+            panic!(
+                "{} exited ({status}) before it was ready; log:\n{}",
+                process.name,
+                process.log()
+            );
+        }
+        assert!(
+            started.elapsed() < within,
+            "{} not ready within {within:?}; log:\n{}",
+            process.name,
+            process.log()
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
