@@ -8,9 +8,8 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use cascade_bus::Bus;
-use cascade_proto::bus::v1::{DispatcherReply, DispatcherRequest, dispatcher_request};
-use cascade_proto::v1::GetQueueRequest;
 use cascade_service::{Readiness, Settings, Shutdown, serve_admin, shutdown_channel};
+use tokio::task::JoinSet;
 
 #[derive(clap::Args)]
 pub struct Flags {
@@ -27,9 +26,6 @@ pub struct Flags {
     #[arg(long)]
     http_addr: Option<String>,
 }
-
-/// How long the shards get to answer their first request before start-up gives up.
-const SHARDS_READY_TIMEOUT: Duration = Duration::from_secs(30);
 
 pub async fn main(flags: Flags) -> anyhow::Result<()> {
     let mut overrides = Vec::new();
@@ -56,12 +52,14 @@ pub async fn main(flags: Flags) -> anyhow::Result<()> {
 pub async fn run(settings: Settings, shutdown: Shutdown) -> anyhow::Result<()> {
     let started = Instant::now();
     let bus = Bus::local();
+    // The services stop on the caller's signal or when any of them ends (a failed shard).
+    let (stop, stopping) = shutdown_channel();
     let readiness = Readiness::default();
     let (http_addr, http) = serve_admin(
         &settings.http.addr,
         readiness.clone(),
         axum::Router::new(),
-        shutdown.clone(),
+        stopping.clone(),
     )
     .await?;
     let grpc = tokio::net::TcpListener::bind(&settings.grpc.addr)
@@ -69,22 +67,36 @@ pub async fn run(settings: Settings, shutdown: Shutdown) -> anyhow::Result<()> {
         .with_context(|| format!("cannot listen on grpc.addr {}", settings.grpc.addr))?;
     let grpc_addr = grpc.local_addr()?;
 
-    let dispatcher = tokio::spawn(cascade_dispatcher::run(
-        settings.clone(),
-        bus.clone(),
-        shutdown.clone(),
+    let mut services = JoinSet::new();
+    let (dispatcher_ready, timer_ready) = (Readiness::default(), Readiness::default());
+    services.spawn(named(
+        "dispatcher",
+        cascade_dispatcher::run_with_readiness(
+            settings.clone(),
+            bus.clone(),
+            stopping.clone(),
+            dispatcher_ready.clone(),
+        ),
     ));
-    let timer = tokio::spawn(cascade_activation_timer::run(
-        settings.clone(),
-        bus.clone(),
-        shutdown.clone(),
+    services.spawn(named(
+        "activation timer",
+        cascade_activation_timer::run_with_readiness(
+            settings.clone(),
+            bus.clone(),
+            stopping.clone(),
+            timer_ready.clone(),
+        ),
     ));
-    wait_for_shards(&bus, &settings).await?;
-    let ingest = tokio::spawn(cascade_ingest::serve(
-        grpc,
-        settings.clone(),
-        bus.clone(),
-        shutdown.clone(),
+    // The gateway opens only once every shard serves, so no request meets an absent shard.
+    while !(dispatcher_ready.is_ready() && timer_ready.is_ready()) {
+        if services.len() < 2 || shutdown.is_triggered() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+    services.spawn(named(
+        "ingest",
+        cascade_ingest::serve(grpc, settings.clone(), bus.clone(), stopping.clone()),
     ));
     readiness.set(true);
     tracing::info!(
@@ -101,42 +113,41 @@ pub async fn run(settings: Settings, shutdown: Shutdown) -> anyhow::Result<()> {
         started.elapsed().as_millis()
     );
 
-    let ingest = ingest.await?;
-    readiness.set(false);
-    let dispatcher = dispatcher.await?;
-    let timer = timer.await?;
-    http.await?;
-    ingest.context("ingest")?;
-    dispatcher.context("dispatcher")?;
-    timer.context("activation timer")?;
-    eprintln!("cascade standalone: stopped");
-    Ok(())
-}
-
-/// Waits until every dispatcher shard answers on the bus, so the gateway never opens to
-/// requests the shards cannot take yet. A shard answers a lookup of a queue that does not
-/// exist with NOT_FOUND: that it answers at all is what counts.
-async fn wait_for_shards(bus: &Bus, settings: &Settings) -> anyhow::Result<()> {
-    let deadline = Instant::now() + SHARDS_READY_TIMEOUT;
-    let probe = DispatcherRequest {
-        op: Some(dispatcher_request::Op::GetQueue(GetQueueRequest {
-            name: "cascade.startup-probe".into(),
-        })),
-    };
-    for shard in 0..settings.cluster.shards {
-        let subject = cascade_bus::subject::dispatcher(&settings.cluster.name, shard);
-        loop {
-            let answer: Result<DispatcherReply, _> =
-                bus.call(&subject, &probe, Duration::from_secs(1)).await;
-            match answer {
-                Ok(_) => break,
-                Err(e) if Instant::now() < deadline => {
-                    tracing::debug!(shard, error = %e, "waiting for the shard");
-                    tokio::time::sleep(Duration::from_millis(10)).await;
-                }
-                Err(e) => anyhow::bail!("dispatcher shard {shard} did not start: {e}"),
+    let mut failure = None;
+    tokio::select! {
+        _ = shutdown.wait() => {}
+        Some(ended) = services.join_next() => {
+            failure = ended?.err();
+            if failure.is_none() {
+                failure = Some(anyhow::anyhow!("a service stopped on its own"));
             }
         }
     }
-    Ok(())
+    readiness.set(false);
+    stop.trigger();
+    while let Some(ended) = services.join_next().await {
+        if let Err(e) = ended? {
+            tracing::error!(error = %format!("{e:#}"), "cascade.standalone.service_failed");
+            failure.get_or_insert(e);
+        }
+    }
+    http.await?;
+    match failure {
+        Some(e) => Err(e),
+        None => {
+            eprintln!("cascade standalone: stopped");
+            Ok(())
+        }
+    }
+}
+
+/// A service's run, its error named after it.
+async fn named<E>(
+    name: &'static str,
+    run: impl Future<Output = Result<(), E>>,
+) -> anyhow::Result<()>
+where
+    E: std::error::Error + Send + Sync + 'static,
+{
+    run.await.with_context(|| format!("{name} failed"))
 }
