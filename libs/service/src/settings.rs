@@ -28,6 +28,9 @@ pub struct Settings {
     pub timer: TimerSettings,
     pub ingest: IngestSettings,
     pub log: LogSettings,
+    /// Pipelines applied at start (re-applied each time: a changed stage config takes effect,
+    /// events stay). More can be applied at run time with `Admin.ApplyPipeline`.
+    pub pipelines: Vec<cascade_core::Pipeline>,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -388,6 +391,11 @@ impl Settings {
                 "store.checkpoint_bytes",
                 "must be at least 1MiB",
             ));
+        }
+        for (i, pipeline) in self.pipelines.iter().enumerate() {
+            pipeline
+                .validate()
+                .map_err(|e| ServiceError::setting(format!("pipelines[{i}]"), e.to_string()))?;
         }
         if self.ingest.max_payload == 0 {
             return Err(ServiceError::setting(

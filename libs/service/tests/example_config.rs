@@ -1,5 +1,6 @@
 //! `deploy/config/cascade.toml` is the complete, commented example: it parses, it names every
-//! key the settings have (no more, no fewer), and each value it shows is the default.
+//! key the settings have, and each value it shows is the default — except `pipelines`, which
+//! holds the demo pipeline (valid, three stages).
 
 use std::collections::BTreeSet;
 use std::path::PathBuf;
@@ -22,8 +23,11 @@ fn keys(value: &serde_json::Value, prefix: &str, out: &mut BTreeSet<String>) {
 
 #[test]
 fn example_config_is_complete_and_shows_the_defaults() {
-    let loaded =
+    let mut loaded =
         Settings::load_from(Some(&example()), &[], Vec::new()).expect("the example parses");
+    assert_eq!(loaded.pipelines.len(), 1, "the demo pipeline");
+    assert_eq!(loaded.pipelines[0].stages.len(), 3);
+    loaded.pipelines.clear();
     let defaults = serde_json::to_value(Settings::default()).expect("serialize");
     assert_eq!(
         serde_json::to_value(&loaded).expect("serialize"),
