@@ -1,0 +1,121 @@
+//! Sends completions in batches: whatever queued up while the previous `Complete` was in
+//! flight goes in the next one (like a group commit), bounded by count and bytes.
+//!
+//! Failure policy: a transport failure or UNAVAILABLE is retried a few times; a retry of a
+//! completion that did apply is refused as a stale lease and changes nothing. A completion
+//! that is refused or cannot be sent is logged and counted; its lease expires and the
+//! event is delivered again (at least once).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use cascade_proto::v1;
+use cascade_proto::v1::worker_client::WorkerClient;
+use prost::Message;
+use tokio::sync::mpsc;
+use tonic::transport::Channel;
+
+use crate::stats::{Counter, Stats};
+
+/// Bytes per `Complete` request at most (advances may carry payloads); one larger
+/// completion still goes, alone. Well under tonic's 4 MiB default request limit.
+const MAX_REQUEST_BYTES: usize = 2 << 20;
+/// Tries per request for failures that may pass.
+const TRIES: u32 = 4;
+const FIRST_RETRY_PAUSE: Duration = Duration::from_millis(100);
+
+/// Runs until every sender is dropped and the queue is empty.
+pub(crate) async fn run_completer(
+    client: WorkerClient<Channel>,
+    mut queued: mpsc::Receiver<v1::Completion>,
+    max_batch: usize,
+    stats: Arc<Stats>,
+) {
+    let mut carried: Option<v1::Completion> = None;
+    loop {
+        let first = match carried.take() {
+            Some(completion) => completion,
+            None => match queued.recv().await {
+                Some(completion) => completion,
+                None => return,
+            },
+        };
+        let mut bytes = first.encoded_len();
+        let mut batch = vec![first];
+        while batch.len() < max_batch {
+            let Ok(next) = queued.try_recv() else { break };
+            let size = next.encoded_len();
+            if bytes + size > MAX_REQUEST_BYTES {
+                carried = Some(next);
+                break;
+            }
+            bytes += size;
+            batch.push(next);
+        }
+        send(&client, batch, &stats).await;
+    }
+}
+
+async fn send(client: &WorkerClient<Channel>, batch: Vec<v1::Completion>, stats: &Stats) {
+    let count = batch.len() as u64;
+    let releases = batch
+        .iter()
+        .filter(|c| matches!(c.outcome, Some(v1::completion::Outcome::Release(_))))
+        .count() as u64;
+    let request = v1::CompleteRequest { completions: batch };
+    let mut pause = FIRST_RETRY_PAUSE;
+    for attempt in 1..=TRIES {
+        let answer = client.clone().complete(request.clone()).await;
+        match answer {
+            Ok(response) => {
+                let results = response.into_inner().results;
+                let mut refused = 0;
+                for (completion, result) in request.completions.iter().zip(&results) {
+                    if result.code != 0 {
+                        refused += 1;
+                        tracing::warn!(
+                            queue = %completion.queue,
+                            id = %completion.id,
+                            code = result.code,
+                            message = %result.message,
+                            "worker.complete.refused"
+                        );
+                    }
+                }
+                stats.add(Counter::Completed, count - refused);
+                stats.add(Counter::Released, releases);
+                stats.add(Counter::CompleteFailures, refused);
+                return;
+            }
+            Err(status) if attempt < TRIES && may_pass(status.code()) => {
+                tracing::warn!(attempt, code = ?status.code(), message = %status.message(), "worker.complete.retrying");
+                tokio::time::sleep(pause).await;
+                pause *= 2;
+            }
+            Err(status) => {
+                tracing::error!(
+                    count,
+                    code = ?status.code(),
+                    message = %status.message(),
+                    "worker.complete.failed; the leases will expire and the events come back"
+                );
+                stats.add(Counter::CompleteFailures, count);
+                return;
+            }
+        }
+    }
+}
+
+/// Failures that retrying the same request may get past.
+pub(crate) fn may_pass(code: tonic::Code) -> bool {
+    matches!(
+        code,
+        tonic::Code::Unavailable
+            | tonic::Code::Unknown
+            | tonic::Code::DeadlineExceeded
+            | tonic::Code::ResourceExhausted
+            | tonic::Code::Aborted
+            | tonic::Code::Internal
+            | tonic::Code::Cancelled
+    )
+}

@@ -1,0 +1,369 @@
+//! The worker's loop: one task owns every event the worker holds, so no lock is needed.
+//!
+//! - **Take**: when no taken event waits and a handler slot is free, one long-poll `Take`
+//!   asks for up to `batch` events. It runs in its own task and is never cancelled while
+//!   it may still lease events (a dropped take would strand them until their leases
+//!   expire); on shutdown the loop waits for it and releases what it brought.
+//! - **Run**: waiting events start in take order while fewer than `concurrency` handlers
+//!   run; an event whose lease may have ended meanwhile is dropped, not run.
+//! - **Extend**: every held event, waiting or running, is extended half-way through its
+//!   lease. A lease found gone (FAILED_PRECONDITION, NOT_FOUND) is counted and the event
+//!   is let go: not started if it waited, not completed if it ran.
+//! - **Complete**: outcomes go to the completer task, which batches them.
+//! - **Drain** (shutdown): no more takes, waiting events released, running handlers given
+//!   `drain_grace`, then abandoned and their events released too.
+
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, HashMap, VecDeque};
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use cascade_core::Outcome;
+use cascade_proto::v1;
+use cascade_proto::v1::worker_client::WorkerClient;
+use tokio::sync::{Semaphore, mpsc, watch};
+use tokio::task::{JoinError, JoinHandle, JoinSet};
+use tokio::time::Instant;
+use tonic::transport::Channel;
+
+mod extend;
+mod take;
+
+use crate::call::call_handler;
+use crate::complete::run_completer;
+use crate::convert::completion_to_proto;
+use crate::handle::{Knobs, Shared};
+use crate::stats::Counter;
+use crate::{Handler, WorkerConfig, WorkerError};
+
+/// Completions queued for the completer at most; a full queue holds the loop back.
+const COMPLETION_QUEUE: usize = 4096;
+/// How long the completer gets to send what is queued once the loop has ended.
+const COMPLETER_FLUSH: Duration = Duration::from_secs(10);
+/// Extensions in flight at most: a large batch taken at once comes due at once.
+const EXTENSIONS_IN_FLIGHT: usize = 64;
+/// A take's answer may come this long after its long poll ends before it counts as lost.
+const TAKE_SLACK: Duration = Duration::from_secs(10);
+/// Pauses after failed takes double from the first to the last.
+const TAKE_PAUSE_FIRST: Duration = Duration::from_millis(100);
+const TAKE_PAUSE_MAX: Duration = Duration::from_secs(5);
+
+/// What the loop needs, handed over by `Worker`.
+pub(crate) struct Ctx<H> {
+    pub(crate) handler: Arc<H>,
+    pub(crate) client: WorkerClient<Channel>,
+    pub(crate) config: WorkerConfig,
+    pub(crate) shared: Arc<Shared>,
+}
+
+/// Runs until the drain ends; an error means the gateway refused takes for good.
+pub(crate) async fn run<H: Handler>(ctx: Ctx<H>) -> Result<(), WorkerError> {
+    let (completions, queued) = mpsc::channel(COMPLETION_QUEUE);
+    let completer = tokio::spawn(run_completer(
+        ctx.client.clone(),
+        queued,
+        ctx.config.completion_batch,
+        Arc::clone(&ctx.shared.stats),
+    ));
+    tracing::info!(queue = %ctx.config.queue, worker = %ctx.config.worker_id, "worker.started");
+    let mut state = State::new(ctx, completions);
+    state.run().await;
+    let fatal = state.fatal.take();
+    let stats = Arc::clone(&state.ctx.shared.stats);
+    // Dropping the state drops the last completion sender: the completer sends the rest.
+    drop(state);
+    match tokio::time::timeout(COMPLETER_FLUSH, completer).await {
+        Ok(Ok(())) => {}
+        Ok(Err(err)) => tracing::error!(error = %err, "worker.completer.died"),
+        Err(_) => tracing::error!("worker.completer.flush_timed_out; unsent leases will expire"),
+    }
+    stats.set_gauges(0, 0);
+    tracing::info!(stats = ?stats.snapshot(), "worker.stopped");
+    fatal.map_or(Ok(()), Err)
+}
+
+/// An event the worker holds under its lease.
+struct Held {
+    id: String,
+    token: String,
+    /// Until its handler starts.
+    event: Option<v1::Event>,
+    /// What was left of the lease when it was last granted or extended.
+    lease: Duration,
+    /// When the lease ends, on the worker's clock.
+    deadline: Instant,
+    next_extend: Instant,
+    extending: bool,
+    /// The lease is gone; the running handler's outcome is dropped.
+    lost: bool,
+}
+
+/// A take's answer, with when it arrived on both clocks.
+struct Took {
+    received: Instant,
+    received_wall: SystemTime,
+    answer: Result<v1::TakeResponse, tonic::Status>,
+}
+
+struct Extended {
+    key: u64,
+    received: Instant,
+    received_wall: SystemTime,
+    answer: Result<v1::ExtendLeaseResponse, tonic::Status>,
+}
+
+/// What woke the loop.
+enum Wake {
+    Took(Result<Took, JoinError>),
+    HandlerDone(Result<(tokio::task::Id, Outcome), JoinError>),
+    Extended(Result<Extended, JoinError>),
+    ExtendDue,
+    TakePauseOver,
+    Knobs(bool),
+    Stop,
+    GraceOver,
+}
+
+struct State<H> {
+    ctx: Ctx<H>,
+    knobs: Knobs,
+    knobs_rx: watch::Receiver<Knobs>,
+    knobs_open: bool,
+    stop_rx: watch::Receiver<bool>,
+    held: HashMap<u64, Held>,
+    waiting: VecDeque<u64>,
+    next_key: u64,
+    /// (due, key); stale entries are skipped when they surface.
+    extend_queue: BinaryHeap<Reverse<(Instant, u64)>>,
+    handlers: JoinSet<Outcome>,
+    handler_keys: HashMap<tokio::task::Id, u64>,
+    extends: JoinSet<Extended>,
+    extend_permits: Arc<Semaphore>,
+    take: Option<JoinHandle<Took>>,
+    take_pause_until: Option<Instant>,
+    take_failures: u32,
+    completions: mpsc::Sender<v1::Completion>,
+    stopping: bool,
+    grace_over_at: Option<Instant>,
+    fatal: Option<WorkerError>,
+}
+
+impl<H: Handler> State<H> {
+    fn new(ctx: Ctx<H>, completions: mpsc::Sender<v1::Completion>) -> State<H> {
+        let mut knobs_rx = ctx.shared.knobs.subscribe();
+        let knobs = *knobs_rx.borrow_and_update();
+        let stop_rx = ctx.shared.stop.subscribe();
+        State {
+            ctx,
+            knobs,
+            knobs_rx,
+            knobs_open: true,
+            stop_rx,
+            held: HashMap::new(),
+            waiting: VecDeque::new(),
+            next_key: 0,
+            extend_queue: BinaryHeap::new(),
+            handlers: JoinSet::new(),
+            handler_keys: HashMap::new(),
+            extends: JoinSet::new(),
+            extend_permits: Arc::new(Semaphore::new(EXTENSIONS_IN_FLIGHT)),
+            take: None,
+            take_pause_until: None,
+            take_failures: 0,
+            completions,
+            stopping: false,
+            grace_over_at: None,
+            fatal: None,
+        }
+    }
+
+    async fn run(&mut self) {
+        loop {
+            self.start_handlers();
+            self.maybe_take();
+            self.ctx
+                .shared
+                .stats
+                .set_gauges(self.handlers.len(), self.held.len());
+            if self.stopping && self.handlers.is_empty() && self.take.is_none() {
+                return;
+            }
+            let wake = self.wait().await;
+            self.on_wake(wake).await;
+        }
+    }
+
+    /// Waits for the next thing to do. Cancel-safe in every branch: joins and watches.
+    async fn wait(&mut self) -> Wake {
+        let extend_due = self.next_extend_due();
+        let take_pause = self.take_pause_until;
+        let grace_over = self.grace_over_at;
+        tokio::select! {
+            took = join_take(&mut self.take), if self.take.is_some() => Wake::Took(took),
+            Some(done) = self.handlers.join_next_with_id() => Wake::HandlerDone(done),
+            Some(done) = self.extends.join_next() => Wake::Extended(done),
+            () = sleep_until(extend_due), if extend_due.is_some() => Wake::ExtendDue,
+            () = sleep_until(take_pause), if take_pause.is_some() => Wake::TakePauseOver,
+            changed = self.knobs_rx.changed(), if self.knobs_open => Wake::Knobs(changed.is_ok()),
+            _ = self.stop_rx.wait_for(|stop| *stop), if !self.stopping => Wake::Stop,
+            () = sleep_until(grace_over), if grace_over.is_some() => Wake::GraceOver,
+        }
+    }
+
+    async fn on_wake(&mut self, wake: Wake) {
+        match wake {
+            Wake::Took(took) => {
+                self.take = None;
+                self.on_took(took).await;
+            }
+            Wake::HandlerDone(done) => self.on_handler_done(done).await,
+            Wake::Extended(done) => self.on_extended(done),
+            Wake::ExtendDue => self.extend_due(),
+            Wake::TakePauseOver => self.take_pause_until = None,
+            Wake::Knobs(open) => self.on_knobs(open).await,
+            Wake::Stop => self.begin_drain().await,
+            Wake::GraceOver => self.abandon_handlers(),
+        }
+    }
+
+    fn start_handlers(&mut self) {
+        if self.stopping {
+            return;
+        }
+        while self.handlers.len() < self.knobs.concurrency as usize {
+            let Some(key) = self.waiting.pop_front() else {
+                break;
+            };
+            self.start(key);
+        }
+    }
+
+    fn start(&mut self, key: u64) {
+        let Some(held) = self.held.get_mut(&key) else {
+            return;
+        };
+        let Some(event) = held.event.take() else {
+            return;
+        };
+        if Instant::now() >= held.deadline {
+            // Another worker may have it by now: running it here could run it twice.
+            tracing::warn!(id = %held.id, "worker.lease.ended_before_start");
+            self.held.remove(&key);
+            self.ctx.shared.stats.add(Counter::LeasesLost, 1);
+            return;
+        }
+        let call = call_handler(
+            Arc::clone(&self.ctx.handler),
+            event,
+            self.ctx.config.handler_timeout,
+        );
+        let task = self.handlers.spawn(call);
+        self.handler_keys.insert(task.id(), key);
+        self.ctx.shared.stats.add(Counter::Started, 1);
+    }
+
+    async fn on_handler_done(&mut self, done: Result<(tokio::task::Id, Outcome), JoinError>) {
+        let (task, outcome) = match done {
+            Ok(done) => done,
+            Err(err) if err.is_cancelled() => (err.id(), Outcome::Release),
+            Err(err) => {
+                tracing::error!(error = %err, "worker.handler.panicked");
+                (err.id(), Outcome::Retry { delay: None })
+            }
+        };
+        let Some(key) = self.handler_keys.remove(&task) else {
+            return;
+        };
+        let Some(held) = self.held.remove(&key) else {
+            return;
+        };
+        if held.lost {
+            tracing::debug!(id = %held.id, "worker.outcome.dropped; the lease was lost");
+            return;
+        }
+        self.complete(&held, outcome).await;
+    }
+
+    async fn complete(&self, held: &Held, outcome: Outcome) {
+        let completion = completion_to_proto(
+            self.ctx.config.queue.as_str(),
+            &held.id,
+            &held.token,
+            outcome,
+        );
+        if self.completions.send(completion).await.is_err() {
+            // Only if the completer died; the lease will expire.
+            tracing::error!(id = %held.id, "worker.complete.unsent");
+        }
+    }
+
+    async fn on_knobs(&mut self, open: bool) {
+        if !open {
+            self.knobs_open = false;
+            return;
+        }
+        let knobs = *self.knobs_rx.borrow_and_update();
+        if knobs != self.knobs {
+            tracing::info!(
+                concurrency = knobs.concurrency,
+                batch = knobs.batch,
+                "worker.knobs.changed"
+            );
+        }
+        self.knobs = knobs;
+        if knobs.concurrency == 0 {
+            self.release_waiting().await;
+        }
+    }
+
+    async fn begin_drain(&mut self) {
+        if self.stopping {
+            return;
+        }
+        self.stopping = true;
+        self.grace_over_at = Some(Instant::now() + self.ctx.config.drain_grace);
+        tracing::info!(
+            running = self.handlers.len(),
+            waiting = self.waiting.len(),
+            grace = ?self.ctx.config.drain_grace,
+            "worker.draining"
+        );
+        self.release_waiting().await;
+    }
+
+    async fn release_waiting(&mut self) {
+        while let Some(key) = self.waiting.pop_front() {
+            if let Some(held) = self.held.remove(&key) {
+                self.complete(&held, Outcome::Release).await;
+            }
+        }
+    }
+
+    /// The drain grace is over: running handlers are abandoned (their events released as
+    /// their tasks end), and a take still waiting is given up.
+    fn abandon_handlers(&mut self) {
+        self.grace_over_at = None;
+        tracing::warn!(
+            running = self.handlers.len(),
+            "worker.drain.grace_over; abandoning the running handlers"
+        );
+        self.handlers.abort_all();
+        if let Some(take) = self.take.take() {
+            take.abort();
+        }
+    }
+}
+
+async fn join_take(take: &mut Option<JoinHandle<Took>>) -> Result<Took, JoinError> {
+    match take {
+        Some(handle) => handle.await,
+        None => std::future::pending().await,
+    }
+}
+
+async fn sleep_until(at: Option<Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
+    }
+}

@@ -1,0 +1,138 @@
+//! Taking: one long-poll `Take` at a time, when no taken event waits and a handler slot is
+//! free. It runs in its own task so that the loop never drops it while it may still lease
+//! events; failures that may pass are retried after a pause that doubles.
+
+use std::cmp::Reverse;
+use std::time::SystemTime;
+
+use cascade_core::Outcome;
+use cascade_proto::convert::duration_to_proto;
+use cascade_proto::v1;
+use tokio::task::JoinError;
+use tokio::time::Instant;
+
+use super::{Held, State, TAKE_PAUSE_FIRST, TAKE_PAUSE_MAX, TAKE_SLACK, Took};
+use crate::complete::may_pass;
+use crate::lease::{extend_at, remaining_lease};
+use crate::stats::Counter;
+use crate::{Handler, WorkerError};
+
+impl<H: Handler> State<H> {
+    pub(super) fn maybe_take(&mut self) {
+        let slot_free = self.handlers.len() < self.knobs.concurrency as usize;
+        if self.stopping || self.take.is_some() || !self.waiting.is_empty() || !slot_free {
+            return;
+        }
+        if self.take_pause_until.is_some() {
+            return;
+        }
+        let config = &self.ctx.config;
+        let request = v1::TakeRequest {
+            queue: config.queue.as_str().to_owned(),
+            max_events: self.knobs.batch,
+            lease: config.lease.map(duration_to_proto),
+            wait: Some(duration_to_proto(config.poll_wait)),
+            worker_id: config.worker_id.clone(),
+        };
+        let limit = config.poll_wait + TAKE_SLACK;
+        let mut client = self.ctx.client.clone();
+        self.take = Some(tokio::spawn(async move {
+            let answer = match tokio::time::timeout(limit, client.take(request)).await {
+                Ok(answer) => answer.map(tonic::Response::into_inner),
+                Err(_) => Err(tonic::Status::deadline_exceeded(
+                    "no answer to the take within its long poll",
+                )),
+            };
+            Took {
+                received: Instant::now(),
+                received_wall: SystemTime::now(),
+                answer,
+            }
+        }));
+    }
+
+    pub(super) async fn on_took(&mut self, took: Result<Took, JoinError>) {
+        let took = match took {
+            Ok(took) => took,
+            Err(err) => Took {
+                received: Instant::now(),
+                received_wall: SystemTime::now(),
+                answer: Err(tonic::Status::internal(format!(
+                    "the take task failed: {err}"
+                ))),
+            },
+        };
+        let response = match took.answer {
+            Ok(response) => response,
+            Err(status) => return self.on_take_failed(status).await,
+        };
+        self.take_failures = 0;
+        self.ctx
+            .shared
+            .stats
+            .add(Counter::Taken, response.events.len() as u64);
+        for leased in response.events {
+            let Some(event) = leased.event else {
+                tracing::error!("worker.take.event_missing");
+                continue;
+            };
+            let lease = remaining_lease(
+                self.ctx.config.lease,
+                leased.lease_expires_at.as_ref(),
+                took.received_wall,
+            );
+            let held = Held {
+                id: event.id.clone(),
+                token: leased.lease_token,
+                event: Some(event),
+                lease,
+                deadline: took.received + lease,
+                next_extend: extend_at(took.received, lease),
+                extending: false,
+                lost: false,
+            };
+            if self.stopping || self.knobs.concurrency == 0 {
+                self.complete(&held, Outcome::Release).await;
+                continue;
+            }
+            let key = self.next_key;
+            self.next_key += 1;
+            self.extend_queue.push(Reverse((held.next_extend, key)));
+            self.held.insert(key, held);
+            self.waiting.push_back(key);
+        }
+    }
+
+    pub(super) async fn on_take_failed(&mut self, status: tonic::Status) {
+        if self.stopping {
+            // No more takes anyway; a gateway that is stopping too may have cut this one.
+            tracing::debug!(code = ?status.code(), "worker.take.failed while draining");
+            return;
+        }
+        if may_pass(status.code()) {
+            self.take_failures = self.take_failures.saturating_add(1);
+            let doublings = self.take_failures.saturating_sub(1).min(16);
+            let pause = (TAKE_PAUSE_FIRST * 2u32.pow(doublings)).min(TAKE_PAUSE_MAX);
+            tracing::warn!(
+                code = ?status.code(),
+                message = %status.message(),
+                pause = ?pause,
+                "worker.take.failed; trying again"
+            );
+            self.take_pause_until = Some(Instant::now() + pause);
+            return;
+        }
+        tracing::error!(
+            queue = %self.ctx.config.queue,
+            code = ?status.code(),
+            message = %status.message(),
+            "worker.take.refused; stopping"
+        );
+        self.fatal = Some(WorkerError::Take {
+            queue: self.ctx.config.queue.to_string(),
+            code: status.code(),
+            message: status.message().to_owned(),
+        });
+        self.begin_drain().await;
+    }
+}

@@ -1,0 +1,104 @@
+//! [`Worker`]: a handler bound to one queue of a gateway, run until shut down.
+
+use std::future::Future;
+use std::sync::Arc;
+
+use cascade_client::{Client, ClientError};
+use cascade_proto::v1::worker_client::WorkerClient;
+use tonic::transport::{Channel, Endpoint};
+
+use crate::handle::{Shared, WorkerHandle};
+use crate::run_loop::{Ctx, run};
+use crate::{Handler, WorkerConfig, WorkerError};
+
+/// The largest `Take` answer accepted. The gateway splits answers to fit its bus, so this
+/// only needs to be above the bus's message size.
+const MAX_RESPONSE_BYTES: usize = 256 << 20;
+
+/// Takes events of one queue and runs `H` on them; see the crate docs.
+pub struct Worker<H> {
+    ctx: Ctx<H>,
+}
+
+impl<H: Handler> Worker<H> {
+    /// Connects to the gateway at `gateway` (e.g. `http://127.0.0.1:7700`).
+    pub async fn connect(
+        gateway: &str,
+        config: WorkerConfig,
+        handler: H,
+    ) -> Result<Worker<H>, WorkerError> {
+        let client = Client::connect(gateway).await?;
+        Worker::new(&client, config, handler)
+    }
+
+    /// A worker on an existing connection.
+    pub fn new(
+        client: &Client,
+        config: WorkerConfig,
+        handler: H,
+    ) -> Result<Worker<H>, WorkerError> {
+        Worker::on_channel(client.channel(), config, handler)
+    }
+
+    /// A worker whose connection is made on first use and made again after a failure, so
+    /// it may start before the gateway does: its takes are retried until the gateway
+    /// answers. Call it inside a Tokio runtime.
+    pub fn connect_lazy(
+        gateway: &str,
+        config: WorkerConfig,
+        handler: H,
+    ) -> Result<Worker<H>, WorkerError> {
+        let url = match gateway.contains("://") {
+            true => gateway.to_owned(),
+            false => format!("http://{gateway}"),
+        };
+        let endpoint = Endpoint::from_shared(url).map_err(|e| ClientError::BadAddress {
+            addr: gateway.to_owned(),
+            reason: e.to_string(),
+        })?;
+        Worker::on_channel(endpoint.connect_lazy(), config, handler)
+    }
+
+    fn on_channel(
+        channel: Channel,
+        config: WorkerConfig,
+        handler: H,
+    ) -> Result<Worker<H>, WorkerError> {
+        config.validate()?;
+        let shared = Arc::new(Shared::new(&config));
+        Ok(Worker {
+            ctx: Ctx {
+                handler: Arc::new(handler),
+                client: WorkerClient::new(channel).max_decoding_message_size(MAX_RESPONSE_BYTES),
+                config,
+                shared,
+            },
+        })
+    }
+
+    /// Changes the worker's knobs and shuts it down while it runs.
+    pub fn handle(&self) -> WorkerHandle {
+        WorkerHandle(Arc::clone(&self.ctx.shared))
+    }
+
+    /// Runs until [`WorkerHandle::shutdown`], then drains and returns. Fails only if the
+    /// gateway refuses to let it take from its queue (it drains first then too). Not
+    /// cancel-safe: dropping the future instead of shutting down leaves the events it holds
+    /// leased until their leases expire.
+    pub async fn run(self) -> Result<(), WorkerError> {
+        run(self.ctx).await
+    }
+
+    /// [`Worker::run`], shutting down when `signal` completes, e.g.
+    /// `worker.run_until(async { tokio::signal::ctrl_c().await.ok(); })`.
+    pub async fn run_until(self, signal: impl Future<Output = ()>) -> Result<(), WorkerError> {
+        let handle = self.handle();
+        let running = self.run();
+        tokio::pin!(running);
+        tokio::select! {
+            done = &mut running => return done,
+            () = signal => handle.shutdown(),
+        }
+        running.await
+    }
+}

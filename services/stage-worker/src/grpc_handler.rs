@@ -1,0 +1,69 @@
+//! The gRPC handler: calls the user's `cascade.v1.Handler/Handle` with the event and its
+//! attempt number, and completes with the outcome it answers. A gRPC error, or an answer
+//! without a valid outcome, is a failure: a retry with the queue's backoff.
+
+use cascade_core::{Event, Outcome, QueueConfig};
+use cascade_proto::convert::{event_to_proto, handle_outcome_from_proto};
+use cascade_proto::v1;
+use cascade_proto::v1::handler_client::HandlerClient;
+use cascade_worker::{Handler, HandlerError};
+use tonic::transport::{Channel, Endpoint};
+
+use crate::StageWorkerError;
+
+/// Messages both ways carry payloads, up to the largest a queue may allow (plus room).
+const MAX_MESSAGE_BYTES: usize = QueueConfig::MAX_PAYLOAD_LIMIT as usize + (1 << 20);
+
+pub struct GrpcHandler {
+    client: HandlerClient<Channel>,
+    endpoint: String,
+}
+
+impl GrpcHandler {
+    /// `endpoint` is `http://host:port`, `grpc://host:port` or `host:port` (plaintext
+    /// HTTP/2). The connection is made on the first call and remade after failures, so the
+    /// handler's service may start after the worker.
+    pub fn new(endpoint: &str) -> Result<GrpcHandler, StageWorkerError> {
+        let url = match endpoint.strip_prefix("grpc://") {
+            Some(rest) => format!("http://{rest}"),
+            None if endpoint.contains("://") => endpoint.to_owned(),
+            None => format!("http://{endpoint}"),
+        };
+        let channel = Endpoint::from_shared(url)
+            .map_err(|e| StageWorkerError::Handler(format!("grpc endpoint {endpoint:?}: {e}")))?
+            .connect_lazy();
+        let client = HandlerClient::new(channel)
+            .max_decoding_message_size(MAX_MESSAGE_BYTES)
+            .max_encoding_message_size(MAX_MESSAGE_BYTES);
+        Ok(GrpcHandler {
+            client,
+            endpoint: endpoint.to_owned(),
+        })
+    }
+}
+
+impl Handler for GrpcHandler {
+    async fn handle(&self, event: &Event, attempt: u32) -> Result<Outcome, HandlerError> {
+        let request = v1::HandleRequest {
+            event: Some(event_to_proto(event)),
+            attempt,
+        };
+        let response = self
+            .client
+            .clone()
+            .handle(request)
+            .await
+            .map_err(|status| {
+                format!(
+                    "Handle at {}: {:?}: {}",
+                    self.endpoint,
+                    status.code(),
+                    status.message()
+                )
+            })?;
+        Ok(handle_outcome_from_proto(
+            response.into_inner().outcome,
+            "",
+        )?)
+    }
+}

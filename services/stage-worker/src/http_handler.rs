@@ -1,0 +1,231 @@
+//! The HTTP handler: POSTs the event's payload to the stage's URL, with the event's identity
+//! and headers as request headers, and reads the outcome from the response
+//! ([`crate::http_reply`]). Connection errors and timeouts are failures: a retry with the
+//! queue's backoff. Redirects are not followed: a handler's URL is meant to be exact.
+
+use std::time::{Duration, SystemTime};
+
+use cascade_core::{Event, Outcome, QueueConfig, Timestamp};
+use cascade_worker::{Handler, HandlerError};
+use reqwest::header::{CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
+
+use crate::StageWorkerError;
+use crate::http_reply::{EVENT_HEADER_PREFIX, Reply, outcome_of_reply};
+use crate::stage::StageContext;
+
+/// The largest response body read: the largest payload a queue may allow, since with
+/// `cascade-payload: replace` the body is the next stage's payload.
+const MAX_BODY_BYTES: usize = QueueConfig::MAX_PAYLOAD_LIMIT as usize;
+/// Event headers that also travel under their own name, for tracing.
+const TRACE_HEADERS: [&str; 2] = ["traceparent", "tracestate"];
+
+pub struct HttpHandler {
+    client: reqwest::Client,
+    url: reqwest::Url,
+    stage: StageContext,
+}
+
+impl HttpHandler {
+    /// A request that takes longer than `timeout` (body included) fails.
+    pub fn new(
+        url: &str,
+        timeout: Duration,
+        stage: StageContext,
+    ) -> Result<HttpHandler, StageWorkerError> {
+        let parsed = reqwest::Url::parse(url)
+            .map_err(|e| StageWorkerError::Handler(format!("url {url:?}: {e}")))?;
+        if !matches!(parsed.scheme(), "http" | "https") {
+            return Err(StageWorkerError::Handler(format!(
+                "url {url:?}: must be http:// or https://"
+            )));
+        }
+        let client = reqwest::Client::builder()
+            .redirect(reqwest::redirect::Policy::none())
+            .timeout(timeout)
+            .build()
+            .map_err(|e| StageWorkerError::Handler(format!("http client: {}", chain(&e))))?;
+        Ok(HttpHandler {
+            client,
+            url: parsed,
+            stage,
+        })
+    }
+}
+
+impl Handler for HttpHandler {
+    async fn handle(&self, event: &Event, attempt: u32) -> Result<Outcome, HandlerError> {
+        let failed = |e: reqwest::Error| format!("POST {}: {}", self.url, chain(&e));
+        let mut response = self
+            .client
+            .post(self.url.clone())
+            .headers(request_headers(event, attempt, &self.stage))
+            .body(event.payload.clone())
+            .send()
+            .await
+            .map_err(failed)?;
+        let mut body = Vec::new();
+        while let Some(chunk) = response.chunk().await.map_err(failed)? {
+            if body.len() + chunk.len() > MAX_BODY_BYTES {
+                return Err(format!(
+                    "POST {}: the response body is over {MAX_BODY_BYTES} bytes",
+                    self.url
+                )
+                .into());
+            }
+            body.extend_from_slice(&chunk);
+        }
+        let reply = Reply {
+            status: response.status().as_u16(),
+            headers: response.headers(),
+            body: &body,
+        };
+        let now = Timestamp::from_system_time(SystemTime::now());
+        Ok(outcome_of_reply(&reply, now)?)
+    }
+}
+
+/// `cascade-event-id`, `cascade-queue`, `cascade-pipeline` and `cascade-stage` (on a
+/// pipeline's stage), `cascade-attempt` (1-based), `traceparent`/`tracestate` when the event
+/// has them, and every event header as `cascade-h-<name>`. The body's `content-type` is the
+/// event's `content-type` header, else `application/octet-stream`. A header value HTTP
+/// cannot carry (a control character) is left out and logged.
+pub(crate) fn request_headers(event: &Event, attempt: u32, stage: &StageContext) -> HeaderMap {
+    let mut headers = HeaderMap::new();
+    let mut put = |name: &str, value: &str| {
+        let parsed = (
+            HeaderName::from_bytes(name.as_bytes()),
+            HeaderValue::from_str(value),
+        );
+        match parsed {
+            (Ok(name), Ok(value)) => {
+                headers.insert(name, value);
+            }
+            _ => tracing::warn!(id = %event.id, header = name, "http.header.unsendable"),
+        }
+    };
+    put("cascade-event-id", event.id.as_str());
+    put("cascade-queue", event.queue.as_str());
+    if let Some(pipeline) = &stage.pipeline {
+        put("cascade-pipeline", pipeline);
+    }
+    if let Some(name) = &stage.stage {
+        put("cascade-stage", name);
+    }
+    put("cascade-attempt", &attempt.to_string());
+    for (name, value) in &event.headers {
+        if TRACE_HEADERS.contains(&name.as_str()) {
+            put(name, value);
+        }
+        put(&format!("{EVENT_HEADER_PREFIX}{name}"), value);
+    }
+    let content_type = event
+        .headers
+        .get("content-type")
+        .map_or("application/octet-stream", String::as_str);
+    put(CONTENT_TYPE.as_str(), content_type);
+    headers
+}
+
+/// An error with its causes, which reqwest's own message leaves out ("connection refused").
+fn chain(err: &dyn std::error::Error) -> String {
+    let mut text = err.to_string();
+    let mut cause = err.source();
+    while let Some(inner) = cause {
+        text.push_str(": ");
+        text.push_str(&inner.to_string());
+        cause = inner.source();
+    }
+    text
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use cascade_core::{EventId, EventState, QueueName};
+
+    use super::*;
+
+    fn event(headers: &[(&str, &str)]) -> Event {
+        Event {
+            id: EventId::parse("order-1").expect("id"),
+            queue: QueueName::parse("orders.ship").expect("queue"),
+            payload: b"{}".to_vec(),
+            headers: headers
+                .iter()
+                .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+                .collect::<BTreeMap<_, _>>(),
+            activate_at: Timestamp::ZERO,
+            state: EventState::Leased,
+            attempts: 3,
+            created_at: Timestamp::ZERO,
+            version: 1,
+            lease_expires_at: None,
+        }
+    }
+
+    fn stage(pipeline: Option<&str>, name: Option<&str>) -> StageContext {
+        StageContext {
+            queue: QueueName::parse("orders.ship").expect("queue"),
+            pipeline: pipeline.map(str::to_owned),
+            stage: name.map(str::to_owned),
+            last: false,
+        }
+    }
+
+    fn get<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
+        headers.get(name).and_then(|v| v.to_str().ok())
+    }
+
+    #[test]
+    fn requests_carry_the_event_and_its_headers() {
+        let sent = event(&[
+            (
+                "traceparent",
+                "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+            ),
+            ("Tenant", "acme"),
+            ("content-type", "application/json"),
+        ]);
+        let headers = request_headers(&sent, 3, &stage(Some("orders"), Some("ship")));
+        assert_eq!(get(&headers, "cascade-event-id"), Some("order-1"));
+        assert_eq!(get(&headers, "cascade-queue"), Some("orders.ship"));
+        assert_eq!(get(&headers, "cascade-pipeline"), Some("orders"));
+        assert_eq!(get(&headers, "cascade-stage"), Some("ship"));
+        assert_eq!(get(&headers, "cascade-attempt"), Some("3"));
+        assert_eq!(
+            get(&headers, "traceparent"),
+            Some("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01")
+        );
+        assert_eq!(
+            get(&headers, "cascade-h-traceparent"),
+            get(&headers, "traceparent")
+        );
+        // HTTP header names are case-insensitive: they travel in lowercase.
+        assert_eq!(get(&headers, "cascade-h-tenant"), Some("acme"));
+        assert_eq!(get(&headers, "content-type"), Some("application/json"));
+    }
+
+    #[test]
+    fn plain_queues_send_no_pipeline_and_unsendable_values_are_left_out() {
+        let sent = event(&[("note", "line\nbreak"), ("ok", "fine")]);
+        let headers = request_headers(&sent, 1, &stage(None, None));
+        assert_eq!(get(&headers, "cascade-pipeline"), None);
+        assert_eq!(get(&headers, "cascade-stage"), None);
+        assert_eq!(get(&headers, "cascade-h-note"), None);
+        assert_eq!(get(&headers, "cascade-h-ok"), Some("fine"));
+        assert_eq!(get(&headers, "traceparent"), None);
+        assert_eq!(
+            get(&headers, "content-type"),
+            Some("application/octet-stream")
+        );
+    }
+
+    #[test]
+    fn only_http_urls_are_handlers() {
+        let timeout = Duration::from_secs(1);
+        assert!(HttpHandler::new("http://127.0.0.1:1/x", timeout, stage(None, None)).is_ok());
+        assert!(HttpHandler::new("ftp://host/x", timeout, stage(None, None)).is_err());
+        assert!(HttpHandler::new("not a url", timeout, stage(None, None)).is_err());
+    }
+}

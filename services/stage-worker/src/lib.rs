@@ -1,0 +1,114 @@
+//! The stage worker (DESIGN §1): runs the worker of one pipeline stage (or plain queue)
+//! with the handler its `HandlerSpec` names:
+//!
+//! - `http`: POSTs each event to a URL; the response's status and `cascade-*` headers say
+//!   the outcome ([`http_reply`]);
+//! - `grpc`: calls the user's `cascade.v1.Handler` service;
+//! - `builtin`: an in-process Rust handler given in a [`Registry`] by whoever embeds the
+//!   stage worker, or a built-in demo handler (`log`, `noop`, `sleep:<ms>`, `fail:<percent>`).
+//!
+//! The worker (`cascade_worker`) takes batches with a long poll, runs the handler with the
+//! stage's concurrency, extends the leases of running handlers and completes with their
+//! outcomes. At the last stage, and on a plain queue, an `advance` is an `ack`.
+//!
+//! Failure policy: a handler that fails, times out or answers something not understood
+//! gets its event retried with the queue's backoff; the gateway being away is waited out
+//! (takes are retried); a gateway that refuses the queue for good (NOT_FOUND, INVALID_ARGUMENT)
+//! stops the worker with an error. On shutdown the worker stops taking, releases what it
+//! has not started, and gives running handlers `drain_grace` to finish.
+
+mod builtin;
+mod config;
+mod error;
+mod grpc_handler;
+mod http_handler;
+pub mod http_reply;
+mod registry;
+mod stage;
+
+use cascade_service::{Readiness, Shutdown, serve_admin};
+use cascade_worker::{Worker, WorkerHandle};
+
+pub use config::{DEFAULT_GATEWAY, ENV_PREFIX, StageWorkerConfig, parse_handler_kind};
+pub use error::StageWorkerError;
+pub use registry::Registry;
+pub use stage::{StageContext, StageHandler};
+
+/// Runs the stage worker `config` describes until `shutdown`, then drains and returns.
+pub async fn run(config: StageWorkerConfig, shutdown: Shutdown) -> Result<(), StageWorkerError> {
+    StageWorker::new(config, &Registry::new())?
+        .run(shutdown)
+        .await
+}
+
+/// A stage worker, ready to run; its [`WorkerHandle`] turns its concurrency and batch size.
+pub struct StageWorker {
+    worker: Worker<StageHandler>,
+    stage: StageContext,
+    http_addr: Option<String>,
+}
+
+impl StageWorker {
+    /// Checks `config` and builds its handler (in-process ones from `registry`). Connects
+    /// to the gateway lazily, so it may start first. Call it inside a Tokio runtime.
+    pub fn new(
+        config: StageWorkerConfig,
+        registry: &Registry,
+    ) -> Result<StageWorker, StageWorkerError> {
+        let plan = config.plan()?;
+        let handler = registry.build(&plan.handler, &plan.stage)?;
+        let worker = Worker::connect_lazy(&plan.gateway, plan.worker, handler)?;
+        Ok(StageWorker {
+            worker,
+            stage: plan.stage,
+            http_addr: plan.http_addr,
+        })
+    }
+
+    pub fn handle(&self) -> WorkerHandle {
+        self.worker.handle()
+    }
+
+    pub fn stage(&self) -> &StageContext {
+        &self.stage
+    }
+
+    /// Serves the admin port (if any) and runs the worker until `shutdown`, then drains.
+    pub async fn run(self, shutdown: Shutdown) -> Result<(), StageWorkerError> {
+        let readiness = Readiness::default();
+        let admin = match &self.http_addr {
+            Some(addr) => Some(
+                serve_admin(
+                    addr,
+                    readiness.clone(),
+                    axum::Router::new(),
+                    shutdown.clone(),
+                )
+                .await?
+                .1,
+            ),
+            None => None,
+        };
+        tracing::info!(
+            queue = %self.stage.queue,
+            pipeline = ?self.stage.pipeline,
+            stage = ?self.stage.stage,
+            "stage_worker.running"
+        );
+        readiness.set(true);
+        let stopping = {
+            let readiness = readiness.clone();
+            async move {
+                shutdown.wait().await;
+                readiness.set(false);
+            }
+        };
+        let ran = self.worker.run_until(stopping).await;
+        if let Some(admin) = admin
+            && let Err(err) = admin.await
+        {
+            tracing::error!(error = %err, "stage_worker.admin.died");
+        }
+        Ok(ran?)
+    }
+}

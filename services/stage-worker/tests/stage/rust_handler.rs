@@ -1,0 +1,99 @@
+//! In-process Rust handlers: through the SDK's `Worker` directly, and registered by name
+//! in a stage worker.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use cascade_core::QueueConfig;
+use cascade_stage_worker::Registry;
+use cascade_worker::{Outcome, Worker, WorkerConfig, handler_fn};
+
+use crate::harness::{Cascade, RunningStage, stage_config};
+
+fn quick_retries() -> QueueConfig {
+    QueueConfig {
+        lease: Duration::from_secs(5),
+        backoff_initial: Duration::from_millis(100),
+        backoff_max: Duration::from_millis(100),
+        ..QueueConfig::default()
+    }
+}
+
+#[tokio::test]
+async fn an_sdk_handler_error_is_retried_then_its_advance_applied() {
+    let cascade = Cascade::start().await;
+    cascade.create_queue("resize", quick_retries()).await;
+    cascade.create_queue("thumbnails", quick_retries()).await;
+    let attempts = Arc::new(Mutex::new(Vec::new()));
+    let seen = Arc::clone(&attempts);
+    let handler = handler_fn(move |event, attempt| {
+        let seen = Arc::clone(&seen);
+        async move {
+            seen.lock().expect("attempts").push(attempt);
+            if attempt == 1 {
+                return Err("the image store is not up yet".into());
+            }
+            let mut resized = event.payload.clone();
+            resized.extend_from_slice(b" (small)");
+            Ok(Outcome::Advance {
+                to: Some("thumbnails".into()),
+                payload: Some(resized),
+                headers: Default::default(),
+                delay: None,
+            })
+        }
+    });
+    let config = WorkerConfig::new("resize")
+        .expect("queue")
+        .poll_wait(Duration::from_secs(1));
+    let worker = Worker::connect(&cascade.gateway(), config, handler)
+        .await
+        .expect("connect");
+    let handle = worker.handle();
+    let running = tokio::spawn(worker.run());
+    let id = cascade.enqueue("resize", b"cat.png", &[]).await;
+
+    cascade.wait_for_completed("resize", 1).await;
+    assert_eq!(*attempts.lock().expect("attempts"), vec![1, 2]);
+    let moved = cascade.get("thumbnails", &id).await.expect("advanced");
+    assert_eq!(moved.payload, b"cat.png (small)");
+    handle.shutdown();
+    running.await.expect("worker task").expect("a clean stop");
+    cascade.stop().await;
+}
+
+#[tokio::test]
+async fn a_registered_handler_runs_by_name_and_advance_on_a_plain_queue_is_an_ack() {
+    let cascade = Cascade::start().await;
+    cascade.create_queue("emails", quick_retries()).await;
+    let sent = Arc::new(Mutex::new(Vec::new()));
+    let outbox = Arc::clone(&sent);
+    let mut registry = Registry::new();
+    registry.register(
+        "send-email",
+        handler_fn(move |event, _attempt| {
+            let outbox = Arc::clone(&outbox);
+            async move {
+                outbox.lock().expect("outbox").push(event.payload.clone());
+                Ok(Outcome::Advance {
+                    to: None,
+                    payload: None,
+                    headers: Default::default(),
+                    delay: None,
+                })
+            }
+        }),
+    );
+    let stage = RunningStage::start(
+        stage_config(&cascade, "emails", "builtin:send-email"),
+        &registry,
+    );
+    let id = cascade.enqueue("emails", b"hello", &[]).await;
+
+    cascade.wait_for_completed("emails", 1).await;
+    assert_eq!(*sent.lock().expect("outbox"), vec![b"hello".to_vec()]);
+    let gone = cascade.get("emails", &id).await.expect_err("acked");
+    assert_eq!(gone.code(), tonic::Code::NotFound);
+    stage.stop().await.expect("a clean stop");
+    cascade.stop().await;
+}
