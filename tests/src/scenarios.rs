@@ -11,6 +11,10 @@ use tonic::Code;
 use crate::Cluster;
 use crate::cluster::SHARDS;
 
+mod pipelines;
+
+pub use pipelines::*;
+
 pub fn seconds(s: f64) -> prost_types::Duration {
     prost_types::Duration {
         seconds: s.trunc() as i64,

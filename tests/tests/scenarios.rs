@@ -19,4 +19,7 @@ cascade_e2e::scenario_tests!(
     killed_dispatcher_loses_no_acknowledged_event,
     advance_to_the_other_shard_arrives_exactly_once,
     headers_travel_with_the_event,
+    pipeline_walks_its_stages_and_acks_after_the_last,
+    advance_to_a_named_stage_jumps,
+    reapplied_pipeline_keeps_its_events,
 );

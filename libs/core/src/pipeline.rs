@@ -79,7 +79,7 @@ fn default_timeout() -> Duration {
 impl Pipeline {
     /// Checks names, references and every stage's config; errors name the field, e.g. `stages[2].next`.
     pub fn validate(&self) -> Result<(), Error> {
-        check_token(&self.name, "name", 100, is_stage_char, NAME_RULE)?;
+        Pipeline::validate_name(&self.name, "name")?;
         if self.stages.is_empty() {
             return Err(Error::invalid(
                 "stages",
@@ -89,7 +89,7 @@ impl Pipeline {
         let mut seen = HashSet::new();
         for (index, stage) in self.stages.iter().enumerate() {
             let field = format!("stages[{index}].name");
-            check_token(&stage.name, &field, 100, is_stage_char, NAME_RULE)?;
+            Pipeline::validate_name(&stage.name, &field)?;
             if !seen.insert(stage.name.as_str()) {
                 return Err(Error::invalid(
                     field,
@@ -118,18 +118,36 @@ impl Pipeline {
             if let Some(next) = &stage.next
                 && self.stage(next).is_none()
             {
-                let names: Vec<&str> = self.stages.iter().map(|s| s.name.as_str()).collect();
                 return Err(Error::invalid(
                     format!("stages[{index}].next"),
                     format!(
                         "must name a stage of this pipeline ({}), got {}",
-                        names.join(", "),
+                        self.stage_names(),
                         excerpt(next)
                     ),
                 ));
             }
         }
         Ok(())
+    }
+
+    /// Checks a pipeline name given in `field` (a stage name follows the same rule).
+    pub fn validate_name(name: &str, field: &str) -> Result<(), Error> {
+        check_token(name, field, 100, is_stage_char, NAME_RULE)
+    }
+
+    /// `(pipeline, stage)` of a queue named like a stage's queue: exactly one `.`, with a
+    /// valid name on each side. Whether that pipeline exists is for the caller to find out.
+    pub fn split_stage_queue(queue: &str) -> Option<(&str, &str)> {
+        let (pipeline, stage) = queue.split_once('.')?;
+        let valid = |name: &str| Pipeline::validate_name(name, "").is_ok();
+        (valid(pipeline) && valid(stage)).then_some((pipeline, stage))
+    }
+
+    /// The stages' names in order, `, `-separated: for messages that say what is valid.
+    pub fn stage_names(&self) -> String {
+        let names: Vec<&str> = self.stages.iter().map(|s| s.name.as_str()).collect();
+        names.join(", ")
     }
 
     pub fn stage(&self, name: &str) -> Option<&Stage> {

@@ -123,3 +123,28 @@ fn long_names_must_still_form_queue_names() {
     p.stages[0].queue.dead_letter_queue = Some(QueueName::parse("graveyard").expect("valid"));
     assert_eq!(p.validate(), Ok(()));
 }
+
+#[test]
+fn stage_queue_names_split_into_pipeline_and_stage() {
+    assert_eq!(
+        Pipeline::split_stage_queue("orders.ship"),
+        Some(("orders", "ship"))
+    );
+    for not_a_stage in [
+        "orders",
+        "orders.ship.dlq",
+        ".ship",
+        "orders.",
+        "inbox:a.b",
+        "a.b*",
+    ] {
+        assert_eq!(
+            Pipeline::split_stage_queue(not_a_stage),
+            None,
+            "{not_a_stage}"
+        );
+    }
+    assert_eq!(pipeline(&["a", "b"]).stage_names(), "a, b");
+    let err = Pipeline::validate_name("a.b", "pipeline").expect_err("dot");
+    assert_eq!(err.field(), "pipeline");
+}

@@ -51,7 +51,10 @@ mod tests {
         for i in 0..4000 {
             counts[shard_of(&q(&format!("inbox:{i}")), 4) as usize] += 1;
         }
-        assert!(counts.iter().all(|&c| (800..1200).contains(&c)), "{counts:?}");
+        assert!(
+            counts.iter().all(|&c| (800..1200).contains(&c)),
+            "{counts:?}"
+        );
     }
 
     #[test]

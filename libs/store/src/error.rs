@@ -15,6 +15,8 @@ pub enum StoreError {
         "queue '{queue}' does not exist: create it with CreateQueue, or create a template such as '{hint}*' that matches it"
     )]
     QueueNotFound { queue: String, hint: String },
+    #[error("pipeline '{name}' does not exist: apply it with ApplyPipeline")]
+    PipelineNotFound { name: String },
     #[error("queue '{queue}' already exists with another config")]
     QueueExists { queue: String },
     #[error("event '{id}' not found in queue '{queue}'")]
@@ -76,7 +78,9 @@ impl StoreError {
     pub fn code(&self) -> Code {
         match self {
             StoreError::Invalid(e) => e.code(),
-            StoreError::QueueNotFound { .. } | StoreError::EventNotFound { .. } => Code::NotFound,
+            StoreError::QueueNotFound { .. }
+            | StoreError::EventNotFound { .. }
+            | StoreError::PipelineNotFound { .. } => Code::NotFound,
             StoreError::QueueExists { .. } | StoreError::IdTaken { .. } => Code::AlreadyExists,
             StoreError::LeaseHeld { .. } | StoreError::StaleLease { .. } => {
                 Code::FailedPrecondition

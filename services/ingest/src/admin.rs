@@ -4,14 +4,15 @@
 //! shard (both are idempotent: a partial failure is fixed by retrying), and reading one asks
 //! shard 0. A plain queue goes to its owner. `ListQueues` asks every shard and merges. Stats,
 //! purge, dead letters and redrive name one queue (a template is refused: its queues are on
-//! every shard and it holds no events itself). Pipelines come in a later issue.
+//! every shard and it holds no events itself). Pipelines are on every shard too: see
+//! `pipelines`.
 
 use cascade_core::QueueName;
 use cascade_proto::bus::v1::dispatcher_reply::Result as Reply;
 use cascade_proto::bus::v1::dispatcher_request::Op;
 use cascade_proto::convert::{
-    ConvertError, create_queue_from_proto, list_dead_letters_from_proto, list_queues_from_proto,
-    queue_name_from_proto, redrive_from_proto,
+    create_queue_from_proto, get_pipeline_from_proto, list_dead_letters_from_proto,
+    list_queues_from_proto, pipeline_from_proto, queue_name_from_proto, redrive_from_proto,
 };
 use cascade_proto::v1::{
     CreateQueueRequest, DeleteQueueRequest, DeleteQueueResponse, GetPipelineRequest,
@@ -25,6 +26,7 @@ use tonic::{Request, Response, Status};
 use crate::IngestError;
 use crate::gateway::Gateway;
 use crate::list::merge_queue_pages;
+use crate::pipelines::{apply_on, pipeline_reply, read_any};
 use crate::route::unexpected;
 
 /// The shard asked about a template: every shard holds it.
@@ -52,14 +54,10 @@ impl Gateway {
 fn events_queue(name: &str, field: &str) -> Result<QueueName, IngestError> {
     let queue = queue_name_from_proto(name, field)?;
     if queue.is_template() {
-        return Err(IngestError::Invalid(ConvertError::Invalid(
-            cascade_core::Error::invalid(
-                field,
-                format!(
-                    "'{queue}' is a template, whose queues live on every shard; name one queue"
-                ),
-            ),
-        )));
+        return Err(IngestError::invalid(
+            field,
+            format!("'{queue}' is a template, whose queues live on every shard; name one queue"),
+        ));
     }
     Ok(queue)
 }
@@ -178,28 +176,40 @@ impl Admin for Gateway {
         }
     }
 
-    async fn apply_pipeline(&self, _: Request<Pipeline>) -> Result<Response<Pipeline>, Status> {
-        Err(IngestError::PipelinesUnavailable {
-            rpc: "ApplyPipeline",
-        }
-        .into())
+    async fn apply_pipeline(
+        &self,
+        request: Request<Pipeline>,
+    ) -> Result<Response<Pipeline>, Status> {
+        let pipeline = pipeline_from_proto(&request.into_inner()).map_err(IngestError::from)?;
+        let applied = apply_on(&self.shards, &pipeline).await;
+        // Even a partial apply may have changed some shards: look again next time.
+        self.pipelines.invalidate();
+        Ok(Response::new(applied?))
     }
 
     async fn get_pipeline(
         &self,
-        _: Request<GetPipelineRequest>,
+        request: Request<GetPipelineRequest>,
     ) -> Result<Response<Pipeline>, Status> {
-        Err(IngestError::PipelinesUnavailable { rpc: "GetPipeline" }.into())
+        let request = request.into_inner();
+        get_pipeline_from_proto(&request).map_err(IngestError::from)?;
+        let (shard, reply) = read_any(&self.shards, Op::GetPipeline(request)).await?;
+        Ok(Response::new(pipeline_reply(
+            shard,
+            "a pipeline get",
+            reply,
+        )?))
     }
 
     async fn list_pipelines(
         &self,
-        _: Request<ListPipelinesRequest>,
+        request: Request<ListPipelinesRequest>,
     ) -> Result<Response<ListPipelinesResponse>, Status> {
-        Err(IngestError::PipelinesUnavailable {
-            rpc: "ListPipelines",
+        let op = Op::ListPipelines(request.into_inner());
+        match read_any(&self.shards, op).await? {
+            (_, Reply::Pipelines(listed)) => Ok(Response::new(listed)),
+            (shard, other) => Err(unexpected(shard, "a pipeline list", &other).into()),
         }
-        .into())
     }
 
     async fn list_dead_letters(

@@ -20,9 +20,7 @@ pub enum IngestError {
         why: String,
     },
     /// A request names a pipeline, and there is none by that name (`name` is quoted and cut).
-    #[error(
-        "{field}: no pipeline named {name} (pipelines are not available yet); enqueue into a queue by name"
-    )]
+    #[error("{field}: no pipeline named {name}; apply it with ApplyPipeline first")]
     NoSuchPipeline { field: String, name: String },
     /// What a shard answered (an error reply, or a failed item of a batch), passed on as is.
     #[error("{message}")]
@@ -46,9 +44,6 @@ pub enum IngestError {
         asked: &'static str,
         got: String,
     },
-    /// The one RPC family that does not exist yet.
-    #[error("{rpc}: pipelines are not available yet; create queues with CreateQueue instead")]
-    PipelinesUnavailable { rpc: &'static str },
     /// The gateway stopped before the request could be sent.
     #[error(
         "the gateway is shutting down; retry on another replica (with the same id or idempotency key)"
@@ -79,7 +74,6 @@ impl IngestError {
             IngestError::Shard { code: 0, .. } => tonic::Code::Internal,
             IngestError::Shard { code, .. } => tonic::Code::from_i32(*code),
             IngestError::Bus { source, .. } => grpc(source.code()),
-            IngestError::PipelinesUnavailable { .. } => tonic::Code::Unimplemented,
             IngestError::ShuttingDown => tonic::Code::Unavailable,
             IngestError::BadReply { .. }
             | IngestError::Listen { .. }
@@ -93,12 +87,25 @@ impl IngestError {
         self.code() as i32
     }
 
+    /// INVALID_ARGUMENT for `field`, found by the gateway itself.
+    pub fn invalid(field: &str, reason: impl Into<String>) -> IngestError {
+        IngestError::Invalid(ConvertError::Invalid(cascade_core::Error::invalid(
+            field, reason,
+        )))
+    }
+
     /// A shard's failure, kept with its code and message.
     pub fn shard(code: i32, message: impl Into<String>) -> IngestError {
         IngestError::Shard {
             code,
             message: message.into(),
         }
+    }
+}
+
+impl From<cascade_core::Error> for IngestError {
+    fn from(err: cascade_core::Error) -> IngestError {
+        IngestError::Invalid(ConvertError::Invalid(err))
     }
 }
 

@@ -1,5 +1,6 @@
-//! The state the three gRPC services share: the shards, the limits, and one coalescer per
-//! kind of batched request. It holds no data of its own (DESIGN §1: ingest is stateless).
+//! The state the three gRPC services share: the shards, the limits, one coalescer per kind
+//! of batched request, and a copy of the pipelines kept for a second. It holds no data of
+//! its own (DESIGN §1: ingest is stateless).
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -11,6 +12,7 @@ use tokio::task::JoinSet;
 use crate::coalesce::{Batch, Coalescer, Sized};
 use crate::ingest::EnqueueBatch;
 use crate::limits::Limits;
+use crate::pipelines::PipelineCache;
 use crate::route::Shards;
 use crate::worker::CompleteBatch;
 
@@ -19,6 +21,8 @@ pub(crate) struct Gateway {
     pub limits: Limits,
     pub enqueue: Coalescer<EnqueueBatch>,
     pub complete: Coalescer<CompleteBatch>,
+    /// What enqueues by pipeline name and advances between stages resolve through.
+    pub pipelines: PipelineCache,
 }
 
 impl Gateway {
@@ -34,6 +38,7 @@ impl Gateway {
         Gateway {
             enqueue: Coalescer::start(&shards, &limits, tasks),
             complete: Coalescer::start(&shards, &limits, tasks),
+            pipelines: PipelineCache::new(),
             shards,
             limits,
         }

@@ -1,9 +1,11 @@
 //! The `Ingest` service: `Enqueue`, `EnqueueBatch`, `Get`, `Update`, `Delete`.
 //!
 //! Enqueues go through the per-shard coalescer: a unary `Enqueue` is a batch of one, an
-//! `EnqueueBatch` is split by shard and reassembled in request order. An invalid item never
-//! leaves the gateway: a unary request fails, a batch item gets its own code and message
-//! naming `items[i].<field>` while the valid items go on (as the shard treats them too).
+//! `EnqueueBatch` is split by shard and reassembled in request order. An enqueue that names
+//! a pipeline goes to its first stage's queue (looked up in the gateway's pipeline cache).
+//! An invalid item never leaves the gateway: a unary request fails, a batch item gets its
+//! own code and message naming `items[i].<field>` while the valid items go on (as the shard
+//! treats them too).
 
 use cascade_proto::bus::v1::dispatcher_reply::Result as Reply;
 use cascade_proto::bus::v1::dispatcher_request::Op;
@@ -18,8 +20,8 @@ use tonic::{Request, Response, Status};
 
 use crate::IngestError;
 use crate::coalesce::{Batch, Sized};
-use crate::error::excerpt;
 use crate::gateway::{Gateway, Prepared, field, renumber, scatter};
+use crate::pipelines::no_such_pipeline;
 use crate::route::unexpected;
 
 /// Enqueues, coalesced per shard into the bus's `EnqueueBatchRequest`.
@@ -51,8 +53,9 @@ impl Batch for EnqueueBatch {
 }
 
 impl Gateway {
-    /// Validates one enqueue (fields under `prefix`) and finds its shard.
-    fn prepare_enqueue(
+    /// Validates one enqueue (fields under `prefix`), resolves a pipeline to its first
+    /// stage's queue, and finds the shard.
+    async fn prepare_enqueue(
         &self,
         mut request: EnqueueRequest,
         prefix: &str,
@@ -65,10 +68,14 @@ impl Gateway {
         let queue = match item.destination {
             Destination::Queue(queue) => queue,
             Destination::Pipeline(name) => {
-                return Err(IngestError::NoSuchPipeline {
-                    field: field(prefix, "pipeline"),
-                    name: excerpt(&name),
-                });
+                let Some(pipeline) = self.pipelines.get(&self.shards, &name).await? else {
+                    return Err(no_such_pipeline(field(prefix, "pipeline"), &name));
+                };
+                // A shard takes a queue name: the first stage's.
+                let first = pipeline.first_queue();
+                request.pipeline.clear();
+                request.queue = first.to_string();
+                first
             }
         };
         let bytes = item_len(&request);
@@ -96,7 +103,7 @@ impl Ingest for Gateway {
         &self,
         request: Request<EnqueueRequest>,
     ) -> Result<Response<EnqueueResponse>, Status> {
-        let (shard, item) = self.prepare_enqueue(request.into_inner(), "")?;
+        let (shard, item) = self.prepare_enqueue(request.into_inner(), "").await?;
         let result = self.enqueue.submit(shard, vec![item]).await.pop();
         match result {
             Some(EnqueueResult {
@@ -122,11 +129,12 @@ impl Ingest for Gateway {
     ) -> Result<Response<EnqueueBatchResponse>, Status> {
         let items = request.into_inner().items;
         self.limits.check_items("items", items.len())?;
-        let prepared = items
+        let prefixes: Vec<String> = (0..items.len()).map(|i| format!("items[{i}]")).collect();
+        let preparing = items
             .into_iter()
-            .enumerate()
-            .map(|(index, item)| self.prepare_enqueue(item, &format!("items[{index}]")))
-            .collect();
+            .zip(&prefixes)
+            .map(|(item, prefix)| self.prepare_enqueue(item, prefix));
+        let prepared = futures::future::join_all(preparing).await;
         let mut results = scatter(&self.enqueue, prepared).await;
         for (index, result) in results.iter_mut().enumerate() {
             if result.code != 0 {

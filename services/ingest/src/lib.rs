@@ -5,18 +5,22 @@
 //! completions for one shard into one bus request; and maps every failure to a gRPC status.
 //! It keeps no state and answers OK only after the owning shard answered OK.
 //!
-//! Entry points: [`run`] binds `grpc.addr`; [`serve`] takes a bound listener.
+//! Entry points: [`run`] binds `grpc.addr`; [`serve`] takes a bound listener;
+//! [`apply_pipeline`] applies a pipeline (from the config file) without a gRPC call.
 
 mod admin;
+mod advance;
 mod coalesce;
 mod error;
 mod gateway;
 mod ingest;
 mod limits;
 mod list;
+mod pipelines;
 mod route;
 mod server;
 mod worker;
 
 pub use error::IngestError;
+pub use pipelines::apply_pipeline;
 pub use server::{run, serve};

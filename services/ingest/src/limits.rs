@@ -4,7 +4,6 @@
 
 use std::time::Duration;
 
-use cascade_proto::convert::ConvertError;
 use cascade_service::Settings;
 
 use crate::IngestError;
@@ -43,15 +42,13 @@ impl Limits {
         if count <= self.max_batch_items {
             return Ok(());
         }
-        Err(IngestError::Invalid(ConvertError::Invalid(
-            cascade_core::Error::invalid(
-                field,
-                format!(
-                    "at most {} per request (ingest.max_batch_items), got {count}; split the request",
-                    self.max_batch_items
-                ),
+        Err(IngestError::invalid(
+            field,
+            format!(
+                "at most {} per request (ingest.max_batch_items), got {count}; split the request",
+                self.max_batch_items
             ),
-        )))
+        ))
     }
 
     /// RESOURCE_EXHAUSTED when the payload in `field` is over `ingest.max_payload`, or when the

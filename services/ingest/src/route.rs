@@ -102,5 +102,7 @@ fn reply_kind(reply: &Reply) -> &'static str {
         Reply::Stats(_) => "stats",
         Reply::DeadLetters(_) => "dead letters",
         Reply::Redrive(_) => "redrive",
+        Reply::Pipeline(_) => "pipeline",
+        Reply::Pipelines(_) => "pipelines",
     }
 }

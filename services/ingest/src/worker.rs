@@ -2,19 +2,22 @@
 //!
 //! `Take` with `wait` is a long poll the shard honours itself (cut to
 //! `dispatcher.max_take_wait`): the gateway waits that long plus `bus.request_timeout`.
-//! `Complete` is split by shard, coalesced like enqueues, and answered per item in order.
+//! `Complete` is split by shard, coalesced like enqueues, and answered per item in order; an
+//! advance reaches its shard with its target resolved (`advance`).
 
+use cascade_core::Outcome;
 use cascade_proto::bus::v1::dispatcher_reply::Result as Reply;
 use cascade_proto::bus::v1::dispatcher_request::Op;
 use cascade_proto::convert::{completion_from_proto, extend_from_proto, take_from_proto};
 use cascade_proto::v1::completion::Outcome as ProtoOutcome;
 use cascade_proto::v1::{
-    CompleteRequest, CompleteResponse, Completion, CompletionResult, ExtendLeaseRequest,
+    Ack, CompleteRequest, CompleteResponse, Completion, CompletionResult, ExtendLeaseRequest,
     ExtendLeaseResponse, TakeRequest, TakeResponse, worker_server::Worker,
 };
 use tonic::{Request, Response, Status};
 
 use crate::IngestError;
+use crate::advance::Target;
 use crate::coalesce::{Batch, Sized};
 use crate::gateway::{Gateway, Prepared, field, renumber, scatter};
 use crate::ingest::item_len;
@@ -48,8 +51,13 @@ impl Batch for CompleteBatch {
 }
 
 impl Gateway {
-    /// Validates one completion (fields under `prefix`) and finds its shard.
-    fn prepare_completion(&self, mut completion: Completion, prefix: &str) -> Prepared<Completion> {
+    /// Validates one completion (fields under `prefix`), resolves an advance's target (see
+    /// `advance`), and finds the shard.
+    async fn prepare_completion(
+        &self,
+        mut completion: Completion,
+        prefix: &str,
+    ) -> Prepared<Completion> {
         // An advance may carry a new payload: validated without it, measured on its own.
         let payload = match &mut completion.outcome {
             Some(ProtoOutcome::Advance(advance)) => advance.payload.take(),
@@ -60,10 +68,31 @@ impl Gateway {
         if let Some(ProtoOutcome::Advance(advance)) = &mut completion.outcome {
             advance.payload = payload;
         }
-        let bytes = item_len(&completion);
+        let payload_field = field(prefix, "advance.payload");
         if let Some(payload_len) = payload_len {
-            let field = field(prefix, "advance.payload");
-            self.limits.check_payload(&field, payload_len, bytes)?;
+            self.limits
+                .check_payload(&payload_field, payload_len, item_len(&completion))?;
+        }
+        if let Outcome::Advance { to, .. } = &item.outcome {
+            let field = field(prefix, "advance.to");
+            match self
+                .advance_target(&item.queue, to.as_deref(), &field)
+                .await?
+            {
+                Target::Ack => completion.outcome = Some(ProtoOutcome::Ack(Ack {})),
+                Target::Queue(target) => {
+                    if let Some(ProtoOutcome::Advance(advance)) = &mut completion.outcome {
+                        advance.to = target;
+                    }
+                }
+            }
+        }
+        let bytes = item_len(&completion);
+        // Again with the target resolved: a longer `to` may no longer fit one bus message.
+        let still_advance = matches!(completion.outcome, Some(ProtoOutcome::Advance(_)));
+        if let Some(payload_len) = payload_len.filter(|_| still_advance) {
+            self.limits
+                .check_payload(&payload_field, payload_len, bytes)?;
         }
         Ok((
             self.shards.owner(&item.queue),
@@ -98,11 +127,14 @@ impl Worker for Gateway {
     ) -> Result<Response<CompleteResponse>, Status> {
         let completions = request.into_inner().completions;
         self.limits.check_items("completions", completions.len())?;
-        let prepared = completions
-            .into_iter()
-            .enumerate()
-            .map(|(index, c)| self.prepare_completion(c, &format!("completions[{index}]")))
+        let prefixes: Vec<String> = (0..completions.len())
+            .map(|i| format!("completions[{i}]"))
             .collect();
+        let preparing = completions
+            .into_iter()
+            .zip(&prefixes)
+            .map(|(completion, prefix)| self.prepare_completion(completion, prefix));
+        let prepared = futures::future::join_all(preparing).await;
         let mut results = scatter(&self.complete, prepared).await;
         for (index, result) in results.iter_mut().enumerate() {
             if result.code != 0 {

@@ -9,7 +9,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use cascade_core::{EventId, IdempotencyKey, QueueName, Timestamp, validate_headers};
+use cascade_core::{EventId, IdempotencyKey, Pipeline, QueueName, Timestamp, validate_headers};
 use cascade_store::shard::{EnqueueCmd, Enqueued};
 
 use super::time::{
@@ -23,7 +23,7 @@ use crate::v1::enqueue_request::When as ProtoWhen;
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Destination {
     Queue(QueueName),
-    /// The pipeline's first stage; the name is checked against the pipelines by the gateway.
+    /// The pipeline's first stage: a valid pipeline name, looked up by the gateway.
     Pipeline(String),
 }
 
@@ -133,7 +133,10 @@ pub fn enqueue_from_proto(
             }
             Destination::Queue(name)
         }
-        ("", pipeline) => Destination::Pipeline(pipeline.to_owned()),
+        ("", pipeline) => {
+            Pipeline::validate_name(pipeline, &field_at(prefix, "pipeline"))?;
+            Destination::Pipeline(pipeline.to_owned())
+        }
         (_, _) => {
             return Err(invalid(
                 prefix,
@@ -371,6 +374,16 @@ mod tests {
             ..v1::EnqueueRequest::default()
         };
         assert!(enqueue_from_proto(both, "").is_err());
+        let bad_name = v1::EnqueueRequest {
+            pipeline: "orders.validate".into(),
+            ..v1::EnqueueRequest::default()
+        };
+        let err = enqueue_from_proto(bad_name, "items[1]").expect_err("a queue name");
+        assert!(
+            err.to_string()
+                .starts_with("items[1].pipeline: must be 1-100 bytes of [A-Za-z0-9_-]"),
+            "{err}"
+        );
     }
 
     #[test]

@@ -40,7 +40,7 @@ pub use lookup::{
     DEFAULT_PAGE_SIZE, EventRef, MAX_PAGE_SIZE, PageRequest, UpdateItem, event_ref_from_proto,
     list_dead_letters_from_proto, list_queues_from_proto, redrive_from_proto, update_from_proto,
 };
-pub use pipeline::{pipeline_from_proto, pipeline_to_proto};
+pub use pipeline::{get_pipeline_from_proto, pipeline_from_proto, pipeline_to_proto};
 pub use queue::{
     create_queue_from_proto, queue_config_from_proto, queue_config_to_proto, queue_name_from_proto,
     queue_stats_from_proto, queue_stats_to_proto, queue_to_proto,

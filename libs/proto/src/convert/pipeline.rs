@@ -82,6 +82,12 @@ fn stage_from_proto(stage: &v1::Stage, prefix: &str) -> Result<Stage, ConvertErr
     })
 }
 
+/// The pipeline a `GetPipeline` names, checked like a pipeline's own name.
+pub fn get_pipeline_from_proto(request: &v1::GetPipelineRequest) -> Result<String, ConvertError> {
+    Pipeline::validate_name(&request.name, "name")?;
+    Ok(request.name.clone())
+}
+
 pub fn pipeline_to_proto(pipeline: &Pipeline) -> v1::Pipeline {
     v1::Pipeline {
         name: pipeline.name.clone(),
@@ -151,6 +157,19 @@ mod tests {
             pipeline_from_proto(&pipeline_to_proto(&pipeline)),
             Ok(pipeline)
         );
+    }
+
+    #[test]
+    fn get_names_a_valid_pipeline() {
+        let get =
+            |name: &str| get_pipeline_from_proto(&v1::GetPipelineRequest { name: name.into() });
+        assert_eq!(get("orders"), Ok("orders".to_owned()));
+        let err = get("").expect_err("empty");
+        assert!(
+            err.to_string().starts_with("name: must be 1-100 bytes"),
+            "{err}"
+        );
+        assert!(get("orders.validate").is_err());
     }
 
     #[test]

@@ -9,6 +9,7 @@ pub const FORMAT_VERSION: u64 = 1;
 
 pub(crate) const META: u8 = 0x00;
 pub(crate) const QUEUE: u8 = 0x01;
+pub(crate) const PIPELINE: u8 = 0x02;
 pub(crate) const COUNTERS: u8 = 0x03;
 pub(crate) const EVENT: u8 = 0x10;
 pub(crate) const READY: u8 = 0x11;
@@ -35,6 +36,15 @@ pub fn queue_name_of(key: &[u8]) -> Option<&[u8]> {
 
 pub fn queue_space() -> (Vec<u8>, Vec<u8>) {
     (vec![QUEUE], vec![QUEUE + 1])
+}
+
+/// Pipeline records, by name. Every shard holds every pipeline.
+pub fn pipeline(name: &str) -> Vec<u8> {
+    Writer::default().u8(PIPELINE).raw(name.as_bytes()).finish()
+}
+
+pub fn pipeline_space() -> (Vec<u8>, Vec<u8>) {
+    (vec![PIPELINE], vec![PIPELINE + 1])
 }
 
 pub fn counters(qid: u64) -> Vec<u8> {

@@ -15,6 +15,7 @@ pub fn check_entry(key: &[u8], value: &[u8]) -> Result<(), Malformed> {
     };
     match prefix {
         keys::QUEUE => records::decode_queue(value).map(drop),
+        keys::PIPELINE => records::decode_pipeline(value).map(drop),
         keys::COUNTERS => records::decode_counters(value).map(drop),
         keys::EVENT => records::decode_event(value).map(drop),
         keys::DEDUP => records::decode_dedup(value).map(drop),

@@ -8,6 +8,10 @@ use cascade_core::{EventId, EventState, QueueConfig, QueueName, Timestamp};
 
 use super::bytes::{Malformed, Reader, Writer};
 
+mod pipeline;
+
+pub use pipeline::{decode_pipeline, encode_pipeline};
+
 const V1: u8 = 1;
 
 /// How a queue record came to be.

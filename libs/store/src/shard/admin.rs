@@ -8,7 +8,7 @@ use super::{Page, Queue, QueueStats, Shard, sort_templates};
 use crate::codec::keys;
 use crate::codec::records::{self, EventRecord, QueueKind, QueueRecord};
 use crate::error::StoreError;
-use crate::kv::{Flow, Txn};
+use crate::kv::{Batch, Flow, Txn};
 
 impl Shard {
     /// Creates a queue, or a template when the name ends in `*`. Creating it again with the
@@ -21,43 +21,53 @@ impl Shard {
     ) -> Result<Queue, StoreError> {
         config.validate()?;
         let mut txn = Txn::new(&self.kv);
-        let existing = match txn.get(&keys::queue(name.as_str()))? {
-            Some(v) => Some(records::decode_queue(&v).map_err(|e| State::corrupt(&self.kv, e))?),
-            None => None,
-        };
-        let id = match existing {
-            Some(rec) if rec.kind == QueueKind::Explicit || rec.kind == QueueKind::Template => {
-                if rec.config != config {
-                    return Err(StoreError::QueueExists {
-                        queue: name.to_string(),
-                    });
-                }
-                return Ok(Queue { name, config });
+        let existing = self.st.stored_queue(&txn, &name)?;
+        if let Some(rec) = &existing
+            && matches!(rec.kind, QueueKind::Explicit | QueueKind::Template)
+        {
+            if rec.config != config {
+                return Err(StoreError::QueueExists {
+                    queue: name.to_string(),
+                });
             }
-            // A queue made from a template or as a dead-letter queue becomes explicit, events kept.
-            Some(rec) => rec.id,
-            None => self.st.seqs.next_queue_id(),
-        };
-        let kind = if name.is_template() {
-            QueueKind::Template
-        } else {
-            QueueKind::Explicit
-        };
-        let rec = QueueRecord {
-            id,
-            name: name.clone(),
-            config: config.clone(),
-            kind,
-            created_at: now,
-        };
-        txn.put(keys::queue(name.as_str()), records::encode_queue(&rec));
+            return Ok(Queue { name, config });
+        }
+        // A queue made from a template or as a dead-letter queue becomes explicit, events kept.
+        let rec = self.st.write_queue(&mut txn, now, &name, &config, existing);
         let batch = self.st.seal(txn);
+        self.commit_queue(batch, rec);
+        Ok(Queue { name, config })
+    }
+
+    /// Creates a queue (or template), or replaces its config: its events stay, and take the
+    /// new config from their next transition on (a lease already given keeps its deadline).
+    /// What re-applying a pipeline does to the queues of its stages.
+    pub fn put_queue(
+        &mut self,
+        now: Timestamp,
+        name: QueueName,
+        config: QueueConfig,
+    ) -> Result<Queue, StoreError> {
+        config.validate()?;
+        let mut txn = Txn::new(&self.kv);
+        let existing = self.st.stored_queue(&txn, &name)?;
+        if !State::needs_write(existing.as_ref(), &config) {
+            return Ok(Queue { name, config });
+        }
+        let rec = self.st.write_queue(&mut txn, now, &name, &config, existing);
+        let batch = self.st.seal(txn);
+        self.commit_queue(batch, rec);
+        Ok(Queue { name, config })
+    }
+
+    /// Commits a write of `rec`, keeping the in-memory templates in step.
+    fn commit_queue(&mut self, batch: Batch, rec: QueueRecord) {
         self.st.commit(&mut self.kv, batch);
-        if kind == QueueKind::Template {
+        if rec.kind == QueueKind::Template {
+            self.st.templates.retain(|t| t.name != rec.name);
             self.st.templates.push(rec);
             sort_templates(&mut self.st.templates);
         }
-        Ok(Queue { name, config })
     }
 
     /// A queue's config: its own, or that of the template it matches.
@@ -181,6 +191,58 @@ impl Shard {
 }
 
 impl State {
+    /// The stored record of `name` (not a template's config for it).
+    pub(super) fn stored_queue(
+        &self,
+        txn: &Txn<'_>,
+        name: &QueueName,
+    ) -> Result<Option<QueueRecord>, StoreError> {
+        match txn.get(&keys::queue(name.as_str()))? {
+            Some(v) => Ok(Some(
+                records::decode_queue(&v).map_err(|e| State::corrupt(txn.kv(), e))?,
+            )),
+            None => Ok(None),
+        }
+    }
+
+    /// Whether `put_queue` with `config` changes `existing`: not when it is already an
+    /// explicit queue (or template) with that config.
+    pub(super) fn needs_write(existing: Option<&QueueRecord>, config: &QueueConfig) -> bool {
+        !existing.is_some_and(|rec| {
+            matches!(rec.kind, QueueKind::Explicit | QueueKind::Template) && rec.config == *config
+        })
+    }
+
+    /// Writes `name`'s record with `config` as an explicit queue (or a template), keeping the
+    /// id of `existing` and so its events and counters.
+    pub(super) fn write_queue(
+        &mut self,
+        txn: &mut Txn<'_>,
+        now: Timestamp,
+        name: &QueueName,
+        config: &QueueConfig,
+        existing: Option<QueueRecord>,
+    ) -> QueueRecord {
+        let (id, created_at) = match existing {
+            Some(rec) => (rec.id, rec.created_at),
+            None => (self.seqs.next_queue_id(), now),
+        };
+        let kind = if name.is_template() {
+            QueueKind::Template
+        } else {
+            QueueKind::Explicit
+        };
+        let rec = QueueRecord {
+            id,
+            name: name.clone(),
+            config: config.clone(),
+            kind,
+            created_at,
+        };
+        txn.put(keys::queue(name.as_str()), records::encode_queue(&rec));
+        rec
+    }
+
     pub(super) fn remove_all_events(
         &mut self,
         txn: &mut Txn<'_>,

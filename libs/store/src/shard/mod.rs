@@ -9,6 +9,7 @@ mod admin;
 mod enqueue;
 mod events;
 mod lease;
+mod pipelines;
 mod state;
 pub mod types;
 

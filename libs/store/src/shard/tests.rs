@@ -16,15 +16,15 @@ use crate::kv::Kv;
 
 const T0: u64 = 1_700_000_000_000_000;
 
-fn at(secs: u64) -> Timestamp {
+pub(super) fn at(secs: u64) -> Timestamp {
     Timestamp::from_micros(T0 + secs * 1_000_000)
 }
 
-fn q(name: &str) -> QueueName {
+pub(super) fn q(name: &str) -> QueueName {
     QueueName::parse(name).expect("valid queue name")
 }
 
-fn open(settings: ShardSettings) -> (tempfile::TempDir, Shard) {
+pub(super) fn open(settings: ShardSettings) -> (tempfile::TempDir, Shard) {
     let dir = tempfile::tempdir().expect("tempdir");
     let kv = Kv::open(&dir.path().join("state"), 1 << 20).expect("open kv");
     let shard = Shard::new(kv, settings).expect("shard");
@@ -39,7 +39,7 @@ fn with_queue(config: QueueConfig) -> (tempfile::TempDir, Shard) {
     (dir, shard)
 }
 
-fn cmd(payload: &str) -> EnqueueCmd {
+pub(super) fn cmd(payload: &str) -> EnqueueCmd {
     EnqueueCmd {
         queue: q("jobs"),
         id: None,

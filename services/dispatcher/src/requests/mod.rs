@@ -5,6 +5,7 @@
 
 mod events;
 mod handoffs;
+mod pipelines;
 mod queues;
 mod worker;
 
@@ -77,6 +78,9 @@ async fn dispatch(ctx: &ShardContext, op: Op) -> Result<Answer, DispatcherError>
         Op::Redrive(r) => Answer::Redrive(queues::redrive(ctx, r).await?),
         Op::Activate(r) => Answer::Done(handoffs::activate(ctx, r).await?),
         Op::Deliver(r) => Answer::Done(handoffs::deliver(ctx, r).await?),
+        Op::ApplyPipeline(r) => Answer::Pipeline(pipelines::apply(ctx, r).await?),
+        Op::GetPipeline(r) => Answer::Pipeline(pipelines::get(ctx, r).await?),
+        Op::ListPipelines(_) => Answer::Pipelines(pipelines::list(ctx).await?),
     })
 }
 
@@ -100,6 +104,9 @@ fn op_name(op: &Op) -> &'static str {
         Op::Redrive(_) => "redrive",
         Op::Activate(_) => "activate",
         Op::Deliver(_) => "deliver",
+        Op::ApplyPipeline(_) => "apply_pipeline",
+        Op::GetPipeline(_) => "get_pipeline",
+        Op::ListPipelines(_) => "list_pipelines",
     }
 }
 

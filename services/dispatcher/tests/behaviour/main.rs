@@ -8,6 +8,7 @@ mod bad_requests;
 mod delayed_events;
 mod enqueue_take_complete;
 mod long_poll;
+mod pipelines;
 mod restart;
 mod schedules_wait_for_the_timer;
 mod stale_token;

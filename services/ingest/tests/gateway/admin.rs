@@ -1,6 +1,5 @@
 //! Admin: a template is created and deleted on every shard and read from shard 0; a plain
-//! queue only on its owner; `ListQueues` merges every shard's page and pages with a token;
-//! pipelines are not available yet.
+//! queue only on its owner; `ListQueues` merges every shard's page and pages with a token.
 
 use std::collections::BTreeMap;
 
@@ -9,8 +8,8 @@ use cascade_proto::bus::v1::dispatcher_reply::Result as Reply;
 use cascade_proto::bus::v1::dispatcher_request::Op;
 use cascade_proto::bus::v1::{DispatcherReply, DispatcherRequest};
 use cascade_proto::v1::{
-    CreateQueueRequest, DeleteQueueRequest, GetQueueRequest, ListPipelinesRequest,
-    ListQueuesRequest, ListQueuesResponse, Pipeline, Queue, QueueConfig,
+    CreateQueueRequest, DeleteQueueRequest, GetQueueRequest, ListQueuesRequest, ListQueuesResponse,
+    Queue, QueueConfig,
 };
 use tonic::Code;
 
@@ -217,26 +216,4 @@ async fn a_list_asks_each_shard_for_a_full_page() {
             "page_size {asked}"
         );
     }
-}
-
-#[tokio::test]
-async fn pipelines_are_not_available_yet() {
-    let (gateway, recorded) = cluster(1, answer_with(echo)).await;
-    let mut admin = gateway.admin().await;
-    let status = admin
-        .apply_pipeline(Pipeline::default())
-        .await
-        .expect_err("unimplemented");
-    assert_eq!(status.code(), Code::Unimplemented);
-    assert!(
-        status.message().contains("pipelines are not available yet"),
-        "{}",
-        status.message()
-    );
-    let status = admin
-        .list_pipelines(ListPipelinesRequest {})
-        .await
-        .expect_err("unimplemented");
-    assert_eq!(status.code(), Code::Unimplemented);
-    assert_eq!(recorded.len(), 0);
 }

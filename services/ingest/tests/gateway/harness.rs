@@ -15,8 +15,8 @@ use cascade_proto::v1::ingest_client::IngestClient;
 use cascade_proto::v1::worker_client::WorkerClient;
 use cascade_proto::v1::{
     CompleteResponse, CompletionResult, EnqueueBatchResponse, EnqueueResponse, EnqueueResult,
-    Event, ExtendLeaseResponse, ListDeadLettersResponse, ListQueuesResponse, PurgeQueueResponse,
-    Queue, QueueStats, RedriveResponse, TakeResponse,
+    Event, ExtendLeaseResponse, ListDeadLettersResponse, ListPipelinesResponse, ListQueuesResponse,
+    PurgeQueueResponse, Queue, QueueStats, RedriveResponse, TakeResponse,
 };
 use cascade_service::{Settings, ShutdownTrigger, shutdown_channel};
 use futures::future::BoxFuture;
@@ -212,6 +212,11 @@ pub fn echo(_shard: u32, request: DispatcherRequest) -> DispatcherReply {
         }),
         Op::ListDeadLetters(_) => Reply::DeadLetters(ListDeadLettersResponse::default()),
         Op::Redrive(_) => Reply::Redrive(RedriveResponse { moved: 0 }),
+        Op::ApplyPipeline(pipeline) => Reply::Pipeline(pipeline),
+        Op::GetPipeline(get) => {
+            return error(5, &format!("pipeline '{}' does not exist", get.name));
+        }
+        Op::ListPipelines(_) => Reply::Pipelines(ListPipelinesResponse::default()),
         Op::Activate(_) | Op::Deliver(_) => return error(13, "not for the gateway"),
     };
     DispatcherReply {

@@ -7,5 +7,6 @@ mod admin;
 mod coalescing;
 mod discovery;
 mod errors;
+mod pipelines;
 mod routing;
 mod validation;

@@ -92,13 +92,13 @@ async fn bad_enqueues_name_the_field_and_reach_no_shard() {
         "pipeline: set either queue or pipeline",
     );
     let pipeline = EnqueueRequest {
-        pipeline: "orders".into(),
+        pipeline: "orders.validate".into(),
         ..enqueue("")
     };
     assert_refused(
         ingest.enqueue(pipeline).await,
-        Code::NotFound,
-        "pipeline: no pipeline named \"orders\"",
+        invalid,
+        "pipeline: must be 1-100 bytes of [A-Za-z0-9_-]",
     );
 
     let big = EnqueueRequest {

@@ -1,0 +1,173 @@
+//! Pipelines in the shard: stored whole on every shard, stage queues only where owned, and
+//! re-applying changes the stages' configs without touching their events.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use cascade_core::{HandlerKind, HandlerSpec, Outcome, Pipeline, QueueConfig, Stage};
+
+use crate::error::StoreError;
+use crate::shard::tests::{at, cmd, open, q};
+use crate::shard::{EnqueueCmd, ShardSettings};
+
+fn pipeline(name: &str, stages: &[&str]) -> Pipeline {
+    let stage = |name: &&str| Stage {
+        name: (*name).to_owned(),
+        queue: QueueConfig::default(),
+        handler: HandlerSpec {
+            kind: HandlerKind::Builtin("noop".into()),
+            concurrency: 1,
+            timeout: Duration::from_secs(30),
+        },
+        priority: 0,
+        min_handlers: 0,
+        max_handlers: 1,
+        next: None,
+    };
+    Pipeline {
+        name: name.to_owned(),
+        stages: stages.iter().map(stage).collect(),
+    }
+}
+
+fn into(queue: &str, payload: &str) -> EnqueueCmd {
+    EnqueueCmd {
+        queue: q(queue),
+        ..cmd(payload)
+    }
+}
+
+#[test]
+fn a_pipeline_is_stored_whole_and_its_owned_stage_queues_created() {
+    // This shard owns every queue but `orders.ship`.
+    let settings = ShardSettings {
+        router: Arc::new(|queue| queue.as_str() != "orders.ship"),
+        ..ShardSettings::default()
+    };
+    let (_d, mut s) = open(settings);
+    let orders = pipeline("orders", &["validate", "ship"]);
+    assert_eq!(
+        s.apply_pipeline(at(0), orders.clone()).expect("apply"),
+        orders
+    );
+    assert_eq!(s.get_pipeline("orders").expect("stored"), orders);
+    assert_eq!(
+        s.get_queue(&q("orders.validate"))
+            .expect("stage queue")
+            .config,
+        QueueConfig::default()
+    );
+    assert!(matches!(
+        s.get_queue(&q("orders.ship")),
+        Err(StoreError::QueueNotFound { .. })
+    ));
+    s.apply_pipeline(at(1), pipeline("billing", &["charge"]))
+        .expect("apply");
+    let names: Vec<String> = s
+        .list_pipelines()
+        .expect("list")
+        .into_iter()
+        .map(|p| p.name)
+        .collect();
+    assert_eq!(names, ["billing", "orders"]);
+    let err = s.get_pipeline("nowhere").expect_err("not stored");
+    assert_eq!(
+        err.to_string(),
+        "pipeline 'nowhere' does not exist: apply it with ApplyPipeline"
+    );
+    assert_eq!(err.code(), cascade_core::Code::NotFound);
+}
+
+#[test]
+fn an_invalid_pipeline_changes_nothing() {
+    let (_d, mut s) = open(ShardSettings::default());
+    let mut bad = pipeline("orders", &["a", "b"]);
+    bad.stages[1].next = Some("nowhere".into());
+    let err = s.apply_pipeline(at(0), bad).expect_err("invalid");
+    assert_eq!(err.code(), cascade_core::Code::InvalidArgument);
+    assert!(s.list_pipelines().expect("list").is_empty());
+    assert!(s.get_queue(&q("orders.a")).is_err());
+    assert!(s.take_unlogged().is_empty(), "nothing was written");
+}
+
+#[test]
+fn reapplying_changes_stage_configs_and_keeps_their_events() {
+    let (_d, mut s) = open(ShardSettings::default());
+    let first = pipeline("orders", &["validate", "ship"]);
+    s.apply_pipeline(at(0), first.clone()).expect("apply");
+    s.enqueue(at(1), into("orders.validate", "waiting"))
+        .expect("enqueue");
+    s.enqueue(at(1), into("orders.validate", "taken"))
+        .expect("enqueue");
+    let leased = s.take(at(2), &q("orders.validate"), 1, None).expect("take");
+    assert_eq!(leased.len(), 1);
+
+    let mut second = pipeline("orders", &["validate", "pack"]);
+    second.stages[0].queue.lease = Duration::from_secs(90);
+    s.apply_pipeline(at(3), second.clone()).expect("re-apply");
+    assert_eq!(s.get_pipeline("orders").expect("stored"), second);
+    let validate = s.get_queue(&q("orders.validate")).expect("stage queue");
+    assert_eq!(validate.config.lease, Duration::from_secs(90));
+    let stats = s.queue_stats(at(3), &q("orders.validate")).expect("stats");
+    assert_eq!((stats.ready, stats.leased, stats.enqueued_total), (1, 1, 2));
+    // The lease given before keeps its token; the next take gets the new lease.
+    s.complete(
+        at(4),
+        &q("orders.validate"),
+        leased[0].event.id.as_str(),
+        leased[0].token,
+        Outcome::Ack,
+    )
+    .expect("the old lease still completes");
+    let next = s.take(at(5), &q("orders.validate"), 1, None).expect("take");
+    assert_eq!(next[0].expires_at, at(95));
+    // A stage dropped from the pipeline keeps its queue; a new one gets its queue.
+    assert!(s.get_queue(&q("orders.ship")).is_ok());
+    assert!(s.get_queue(&q("orders.pack")).is_ok());
+    // Applying the same again writes nothing but the record.
+    let _ = s.take_unlogged();
+    s.apply_pipeline(at(6), second).expect("same again");
+    assert_eq!(s.take_unlogged().len(), 1);
+}
+
+#[test]
+fn put_queue_replaces_a_config_and_keeps_the_events() {
+    let (_d, mut s) = open(ShardSettings::default());
+    s.create_queue(at(0), q("t:*"), QueueConfig::default())
+        .expect("template");
+    s.enqueue(at(1), into("t:1", "x")).expect("enqueue");
+    let longer = QueueConfig {
+        lease: Duration::from_secs(120),
+        ..QueueConfig::default()
+    };
+    s.put_queue(at(2), q("t:1"), longer.clone())
+        .expect("put over a template-made queue");
+    assert_eq!(s.get_queue(&q("t:1")).expect("queue").config, longer);
+    let taken = s.take(at(3), &q("t:1"), 10, None).expect("take");
+    assert_eq!(taken.len(), 1, "its event stayed");
+    s.complete(
+        at(4),
+        &q("t:1"),
+        taken[0].event.id.as_str(),
+        taken[0].token,
+        Outcome::Ack,
+    )
+    .expect("ack");
+    // Explicit now: empty, it stays (a template-made queue would be gone).
+    assert_eq!(s.get_queue(&q("t:1")).expect("kept").config, longer);
+    // A create with another config is still refused; put replaces.
+    let err = s
+        .create_queue(at(5), q("t:1"), QueueConfig::default())
+        .expect_err("exists");
+    assert!(matches!(err, StoreError::QueueExists { .. }));
+    s.put_queue(at(5), q("t:1"), QueueConfig::default())
+        .expect("put");
+    assert_eq!(
+        s.get_queue(&q("t:1")).expect("queue").config,
+        QueueConfig::default()
+    );
+    // A template's config is replaced for the queues it makes from then on.
+    s.put_queue(at(6), q("t:*"), longer.clone())
+        .expect("put template");
+    assert_eq!(s.get_queue(&q("t:9")).expect("matches").config, longer);
+}

@@ -1,0 +1,207 @@
+//! Where an `advance` goes (DESIGN §2), resolved here before anything reaches a shard: the
+//! shard always gets an explicit target queue, and its outbox hands the event over exactly
+//! once, whichever shard owns the target.
+//!
+//! On the queue `p.s` of a stage (pipeline `p` exists and has a stage `s`):
+//! - no `to`: the stage's `next`, else the following stage; after the last stage, an ack;
+//! - `to` naming a stage of `p`: its queue `p.<to>` (any stage: graphs are allowed);
+//! - any other `to`: the queue of that name if it exists (a template's queues count), else
+//!   INVALID_ARGUMENT listing the stages. A stage name wins over a queue of the same name.
+//!
+//! On any other queue, `to` is the target queue as given, and no `to` is INVALID_ARGUMENT.
+
+use cascade_core::{Pipeline, QueueName};
+use cascade_proto::bus::v1::dispatcher_reply::Result as Reply;
+use cascade_proto::bus::v1::dispatcher_request::Op;
+use cascade_proto::v1::GetQueueRequest;
+
+use crate::IngestError;
+use crate::error::excerpt;
+use crate::gateway::Gateway;
+use crate::route::unexpected;
+
+/// A resolved advance.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum Target {
+    /// Into this queue.
+    Queue(String),
+    /// Past the last stage: the advance is an ack.
+    Ack,
+}
+
+/// What the pipeline alone says about an advance.
+#[derive(Debug, PartialEq, Eq)]
+enum Decision {
+    Known(Target),
+    /// `to` is no stage of the pipeline: a target only if a queue of that name exists.
+    IfQueueExists(String),
+}
+
+impl Gateway {
+    /// The target of an advance from `queue` with `to` (`None`: the next stage); errors name
+    /// `field` (`completions[i].advance.to`).
+    pub(crate) async fn advance_target(
+        &self,
+        queue: &QueueName,
+        to: Option<&str>,
+        field: &str,
+    ) -> Result<Target, IngestError> {
+        let stage = match Pipeline::split_stage_queue(queue.as_str()) {
+            Some((pipeline, stage)) => self
+                .pipelines
+                .get(&self.shards, pipeline)
+                .await?
+                .filter(|found| found.stage(stage).is_some())
+                .map(|found| (found, stage)),
+            None => None,
+        };
+        let decision = decide(
+            queue,
+            stage.as_ref().map(|(p, s)| (p.as_ref(), *s)),
+            to,
+            field,
+        )?;
+        match (decision, &stage) {
+            (Decision::Known(target), _) => Ok(target),
+            (Decision::IfQueueExists(name), Some((pipeline, _))) => {
+                self.existing_queue(name, pipeline, field).await
+            }
+            // Only a stage leaves `to` open; elsewhere it is the queue as given.
+            (Decision::IfQueueExists(name), None) => Ok(Target::Queue(name)),
+        }
+    }
+
+    /// `name` if a queue of that name exists (its owner can say what config it has).
+    async fn existing_queue(
+        &self,
+        name: String,
+        pipeline: &Pipeline,
+        field: &str,
+    ) -> Result<Target, IngestError> {
+        let queue = QueueName::parse_field(&name, field)?;
+        let owner = self.shards.owner(&queue);
+        let asked = Op::GetQueue(GetQueueRequest { name: name.clone() });
+        match self.shards.call(owner, asked).await {
+            Ok(Reply::Queue(_)) => Ok(Target::Queue(name)),
+            Ok(other) => Err(unexpected(owner, "a get", &other)),
+            Err(err) if err.code() == tonic::Code::NotFound => Err(IngestError::invalid(
+                field,
+                format!(
+                    "must name a stage of pipeline '{}' ({}) or an existing queue, got {}",
+                    pipeline.name,
+                    pipeline.stage_names(),
+                    excerpt(&name)
+                ),
+            )),
+            Err(err) => Err(err),
+        }
+    }
+}
+
+/// The advance from `queue` given the pipeline stage it is (`None`: not a stage).
+fn decide(
+    queue: &QueueName,
+    stage: Option<(&Pipeline, &str)>,
+    to: Option<&str>,
+    field: &str,
+) -> Result<Decision, IngestError> {
+    let Some((pipeline, stage)) = stage else {
+        return match to {
+            Some(to) => Ok(Decision::Known(Target::Queue(to.to_owned()))),
+            None => Err(IngestError::invalid(
+                field,
+                format!("'{queue}' is not a pipeline stage; name the target queue"),
+            )),
+        };
+    };
+    let stage_queue = |name: &str| Target::Queue(pipeline.stage_queue(name).into());
+    Ok(match to {
+        None => match pipeline.next_stage(stage) {
+            Some(next) => Decision::Known(stage_queue(&next.name)),
+            None => Decision::Known(Target::Ack),
+        },
+        Some(to) if pipeline.stage(to).is_some() => Decision::Known(stage_queue(to)),
+        Some(to) => Decision::IfQueueExists(to.to_owned()),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use cascade_core::{HandlerKind, HandlerSpec, QueueConfig, Stage};
+
+    use super::*;
+
+    fn orders() -> Pipeline {
+        let stage = |name: &str, next: Option<&str>| Stage {
+            name: name.into(),
+            queue: QueueConfig::default(),
+            handler: HandlerSpec {
+                kind: HandlerKind::Builtin("noop".into()),
+                concurrency: 1,
+                timeout: Duration::from_secs(30),
+            },
+            priority: 0,
+            min_handlers: 0,
+            max_handlers: 1,
+            next: next.map(str::to_owned),
+        };
+        Pipeline {
+            name: "orders".into(),
+            stages: vec![
+                stage("validate", None),
+                stage("charge", Some("validate")),
+                stage("ship", None),
+            ],
+        }
+    }
+
+    fn from(stage: &str, to: Option<&str>) -> Result<Decision, IngestError> {
+        let pipeline = orders();
+        let queue = pipeline.stage_queue(stage);
+        decide(&queue, Some((&pipeline, stage)), to, "advance.to")
+    }
+
+    fn queue(name: &str) -> Decision {
+        Decision::Known(Target::Queue(name.into()))
+    }
+
+    #[test]
+    fn a_stage_advances_along_the_pipeline() {
+        assert_eq!(from("validate", None).ok(), Some(queue("orders.charge")));
+        assert_eq!(
+            from("charge", None).ok(),
+            Some(queue("orders.validate")),
+            "next wins over the order"
+        );
+        assert_eq!(from("ship", None).ok(), Some(Decision::Known(Target::Ack)));
+        assert_eq!(
+            from("validate", Some("ship")).ok(),
+            Some(queue("orders.ship"))
+        );
+        assert_eq!(
+            from("ship", Some("validate")).ok(),
+            Some(queue("orders.validate"))
+        );
+        assert_eq!(
+            from("validate", Some("archive")).ok(),
+            Some(Decision::IfQueueExists("archive".into()))
+        );
+    }
+
+    #[test]
+    fn a_plain_queue_needs_a_target() {
+        let jobs = QueueName::parse("jobs").expect("name");
+        assert_eq!(
+            decide(&jobs, None, Some("done"), "advance.to").ok(),
+            Some(queue("done"))
+        );
+        let err = decide(&jobs, None, None, "completions[2].advance.to").expect_err("no target");
+        assert_eq!(err.code(), tonic::Code::InvalidArgument);
+        assert_eq!(
+            err.to_string(),
+            "completions[2].advance.to: 'jobs' is not a pipeline stage; name the target queue"
+        );
+    }
+}
