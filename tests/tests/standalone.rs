@@ -128,3 +128,40 @@ async fn health_and_reflection_answer() {
         .await
         .expect("stop");
 }
+
+/// The example config's demo pipeline runs out of the box: `cascade standalone` starts a
+/// stage worker for each of its stages (builtin handlers), and events enqueued by pipeline
+/// name flow through all three, retries included, as the README shows.
+#[test]
+fn demo_pipeline_flows_through_every_stage() {
+    let cluster = Cluster::start_with(Mode::Standalone, Some(&example_config()), &[]);
+    for i in 0..50 {
+        cli(
+            &cluster,
+            &["enqueue", "demo", &format!("event {i}"), "--pipeline"],
+            None,
+        );
+    }
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        let last = cli(&cluster, &["stats", "demo.deliver"], None);
+        let done = last[0]["completed_total"].as_u64().unwrap_or(0)
+            + last[0]["dead_lettered"].as_u64().unwrap_or(0);
+        if done == 50 {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "events stuck: {:?} / {:?} / {:?}",
+            cli(&cluster, &["stats", "demo.receive"], None),
+            cli(&cluster, &["stats", "demo.enrich"], None),
+            last
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    for stage in ["receive", "enrich"] {
+        let s = cli(&cluster, &["stats", &format!("demo.{stage}")], None);
+        assert_eq!(s[0]["completed_total"], 50, "{stage}: {s:?}");
+    }
+    cluster.stop();
+}

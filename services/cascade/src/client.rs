@@ -73,6 +73,7 @@ pub struct QueueConfigArgs {
 
 #[derive(clap::Args)]
 pub struct EnqueueArgs {
+    /// The queue, or with --pipeline the pipeline (its first stage).
     queue: String,
     /// The payload; without it, standard input is read.
     payload: Option<String>,
@@ -91,6 +92,9 @@ pub struct EnqueueArgs {
     /// A header, NAME=VALUE; repeatable.
     #[arg(long = "header", value_name = "NAME=VALUE")]
     headers: Vec<String>,
+    /// QUEUE names a pipeline: the event enters its first stage.
+    #[arg(long)]
+    pipeline: bool,
     #[command(flatten)]
     conn: Conn,
 }
@@ -265,13 +269,21 @@ pub async fn enqueue(args: EnqueueArgs) -> anyhow::Result<()> {
     let mut ingest = args.conn.client().await?.ingest();
     let r = ingest
         .enqueue(api::EnqueueRequest {
-            queue: args.queue,
+            queue: if args.pipeline {
+                String::new()
+            } else {
+                args.queue.clone()
+            },
+            pipeline: if args.pipeline {
+                args.queue
+            } else {
+                String::new()
+            },
             id: args.id.unwrap_or_default(),
             idempotency_key: args.key.unwrap_or_default(),
             payload,
             headers,
             when,
-            ..Default::default()
         })
         .await?
         .into_inner();

@@ -4,6 +4,7 @@
 //! `cascade stats`) and `cascade data verify` for a store directory.
 
 mod client;
+mod stages;
 mod standalone;
 mod verify;
 

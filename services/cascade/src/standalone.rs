@@ -6,6 +6,7 @@
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
+use crate::stages;
 use anyhow::Context;
 use cascade_bus::Bus;
 use cascade_service::{Readiness, Settings, Shutdown, serve_admin, shutdown_channel};
@@ -94,9 +95,23 @@ pub async fn run(settings: Settings, shutdown: Shutdown) -> anyhow::Result<()> {
         }
         tokio::time::sleep(Duration::from_millis(2)).await;
     }
+    for (i, pipeline) in settings.pipelines.iter().enumerate() {
+        cascade_ingest::apply_pipeline(&settings, &bus, pipeline)
+            .await
+            .with_context(|| {
+                format!("apply pipelines[{i}] ({}) from the settings", pipeline.name)
+            })?;
+    }
     services.spawn(named(
         "ingest",
         cascade_ingest::serve(grpc, settings.clone(), bus.clone(), stopping.clone()),
+    ));
+    // Stage workers are clients of the gateway, like any other worker. They stop first on
+    // shutdown, so that what they release and complete still reaches the shards.
+    let (stop_stages, stages_stopping) = shutdown_channel();
+    let stages = tokio::spawn(stages::supervise(
+        format!("http://{grpc_addr}"),
+        stages_stopping,
     ));
     readiness.set(true);
     tracing::info!(
@@ -104,6 +119,7 @@ pub async fn run(settings: Settings, shutdown: Shutdown) -> anyhow::Result<()> {
         http = %http_addr,
         data = %settings.data.dir.display(),
         shards = settings.cluster.shards,
+        pipelines = settings.pipelines.len(),
         started_in = ?started.elapsed(),
         "cascade.standalone.ready"
     );
@@ -124,6 +140,8 @@ pub async fn run(settings: Settings, shutdown: Shutdown) -> anyhow::Result<()> {
         }
     }
     readiness.set(false);
+    stop_stages.trigger();
+    let _ = stages.await;
     stop.trigger();
     while let Some(ended) = services.join_next().await {
         if let Err(e) = ended? {

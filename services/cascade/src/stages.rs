@@ -1,0 +1,112 @@
+//! `cascade standalone` runs a stage worker for every stage of every pipeline, including
+//! pipelines applied while it runs: it lists the pipelines through its own gateway every
+//! `PIPELINE_POLL`, starts a worker for each new stage, restarts one whose definition
+//! changed (its handler, concurrency, place in the chain), and stops those whose stage is
+//! gone. Each worker drains gracefully (finishes or releases what it holds) on stop.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use cascade_client::{Client, api};
+use cascade_core::Pipeline;
+use cascade_proto::convert::pipeline_from_proto;
+use cascade_service::{Shutdown, ShutdownTrigger, shutdown_channel};
+use cascade_stage_worker::StageWorkerConfig;
+use tokio::task::JoinHandle;
+
+/// How soon a pipeline applied at run time gets its workers.
+const PIPELINE_POLL: Duration = Duration::from_secs(1);
+
+struct Running {
+    /// The stage's definition as it was started; a change restarts the worker.
+    definition: String,
+    stop: ShutdownTrigger,
+    task: JoinHandle<()>,
+}
+
+/// Supervises the stage workers until `shutdown`, then stops them all and waits for them.
+pub async fn supervise(gateway: String, shutdown: Shutdown) {
+    let mut running: HashMap<String, Running> = HashMap::new();
+    let mut client = None;
+    loop {
+        if client.is_none() {
+            client = Client::connect(&gateway).await.ok();
+        }
+        if let Some(c) = &client {
+            match list_pipelines(c).await {
+                Ok(pipelines) => reconcile(&gateway, &pipelines, &mut running),
+                Err(e) => tracing::warn!(error = %e, "stages.list_pipelines"),
+            }
+        }
+        tokio::select! {
+            _ = shutdown.wait() => break,
+            _ = tokio::time::sleep(PIPELINE_POLL) => {}
+        }
+    }
+    for (_, worker) in running.drain() {
+        worker.stop.trigger();
+        let _ = worker.task.await;
+    }
+}
+
+async fn list_pipelines(client: &Client) -> Result<Vec<Pipeline>, tonic::Status> {
+    let listed = client
+        .admin()
+        .list_pipelines(api::ListPipelinesRequest {})
+        .await?
+        .into_inner();
+    listed
+        .pipelines
+        .iter()
+        .map(|p| pipeline_from_proto(p).map_err(|e| e.to_tonic()))
+        .collect()
+}
+
+fn reconcile(gateway: &str, pipelines: &[Pipeline], running: &mut HashMap<String, Running>) {
+    let mut wanted = HashMap::new();
+    for pipeline in pipelines {
+        for stage in &pipeline.stages {
+            let queue = pipeline.stage_queue(&stage.name).to_string();
+            match StageWorkerConfig::for_stage(gateway, pipeline, &stage.name) {
+                Ok(config) => {
+                    let definition = format!("{config:?}");
+                    wanted.insert(queue, (definition, config));
+                }
+                Err(e) => tracing::error!(queue, error = %e, "stages.config"),
+            }
+        }
+    }
+    running.retain(|queue, worker| {
+        // A worker that ended by itself (it logged why) is started again.
+        let keep = !worker.task.is_finished()
+            && wanted
+                .get(queue)
+                .is_some_and(|(definition, _)| *definition == worker.definition);
+        if !keep {
+            tracing::info!(queue, "stages.stop");
+            worker.stop.trigger();
+        }
+        keep
+    });
+    for (queue, (definition, config)) in wanted {
+        if running.contains_key(&queue) {
+            continue;
+        }
+        tracing::info!(queue, "stages.start");
+        let (stop, stopped) = shutdown_channel();
+        let name = queue.clone();
+        let task = tokio::spawn(async move {
+            if let Err(e) = cascade_stage_worker::run(config, stopped).await {
+                tracing::error!(queue = name, error = %e, "stages.worker_failed");
+            }
+        });
+        running.insert(
+            queue,
+            Running {
+                definition,
+                stop,
+                task,
+            },
+        );
+    }
+}
