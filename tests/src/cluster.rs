@@ -82,7 +82,7 @@ impl Cluster {
             .collect();
         env.push(("CASCADE__CLUSTER__SHARDS".into(), SHARDS.to_string()));
         env.push(("CASCADE__DATA__DIR".into(), data.display().to_string()));
-        env.push(("CASCADE__LOG__LEVEL".into(), "info".into()));
+        env.push(("CASCADE__TELEMETRY__LOG_LEVEL".into(), "info".into()));
         let config: Vec<String> = config
             .map(|p| vec!["--config".to_string(), p.display().to_string()])
             .unwrap_or_default();

@@ -16,6 +16,8 @@ pub enum ServiceError {
     Store(#[from] cascade_store::StoreError),
     #[error(transparent)]
     Bus(#[from] cascade_bus::BusError),
+    #[error(transparent)]
+    Telemetry(#[from] cascade_telemetry::TelemetryError),
 }
 
 impl ServiceError {

@@ -27,7 +27,8 @@ pub struct Settings {
     pub dispatcher: DispatcherSettings,
     pub timer: TimerSettings,
     pub ingest: IngestSettings,
-    pub log: LogSettings,
+    /// Logs, trace export (OTLP) and service identity; see `cascade_telemetry`.
+    pub telemetry: cascade_telemetry::TelemetrySettings,
     /// Pipelines applied at start (re-applied each time: a changed stage config takes effect,
     /// events stay). More can be applied at run time with `Admin.ApplyPipeline`.
     pub pipelines: Vec<cascade_core::Pipeline>,
@@ -150,21 +151,6 @@ pub struct IngestSettings {
     pub max_payload: u64,
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum LogFormat {
-    Text,
-    Json,
-}
-
-#[derive(Clone, Debug, Serialize, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct LogSettings {
-    /// A tracing filter (`info`, `cascade_store=debug,info`); `RUST_LOG` overrides it.
-    pub level: String,
-    pub format: LogFormat,
-}
-
 impl Default for ClusterSettings {
     fn default() -> Self {
         ClusterSettings {
@@ -248,15 +234,6 @@ impl Default for IngestSettings {
         IngestSettings {
             max_batch_items: 1000,
             max_payload: 4 << 20,
-        }
-    }
-}
-
-impl Default for LogSettings {
-    fn default() -> Self {
-        LogSettings {
-            level: "info".into(),
-            format: LogFormat::Text,
         }
     }
 }

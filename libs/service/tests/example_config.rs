@@ -11,12 +11,22 @@ fn example() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../deploy/config/cascade.toml")
 }
 
-fn keys(value: &serde_json::Value, prefix: &str, out: &mut BTreeSet<String>) {
+/// Dotted paths of `value`'s keys; `optional` gets those whose value is null (unset by
+/// default: TOML cannot write them, so the example shows them commented out).
+fn keys(
+    value: &serde_json::Value,
+    prefix: &str,
+    out: &mut BTreeSet<String>,
+    optional: &mut BTreeSet<String>,
+) {
     if let serde_json::Value::Object(map) = value {
         for (k, v) in map {
             let path = format!("{prefix}{k}");
-            keys(v, &format!("{path}."), out);
-            out.insert(path);
+            keys(v, &format!("{path}."), out, optional);
+            match v.is_null() {
+                true => optional.insert(path),
+                false => out.insert(path),
+            };
         }
     }
 }
@@ -39,12 +49,20 @@ fn example_config_is_complete_and_shows_the_defaults() {
         .build()
         .and_then(config::Config::try_deserialize)
         .expect("read the file as a tree");
-    let (mut want, mut have) = (BTreeSet::new(), BTreeSet::new());
-    keys(&defaults, "", &mut want);
-    keys(&in_file, "", &mut have);
+    let (mut want, mut have, mut optional) = (BTreeSet::new(), BTreeSet::new(), BTreeSet::new());
+    keys(&defaults, "", &mut want, &mut optional);
+    keys(&in_file, "", &mut have, &mut BTreeSet::new());
     let missing: Vec<_> = want.difference(&have).collect();
     assert!(
         missing.is_empty(),
         "keys missing from the example: {missing:?}"
     );
+    let text = std::fs::read_to_string(example()).expect("read the example");
+    for key in &optional {
+        let leaf = key.rsplit('.').next().unwrap_or(key);
+        assert!(
+            text.contains(&format!("# {leaf} = ")),
+            "the example shows unset key {key} commented out"
+        );
+    }
 }

@@ -2,10 +2,8 @@
 
 use std::path::PathBuf;
 
-use anyhow::{Context, bail};
-use cascade_bus::Bus;
-use cascade_service::settings::BusKind;
-use cascade_service::{Readiness, Settings, serve_admin, shutdown_channel};
+use anyhow::Context;
+use cascade_service::{Process, Settings};
 use clap::Parser;
 
 #[global_allocator]
@@ -39,28 +37,20 @@ async fn main() -> anyhow::Result<()> {
         overrides.push(("http.addr", addr));
     }
     let settings = Settings::load(flags.config.as_deref(), &overrides)?;
-    cascade_service::logging::init(&settings.log);
-    if settings.bus.kind == BusKind::Local {
-        bail!(
-            "bus.kind is \"local\": a timer process alone has no one to talk to; set bus.kind = \"nats\" (CASCADE__BUS__KIND=nats), or run `cascade standalone` for every service in one process"
-        );
-    }
-    let bus = Bus::connect_nats(&settings.bus.url, "cascade-activation-timer")
-        .await
-        .with_context(|| format!("connect to NATS at bus.url {}", settings.bus.url))?;
-    let (trigger, shutdown) = shutdown_channel();
-    tokio::spawn(trigger.on_signal());
-    let readiness = Readiness::default();
-    let (_, admin) = serve_admin(
-        &settings.http.addr,
-        readiness.clone(),
-        axum::Router::new(),
-        shutdown.clone(),
+    let process = Process::start(
+        "cascade-activation-timer",
+        env!("CARGO_PKG_VERSION"),
+        &settings,
     )
     .await?;
-    cascade_activation_timer::run_with_readiness(settings, bus, shutdown, readiness)
-        .await
-        .context("activation timer")?;
-    admin.await.context("admin port")?;
+    let served = cascade_activation_timer::run_with_readiness(
+        settings,
+        process.bus.clone(),
+        process.shutdown.clone(),
+        process.readiness.clone(),
+    )
+    .await;
+    process.finish().await;
+    served.context("activation timer")?;
     Ok(())
 }

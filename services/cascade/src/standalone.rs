@@ -44,10 +44,13 @@ pub async fn main(flags: Flags) -> anyhow::Result<()> {
     settings.bus.kind = cascade_service::settings::BusKind::Local;
     settings.dispatcher.shards.clear();
     settings.timer.shards.clear();
-    cascade_service::logging::init(&settings.log);
+    let telemetry =
+        cascade_telemetry::init(&settings.telemetry, "cascade", env!("CARGO_PKG_VERSION"))?;
     let (trigger, shutdown) = shutdown_channel();
     tokio::spawn(trigger.on_signal());
-    run(settings, shutdown).await
+    let result = run(settings, shutdown).await;
+    telemetry.shutdown().await;
+    result
 }
 
 pub async fn run(settings: Settings, shutdown: Shutdown) -> anyhow::Result<()> {
@@ -56,10 +59,11 @@ pub async fn run(settings: Settings, shutdown: Shutdown) -> anyhow::Result<()> {
     // The services stop on the caller's signal or when any of them ends (a failed shard).
     let (stop, stopping) = shutdown_channel();
     let readiness = Readiness::default();
+    let metrics = cascade_telemetry::Metrics::new();
     let (http_addr, http) = serve_admin(
         &settings.http.addr,
         readiness.clone(),
-        axum::Router::new(),
+        metrics.router(),
         stopping.clone(),
     )
     .await?;

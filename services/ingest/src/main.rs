@@ -3,10 +3,8 @@
 
 use std::path::PathBuf;
 
-use anyhow::{Context, bail};
-use cascade_bus::Bus;
-use cascade_service::settings::BusKind;
-use cascade_service::{Readiness, Settings, serve_admin, shutdown_channel};
+use anyhow::Context;
+use cascade_service::{Process, Settings};
 use clap::Parser;
 
 #[derive(Parser)]
@@ -37,34 +35,10 @@ async fn main() -> anyhow::Result<()> {
         overrides.push(("http.addr", addr));
     }
     let settings = Settings::load(args.config.as_deref(), &overrides).context("load settings")?;
-    cascade_service::logging::init(&settings.log);
-    if settings.bus.kind != BusKind::Nats {
-        bail!(
-            "setting bus.kind: cascade-ingest reaches its shards over NATS, so it needs bus.kind = \"nats\" \
-             (CASCADE__BUS__KIND=nats) and bus.url; to run everything in one process use `cascade standalone`"
-        );
-    }
-    let bus = Bus::connect_nats(&settings.bus.url, "cascade-ingest")
-        .await
-        .with_context(|| format!("connect to NATS at bus.url {}", settings.bus.url))?;
-
-    let (trigger, shutdown) = shutdown_channel();
-    tokio::spawn(trigger.on_signal());
-    let readiness = Readiness::default();
-    let (_, admin) = serve_admin(
-        &settings.http.addr,
-        readiness.clone(),
-        axum::Router::new(),
-        shutdown.clone(),
-    )
-    .await
-    .context("serve the admin port")?;
-
-    readiness.set(true);
-    let served = cascade_ingest::run(settings, bus, shutdown).await;
-    readiness.set(false);
-    // Run returns Ok only after the shutdown signal, which stops the admin port too.
+    let process = Process::start("cascade-ingest", env!("CARGO_PKG_VERSION"), &settings).await?;
+    process.readiness.set(true);
+    let served = cascade_ingest::run(settings, process.bus.clone(), process.shutdown.clone()).await;
+    process.finish().await;
     served.context("ingest")?;
-    admin.await.context("admin port task")?;
     Ok(())
 }

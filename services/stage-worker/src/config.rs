@@ -1,5 +1,5 @@
 //! A stage worker's settings: which queue (or pipeline stage), which handler, how hard to
-//! work. Built-in defaults < the `--config` file (TOML) < `CASCADE_STAGE_WORKER__<KEY>`
+//! work. Built-in defaults < the `--config` file (TOML) < `CASCADE__STAGE_WORKER__<KEY>`
 //! environment variables < command-line flags; checked once at start, errors name the key.
 //!
 //! ```toml
@@ -25,7 +25,6 @@ use std::time::Duration;
 
 use cascade_core::units::{format_duration, serde_duration};
 use cascade_core::{HandlerKind, HandlerSpec, Pipeline, QueueName};
-use cascade_service::settings::LogSettings;
 use cascade_worker::WorkerConfig;
 use serde::{Deserialize, Serialize};
 
@@ -33,8 +32,8 @@ use crate::StageWorkerError;
 use crate::stage::StageContext;
 
 pub const DEFAULT_GATEWAY: &str = "http://127.0.0.1:7700";
-/// The environment prefix: `CASCADE_STAGE_WORKER__BATCH=64`.
-pub const ENV_PREFIX: &str = "CASCADE_STAGE_WORKER";
+/// The environment prefix: `CASCADE__STAGE_WORKER__BATCH=64`, the `stage_worker` section.
+pub const ENV_PREFIX: &str = "CASCADE__STAGE_WORKER";
 /// The longest handler timeout, as for pipelines' stages.
 const MAX_HANDLER_TIMEOUT: Duration = Duration::from_secs(86_400);
 
@@ -72,7 +71,8 @@ pub struct StageWorkerConfig {
     pub http_addr: Option<String>,
     /// Names this worker in the gateway's logs; unset: `<queue>-<pid>`.
     pub worker_id: Option<String>,
-    pub log: LogSettings,
+    /// Logs and trace export; see `cascade_telemetry`.
+    pub telemetry: cascade_telemetry::TelemetrySettings,
 }
 
 impl Default for StageWorkerConfig {
@@ -91,7 +91,7 @@ impl Default for StageWorkerConfig {
             drain_grace: Duration::from_secs(25),
             http_addr: None,
             worker_id: None,
-            log: LogSettings::default(),
+            telemetry: cascade_telemetry::TelemetrySettings::default(),
         }
     }
 }

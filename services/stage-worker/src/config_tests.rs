@@ -71,8 +71,8 @@ fn file_then_environment_then_flags() {
         Some(file),
         &[("batch", "64"), ("handler", "grpc://shipper:50051")],
         &[
-            ("CASCADE_STAGE_WORKER__BATCH", "32"),
-            ("CASCADE_STAGE_WORKER__LAST_STAGE", "true"),
+            ("CASCADE__STAGE_WORKER__BATCH", "32"),
+            ("CASCADE__STAGE_WORKER__LAST_STAGE", "true"),
             ("CASCADE__UNRELATED", "ignored"),
         ],
     )

@@ -17,7 +17,7 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
     about = "Cascade stage worker: runs a handler on the events of one stage or queue"
 )]
 struct Flags {
-    /// Settings file (TOML); the environment (CASCADE_STAGE_WORKER__<KEY>) and flags override it.
+    /// Settings file (TOML); the environment (CASCADE__STAGE_WORKER__<KEY>) and flags override it.
     #[arg(long)]
     config: Option<PathBuf>,
     /// The gateway's gRPC address [default: http://127.0.0.1:7700].
@@ -58,11 +58,15 @@ async fn main() -> anyhow::Result<()> {
         }
     }
     let config = StageWorkerConfig::load(flags.config.as_deref(), &overrides)?;
-    cascade_service::logging::init(&config.log);
+    let telemetry = cascade_telemetry::init(
+        &config.telemetry,
+        "cascade-stage-worker",
+        env!("CARGO_PKG_VERSION"),
+    )?;
     let (trigger, shutdown) = shutdown_channel();
     tokio::spawn(trigger.on_signal());
-    cascade_stage_worker::run(config, shutdown)
-        .await
-        .context("stage worker")?;
+    let served = cascade_stage_worker::run(config, shutdown).await;
+    telemetry.shutdown().await;
+    served.context("stage worker")?;
     Ok(())
 }

@@ -1,0 +1,71 @@
+//! What every service binary does around its `run`: telemetry (logs, traces), the NATS bus,
+//! SIGTERM/ctrl-c as the shutdown signal, and the admin port with `/healthz`, `/readyz` and
+//! `/metrics`. `cascade standalone` does the same with the in-process bus.
+
+use cascade_bus::Bus;
+use cascade_telemetry::{Metrics, Telemetry};
+use tokio::task::JoinHandle;
+
+use crate::settings::BusKind;
+use crate::{Readiness, ServiceError, Settings, Shutdown, serve_admin, shutdown_channel};
+
+pub struct Process {
+    pub bus: Bus,
+    pub shutdown: Shutdown,
+    pub readiness: Readiness,
+    pub metrics: Metrics,
+    admin: JoinHandle<()>,
+    telemetry: Telemetry,
+}
+
+impl Process {
+    /// Starts telemetry as `name` (`version`), connects to NATS (a lone service on the
+    /// in-process bus would have no one to talk to), and serves the admin port.
+    pub async fn start(
+        name: &'static str,
+        version: &'static str,
+        settings: &Settings,
+    ) -> Result<Process, ServiceError> {
+        let telemetry = cascade_telemetry::init(&settings.telemetry, name, version)?;
+        if settings.bus.kind != BusKind::Nats {
+            return Err(ServiceError::setting(
+                "bus.kind",
+                format!(
+                    "{name} talks to the other services over NATS: set bus.kind = \"nats\" \
+                     (CASCADE__BUS__KIND=nats) and bus.url, or run `cascade standalone` for \
+                     every service in one process"
+                ),
+            ));
+        }
+        let bus = Bus::connect_nats(&settings.bus.url, name).await?;
+        let (trigger, shutdown) = shutdown_channel();
+        tokio::spawn(trigger.on_signal());
+        let readiness = Readiness::default();
+        let metrics = Metrics::new();
+        let (_, admin) = serve_admin(
+            &settings.http.addr,
+            readiness.clone(),
+            metrics.router(),
+            shutdown.clone(),
+        )
+        .await?;
+        Ok(Process {
+            bus,
+            shutdown,
+            readiness,
+            metrics,
+            admin,
+            telemetry,
+        })
+    }
+
+    /// After the service's `run` returned: waits for the admin port to close and flushes
+    /// telemetry.
+    pub async fn finish(self) {
+        self.readiness.set(false);
+        if self.admin.await.is_err() {
+            tracing::error!("the admin port's task panicked");
+        }
+        self.telemetry.shutdown().await;
+    }
+}
