@@ -33,13 +33,10 @@ impl Client {
             addr: addr.to_string(),
             reason: e.to_string(),
         })?;
-        let channel = endpoint
-            .connect()
-            .await
-            .map_err(|e| ClientError::Connect {
-                addr: addr.to_string(),
-                reason: e.to_string(),
-            })?;
+        let channel = endpoint.connect().await.map_err(|e| ClientError::Connect {
+            addr: addr.to_string(),
+            reason: e.to_string(),
+        })?;
         Ok(Client { channel })
     }
 
