@@ -1,0 +1,22 @@
+//! The resource manager's one error type. The decision itself cannot fail: bad numbers in
+//! stats are clamped, not refused, so only settings and stage definitions produce errors.
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ResourceManagerError {
+    /// A setting out of range; `key` is the dotted key, e.g. `resource_manager.interval`.
+    #[error("{key}: {reason}")]
+    Setting { key: String, reason: String },
+    /// A pipeline stage that cannot be managed, e.g. its queue name is invalid.
+    #[error("stage {stage}: {reason}")]
+    Stage { stage: String, reason: String },
+}
+
+impl ResourceManagerError {
+    /// An error about `resource_manager.<key>`.
+    pub(crate) fn setting(key: &str, reason: impl Into<String>) -> ResourceManagerError {
+        ResourceManagerError::Setting {
+            key: format!("resource_manager.{key}"),
+            reason: reason.into(),
+        }
+    }
+}
