@@ -1,5 +1,7 @@
 use std::path::PathBuf;
 
+use cascade_core::Code;
+
 #[derive(Debug, thiserror::Error)]
 pub enum ServiceError {
     /// A setting is missing, malformed or out of range; `key` is its dotted path.
@@ -25,6 +27,51 @@ impl ServiceError {
         ServiceError::Setting {
             key: key.into(),
             reason: reason.into(),
+        }
+    }
+}
+
+/// Why a shard of a sharded service could not start, or stopped. `service` (`dispatcher`,
+/// `timer`) names the service in the message and in the shard's store directory.
+#[derive(Debug, thiserror::Error)]
+pub enum ShardError {
+    #[error("open the store of {service} shard {shard} in {dir}: {source}")]
+    OpenStore {
+        service: &'static str,
+        shard: u32,
+        dir: PathBuf,
+        source: cascade_store::StoreError,
+    },
+    #[error("subscribe {service} shard {shard} to {subject}: {source}")]
+    Subscribe {
+        service: &'static str,
+        shard: u32,
+        subject: String,
+        source: cascade_bus::BusError,
+    },
+    #[error("{service} shard {shard} stopped: {reason}")]
+    Failed {
+        service: &'static str,
+        shard: u32,
+        reason: String,
+    },
+    #[error("close the store of {service} shard {shard}: {source}")]
+    CloseStore {
+        service: &'static str,
+        shard: u32,
+        source: cascade_store::StoreError,
+    },
+}
+
+impl ShardError {
+    /// UNAVAILABLE for a shard that went down (a request may succeed after recovery),
+    /// INTERNAL for one that could not start or stop.
+    pub fn code(&self) -> Code {
+        match self {
+            ShardError::Failed { .. } => Code::Unavailable,
+            ShardError::OpenStore { .. }
+            | ShardError::Subscribe { .. }
+            | ShardError::CloseStore { .. } => Code::Internal,
         }
     }
 }

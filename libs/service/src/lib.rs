@@ -1,20 +1,29 @@
 //! What every Cascade service shares, so that each service's `main` only parses flags and
 //! calls its crate's `run(settings, deps, shutdown)`:
-//! - `settings`: one typed, validated settings tree (defaults < file < `CASCADE__SECTION__KEY`);
+//! - `settings`: one typed, validated settings tree (defaults < file < `CASCADE__SECTION__KEY`),
+//!   loaded by `load_layers`, which a stage worker's settings use too;
 //! - `shutdown`: a signal that SIGTERM or ctrl-c triggers and every task can wait on;
 //! - `admin`: the HTTP admin port with `/healthz` and `/readyz`;
-//! - `store`: opening a shard's store from the settings;
+//! - `store`: opening a shard's store as the settings say;
+//! - `shards`: running a sharded service's shards, and stopping them all on the first failure;
+//! - `flags`: the command-line flags the service binaries share;
 //! - `process`: all of the above around a service binary's `run`.
 
 pub mod admin;
 pub mod error;
+pub mod flags;
+mod layers;
 pub mod process;
 pub mod settings;
+pub mod shards;
 pub mod shutdown;
 pub mod store;
 
 pub use admin::{Readiness, serve_admin};
-pub use error::ServiceError;
+pub use error::{ServiceError, ShardError};
+pub use flags::{DataFlags, ServiceFlags};
+pub use layers::load_layers;
 pub use process::Process;
 pub use settings::Settings;
+pub use shards::{RunningShard, ShardCore, ShardSupervisor, SupervisedShard};
 pub use shutdown::{Shutdown, ShutdownTrigger, shutdown_channel};

@@ -10,10 +10,10 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use cascade_core::units::{serde_duration, serde_size};
+use cascade_core::units::{format_duration, serde_duration, serde_size};
 use serde::{Deserialize, Serialize};
 
-use crate::ServiceError;
+use crate::{ServiceError, load_layers};
 
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -29,6 +29,9 @@ pub struct Settings {
     pub ingest: IngestSettings,
     /// Logs, trace export (OTLP) and service identity; see `cascade_telemetry`.
     pub telemetry: cascade_telemetry::TelemetrySettings,
+    /// The resource manager: the handler budget shared by priority, and how fast it reacts;
+    /// see `cascade_resource_manager`.
+    pub resource_manager: cascade_resource_manager::ResourceManagerSettings,
     /// Pipelines applied at start (re-applied each time: a changed stage config takes effect,
     /// events stay). More can be applied at run time with `Admin.ApplyPipeline`.
     pub pipelines: Vec<cascade_core::Pipeline>,
@@ -238,6 +241,8 @@ impl Default for IngestSettings {
     }
 }
 
+/// The environment prefix: `CASCADE__STORE__CACHE` is `store.cache`.
+const ENV_PREFIX: &str = "CASCADE";
 /// Shards at most: far beyond what one cluster needs, small enough to catch a typo.
 const MAX_SHARDS: u32 = 1024;
 
@@ -257,46 +262,7 @@ impl Settings {
         overrides: &[(&str, String)],
         env: impl IntoIterator<Item = (String, String)>,
     ) -> Result<Settings, ServiceError> {
-        let mut builder = config::Config::builder();
-        if let Some(path) = file {
-            if !path.is_file() {
-                return Err(ServiceError::SettingsFile {
-                    path: path.to_path_buf(),
-                    reason: "no such file".into(),
-                });
-            }
-            builder = builder.add_source(
-                config::File::from(path)
-                    .format(config::FileFormat::Toml)
-                    .required(true),
-            );
-        }
-        let env: config::Map<String, String> = env
-            .into_iter()
-            .filter(|(k, _)| k.starts_with("CASCADE__"))
-            .collect();
-        builder = builder.add_source(
-            config::Environment::with_prefix("CASCADE")
-                .prefix_separator("__")
-                .separator("__")
-                .try_parsing(true)
-                .source(Some(env)),
-        );
-        for (key, value) in overrides {
-            builder = builder
-                .set_override(*key, value.as_str())
-                .map_err(|e| ServiceError::setting(*key, e.to_string()))?;
-        }
-        let settings: Settings = builder
-            .build()
-            .and_then(config::Config::try_deserialize)
-            .map_err(|e| match file {
-                Some(path) => ServiceError::SettingsFile {
-                    path: path.to_path_buf(),
-                    reason: e.to_string(),
-                },
-                None => ServiceError::setting("environment", e.to_string()),
-            })?;
+        let settings: Settings = load_layers(file, ENV_PREFIX, overrides, env)?;
         settings.validate()?;
         Ok(settings)
     }
@@ -378,6 +344,29 @@ impl Settings {
             return Err(ServiceError::setting(
                 "ingest.max_payload",
                 "must be more than 0",
+            ));
+        }
+        self.validate_resource_manager()?;
+        Ok(())
+    }
+
+    fn validate_resource_manager(&self) -> Result<(), ServiceError> {
+        use cascade_resource_manager::ResourceManagerError;
+        let rm = &self.resource_manager;
+        rm.validate().map_err(|e| match e {
+            ResourceManagerError::Setting { key, reason } => ServiceError::setting(key, reason),
+            other => ServiceError::setting("resource_manager", other.to_string()),
+        })?;
+        // Stats older than three intervals are read as stale, so they must come at least
+        // once an interval.
+        if rm.interval < self.dispatcher.stats_interval {
+            return Err(ServiceError::setting(
+                "resource_manager.interval",
+                format!(
+                    "must be at least dispatcher.stats_interval ({}), got {}",
+                    format_duration(self.dispatcher.stats_interval),
+                    format_duration(rm.interval)
+                ),
             ));
         }
         Ok(())

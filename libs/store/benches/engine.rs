@@ -11,13 +11,13 @@
 //! scenarios, default 10), `CASCADE_BENCH_FILL_SECS` (default 60).
 
 use std::collections::BTreeMap;
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use cascade_core::{Outcome, QueueConfig, QueueName, SystemClock};
+use cascade_store::probe::raw_fsync_rate;
 use cascade_store::shard::{EnqueueCmd, LeasedEvent};
 use cascade_store::{Durability, Shard, ShardSettings, Store, StoreError, StoreOptions, durable};
 
@@ -134,22 +134,6 @@ fn env_secs(name: &str, default: u64) -> Duration {
         .and_then(|v| v.parse().ok())
         .unwrap_or(default);
     Duration::from_secs(secs)
-}
-
-/// Appends 100 bytes and `fdatasync`s, as often as the disk allows for `length`.
-fn raw_fsync_rate(dir: &Path, length: Duration) -> std::io::Result<f64> {
-    let path = dir.join("fsync-probe");
-    let mut file = std::fs::File::create(&path)?;
-    let start = Instant::now();
-    let mut n = 0u64;
-    while start.elapsed() < length {
-        file.write_all(&[0x5a; PAYLOAD_BYTES])?;
-        file.sync_data()?;
-        n += 1;
-    }
-    let rate = n as f64 / start.elapsed().as_secs_f64();
-    std::fs::remove_file(&path)?;
-    Ok(rate)
 }
 
 /// Opens the store `name` under `dir` (fsync durability, default options), runs `scenario`,

@@ -9,11 +9,13 @@
 //! - `shard::Shard`: the dispatcher's state machine (queues, events, leases, dedup, outbox).
 //! - `timer::Timer`: the activation timer's schedule.
 //! - `durable::Store`: runs either behind the log with group commit.
+//! - `probe::raw_fsync_rate`: the disk's own rate, printed beside benchmark figures.
 
 pub mod codec;
 pub mod durable;
 pub mod error;
 pub mod kv;
+pub mod probe;
 pub mod shard;
 pub mod timer;
 pub mod wal;

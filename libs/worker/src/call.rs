@@ -5,11 +5,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use cascade_core::Outcome;
+use cascade_proto::convert::event_from_proto;
 use cascade_proto::v1;
 use tracing::Instrument;
 
 use crate::Handler;
-use crate::convert::event_from_proto;
 
 /// Never fails: an error, a timeout or an invalid outcome is logged and becomes a retry
 /// with the queue's backoff.

@@ -17,7 +17,6 @@
 mod call;
 mod complete;
 mod config;
-mod convert;
 mod error;
 mod handle;
 mod handler;

@@ -1,31 +1,16 @@
 //! The activation timer's one error type.
 
-use std::path::PathBuf;
-
-use cascade_bus::BusError;
 use cascade_core::Code;
 use cascade_proto::bus::v1 as bus;
 use cascade_proto::convert::{self, ConvertError};
+use cascade_service::ShardError;
 use cascade_store::StoreError;
 
 #[derive(Debug, thiserror::Error)]
 pub enum TimerError {
-    #[error("open the store of timer shard {shard} in {dir}: {source}")]
-    OpenStore {
-        shard: u32,
-        dir: PathBuf,
-        source: StoreError,
-    },
-    #[error("subscribe timer shard {shard} to {subject}: {source}")]
-    Subscribe {
-        shard: u32,
-        subject: String,
-        source: BusError,
-    },
-    #[error("timer shard {shard} stopped: {reason}")]
-    ShardFailed { shard: u32, reason: String },
-    #[error("close the store of timer shard {shard}: {source}")]
-    CloseStore { shard: u32, source: StoreError },
+    /// A shard could not start, or stopped; boxed, as it is large and rare.
+    #[error(transparent)]
+    Shard(Box<ShardError>),
 
     // ---- one request ----
     #[error(transparent)]
@@ -36,16 +21,19 @@ pub enum TimerError {
     BadRequest { reason: String },
 }
 
+impl From<ShardError> for TimerError {
+    fn from(err: ShardError) -> TimerError {
+        TimerError::Shard(Box::new(err))
+    }
+}
+
 impl TimerError {
     pub fn code(&self) -> Code {
         match self {
             TimerError::Store(e) => e.code(),
             TimerError::Convert(e) => e.code(),
             TimerError::BadRequest { .. } => Code::InvalidArgument,
-            TimerError::ShardFailed { .. } => Code::Unavailable,
-            TimerError::OpenStore { .. }
-            | TimerError::Subscribe { .. }
-            | TimerError::CloseStore { .. } => Code::Internal,
+            TimerError::Shard(e) => e.code(),
         }
     }
 

@@ -6,14 +6,15 @@ use std::sync::atomic::AtomicU64;
 use std::time::Duration;
 
 use cascade_bus::{Bus, subject};
-use cascade_core::SystemClock;
-use cascade_service::{Settings, Shutdown};
-use cascade_store::{Store, Timer, durable};
+use cascade_service::store::open_shard_store;
+use cascade_service::{RunningShard, Settings, ShardCore, ShardError, Shutdown};
+use cascade_store::{Store, Timer};
 use tokio::sync::Notify;
-use tokio::task::JoinHandle;
 
-use crate::TimerError;
 use crate::{firing, serve};
+
+/// Names the timer in its shards' log events, errors and store directories.
+pub(crate) const SERVICE: &str = "timer";
 
 /// What the tasks of one timer shard share.
 pub(crate) struct TimerShard {
@@ -32,82 +33,41 @@ pub(crate) struct TimerShard {
     pub stopping: Shutdown,
 }
 
-pub(crate) struct RunningShard {
-    ctx: Arc<TimerShard>,
-    requests: JoinHandle<()>,
-    firing: JoinHandle<()>,
+impl ShardCore for TimerShard {
+    type State = Timer;
+
+    fn bus(&self) -> &Bus {
+        &self.bus
+    }
+
+    fn store(&self) -> &Store<Timer> {
+        &self.store
+    }
+
+    fn stopping(&self) -> &Shutdown {
+        &self.stopping
+    }
+
+    fn into_store(self) -> Store<Timer> {
+        self.store
+    }
 }
 
-impl RunningShard {
-    pub async fn start(
-        settings: &Settings,
-        shard: u32,
-        bus: Bus,
-        stopping: Shutdown,
-    ) -> Result<RunningShard, TimerError> {
-        let ctx = open(settings, shard, bus, stopping).await?;
-        let subject = subject::timer(&ctx.cluster, shard);
-        let requests_in = match ctx.bus.subscribe(&subject).await {
-            Ok(subscription) => subscription,
-            Err(source) => {
-                close(ctx).await?;
-                return Err(TimerError::Subscribe {
-                    shard,
-                    subject,
-                    source,
-                });
-            }
-        };
-        let requests = tokio::spawn(serve::serve(Arc::clone(&ctx), requests_in));
+/// Opens timer shard `shard`'s schedule and starts its request loop and firing loop.
+pub(crate) async fn start(
+    settings: &Settings,
+    shard: u32,
+    bus: Bus,
+    stopping: Shutdown,
+) -> Result<RunningShard<TimerShard>, ShardError> {
+    let ctx = open(settings, shard, bus, stopping).await?;
+    let subject = subject::timer(&ctx.cluster, shard);
+    RunningShard::start(SERVICE, shard, ctx, subject, |tasks, ctx, requests_in| {
+        tasks.spawn_request_loop(serve::serve(Arc::clone(ctx), requests_in));
         // Fires at once what came due while the shard was down.
-        let firing = tokio::spawn(firing::fire(Arc::clone(&ctx)));
-        tracing::info!(shard, %subject, "timer.shard.started");
-        Ok(RunningShard {
-            ctx,
-            requests,
-            firing,
-        })
-    }
-
-    /// Why the shard cannot go on, if it cannot.
-    pub fn failure(&self) -> Option<TimerError> {
-        let shard = self.ctx.shard;
-        if let Some(reason) = self.ctx.store.fatal() {
-            return Some(TimerError::ShardFailed { shard, reason });
-        }
-        if self.ctx.stopping.is_triggered() {
-            return None;
-        }
-        if self.requests.is_finished() {
-            return Some(TimerError::ShardFailed {
-                shard,
-                reason: "its request loop ended (the bus subscription closed)".into(),
-            });
-        }
-        if self.firing.is_finished() {
-            return Some(TimerError::ShardFailed {
-                shard,
-                reason: "its firing loop ended".into(),
-            });
-        }
-        None
-    }
-
-    /// Waits for the tasks (the caller has pulled `stopping`), then closes the store.
-    pub async fn stop(self) -> Result<(), TimerError> {
-        let shard = self.ctx.shard;
-        for (task, name) in [
-            (self.requests, "request loop"),
-            (self.firing, "firing loop"),
-        ] {
-            if let Err(e) = task.await {
-                tracing::error!(shard, task = name, error = %e, "timer.task.panicked");
-            }
-        }
-        close(self.ctx).await?;
-        tracing::info!(shard, "timer.shard.stopped");
-        Ok(())
-    }
+        tasks.spawn("firing loop", firing::fire(Arc::clone(ctx)));
+    })
+    .await
 }
 
 async fn open(
@@ -115,27 +75,12 @@ async fn open(
     shard: u32,
     bus: Bus,
     stopping: Shutdown,
-) -> Result<Arc<TimerShard>, TimerError> {
-    let dir = cascade_service::store::shard_dir(settings, "timer", shard);
-    let options = cascade_service::store::options(settings);
+) -> Result<Arc<TimerShard>, ShardError> {
     let horizon = settings.timer.horizon;
-    let open_dir = dir.clone();
-    let opened = tokio::task::spawn_blocking(move || {
-        let (kv, wal) = durable::recover(&open_dir, &options)?;
-        let state = Timer::new(kv, horizon);
-        Ok::<_, cascade_store::StoreError>(Store::start(state, wal, options, Arc::new(SystemClock)))
+    let store = open_shard_store(settings, SERVICE, shard, move |kv| {
+        Ok(Timer::new(kv, horizon))
     })
-    .await;
-    let store = match opened {
-        Ok(Ok(store)) => store,
-        Ok(Err(source)) => return Err(TimerError::OpenStore { shard, dir, source }),
-        Err(join) => {
-            return Err(TimerError::ShardFailed {
-                shard,
-                reason: format!("opening the store panicked: {join}"),
-            });
-        }
-    };
+    .await?;
     Ok(Arc::new(TimerShard {
         shard,
         cluster: settings.cluster.name.clone(),
@@ -148,23 +93,4 @@ async fn open(
         earlier: Notify::new(),
         stopping,
     }))
-}
-
-async fn close(ctx: Arc<TimerShard>) -> Result<(), TimerError> {
-    let shard = ctx.shard;
-    let Some(ctx) = Arc::into_inner(ctx) else {
-        return Err(TimerError::ShardFailed {
-            shard,
-            reason: "its store is still in use at shutdown".into(),
-        });
-    };
-    let store = ctx.store;
-    match tokio::task::spawn_blocking(move || store.shutdown()).await {
-        Ok(Ok(())) => Ok(()),
-        Ok(Err(source)) => Err(TimerError::CloseStore { shard, source }),
-        Err(join) => Err(TimerError::ShardFailed {
-            shard,
-            reason: format!("closing the store panicked: {join}"),
-        }),
-    }
 }

@@ -1,9 +1,15 @@
 //! `cascade`: `cascade standalone` runs ingest, dispatcher and activation-timer shards in one
 //! process over the in-process bus; the other subcommands are a small client for trying it
 //! out (`cascade queue create`, `cascade enqueue`, `cascade take`, `cascade ack`,
-//! `cascade stats`) and `cascade data verify` for a store directory.
+//! `cascade stats`), `cascade rm explain` for the resource manager's decisions, and
+//! `cascade data verify` for a store directory.
 
 mod client;
+mod local_executor;
+mod rm;
+mod rm_client;
+#[cfg(test)]
+mod rm_local_tests;
 mod stages;
 mod standalone;
 mod verify;
@@ -45,6 +51,11 @@ enum Command {
     Ack(client::AckArgs),
     /// Show a queue's counts and totals.
     Stats(client::StatsArgs),
+    /// Ask the resource manager of a running `cascade standalone`.
+    Rm {
+        #[command(subcommand)]
+        command: rm_client::RmCommand,
+    },
     /// Inspect a shard's store directory.
     Data {
         #[command(subcommand)]
@@ -70,6 +81,7 @@ fn main() -> anyhow::Result<()> {
         Command::Take(args) => runtime.block_on(client::take(args)),
         Command::Ack(args) => runtime.block_on(client::ack(args)),
         Command::Stats(args) => runtime.block_on(client::stats(args)),
+        Command::Rm { command } => runtime.block_on(rm_client::rm(command)),
         Command::Data {
             command: DataCommand::Verify { dir },
         } => verify::run(&dir),

@@ -3,16 +3,23 @@
 //! `PIPELINE_POLL`, starts a worker for each new stage, restarts one whose definition
 //! changed (its handler, concurrency, place in the chain), and stops those whose stage is
 //! gone. Each worker drains gracefully (finishes or releases what it holds) on stop.
+//!
+//! For the resource manager, each list read feeds its [`StagesFeed`], and each worker is
+//! registered with the [`LocalExecutor`] from start to stop, which turns its concurrency
+//! and take size.
 
 use std::collections::HashMap;
 use std::time::Duration;
 
 use cascade_client::{Client, api};
-use cascade_core::Pipeline;
+use cascade_core::{Pipeline, QueueName};
 use cascade_proto::convert::pipeline_from_proto;
+use cascade_resource_manager::StagesFeed;
 use cascade_service::{Shutdown, ShutdownTrigger, shutdown_channel};
-use cascade_stage_worker::StageWorkerConfig;
+use cascade_stage_worker::{Registry, StageWorker, StageWorkerConfig};
 use tokio::task::JoinHandle;
+
+use crate::local_executor::LocalExecutor;
 
 /// How soon a pipeline applied at run time gets its workers.
 const PIPELINE_POLL: Duration = Duration::from_secs(1);
@@ -24,9 +31,17 @@ struct Running {
     task: JoinHandle<()>,
 }
 
+/// What the supervisor reports to the resource manager.
+pub struct Managed {
+    /// The stages of the pipelines listed.
+    pub stages: StagesFeed,
+    /// The workers started.
+    pub executor: LocalExecutor,
+}
+
 /// Supervises the stage workers until `shutdown`, then stops them all and waits for them.
-pub async fn supervise(gateway: String, shutdown: Shutdown) {
-    let mut running: HashMap<String, Running> = HashMap::new();
+pub async fn supervise(gateway: String, managed: Managed, shutdown: Shutdown) {
+    let mut running: HashMap<QueueName, Running> = HashMap::new();
     let mut client = None;
     loop {
         if client.is_none() {
@@ -34,7 +49,10 @@ pub async fn supervise(gateway: String, shutdown: Shutdown) {
         }
         if let Some(c) = &client {
             match list_pipelines(c).await {
-                Ok(pipelines) => reconcile(&gateway, &pipelines, &mut running),
+                Ok(pipelines) => {
+                    managed.stages.set_pipelines(&pipelines);
+                    reconcile(&gateway, &pipelines, &mut running, &managed.executor);
+                }
                 Err(e) => tracing::warn!(error = %e, "stages.list_pipelines"),
             }
         }
@@ -43,7 +61,8 @@ pub async fn supervise(gateway: String, shutdown: Shutdown) {
             _ = tokio::time::sleep(PIPELINE_POLL) => {}
         }
     }
-    for (_, worker) in running.drain() {
+    for (queue, worker) in running.drain() {
+        managed.executor.unregister(&queue);
         worker.stop.trigger();
         let _ = worker.task.await;
     }
@@ -62,17 +81,22 @@ async fn list_pipelines(client: &Client) -> Result<Vec<Pipeline>, tonic::Status>
         .collect()
 }
 
-fn reconcile(gateway: &str, pipelines: &[Pipeline], running: &mut HashMap<String, Running>) {
+fn reconcile(
+    gateway: &str,
+    pipelines: &[Pipeline],
+    running: &mut HashMap<QueueName, Running>,
+    executor: &LocalExecutor,
+) {
     let mut wanted = HashMap::new();
     for pipeline in pipelines {
         for stage in &pipeline.stages {
-            let queue = pipeline.stage_queue(&stage.name).to_string();
+            let queue = pipeline.stage_queue(&stage.name);
             match StageWorkerConfig::for_stage(gateway, pipeline, &stage.name) {
                 Ok(config) => {
                     let definition = format!("{config:?}");
-                    wanted.insert(queue, (definition, config));
+                    wanted.insert(queue, (definition, config, stage.handler.concurrency));
                 }
-                Err(e) => tracing::error!(queue, error = %e, "stages.config"),
+                Err(e) => tracing::error!(queue = %queue, error = %e, "stages.config"),
             }
         }
     }
@@ -81,23 +105,34 @@ fn reconcile(gateway: &str, pipelines: &[Pipeline], running: &mut HashMap<String
         let keep = !worker.task.is_finished()
             && wanted
                 .get(queue)
-                .is_some_and(|(definition, _)| *definition == worker.definition);
+                .is_some_and(|(definition, _, _)| *definition == worker.definition);
         if !keep {
-            tracing::info!(queue, "stages.stop");
+            tracing::info!(queue = %queue, "stages.stop");
+            executor.unregister(queue);
             worker.stop.trigger();
         }
         keep
     });
-    for (queue, (definition, config)) in wanted {
+    for (queue, (definition, config, per_handler)) in wanted {
         if running.contains_key(&queue) {
             continue;
         }
-        tracing::info!(queue, "stages.start");
+        // A worker that cannot be built is tried again at the next poll.
+        let worker = match StageWorker::new(config, &Registry::new()) {
+            Ok(worker) => worker,
+            Err(e) => {
+                tracing::error!(queue = %queue, error = %e, "stages.worker_failed");
+                continue;
+            }
+        };
+        tracing::info!(queue = %queue, "stages.start");
+        // Registered before it runs, so that it starts with the manager's last decision.
+        executor.register(queue.clone(), worker.handle(), per_handler);
         let (stop, stopped) = shutdown_channel();
         let name = queue.clone();
         let task = tokio::spawn(async move {
-            if let Err(e) = cascade_stage_worker::run(config, stopped).await {
-                tracing::error!(queue = name, error = %e, "stages.worker_failed");
+            if let Err(e) = worker.run(stopped).await {
+                tracing::error!(queue = %name, error = %e, "stages.worker_failed");
             }
         });
         running.insert(

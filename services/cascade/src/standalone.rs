@@ -1,16 +1,20 @@
-//! `cascade standalone`: ingest, every dispatcher and activation-timer shard, and the admin
-//! port in one process, over the in-process bus. One shutdown signal (SIGTERM or ctrl-c)
+//! `cascade standalone`: ingest, every dispatcher and activation-timer shard, a stage worker
+//! per pipeline stage, the resource manager over those workers (`rm.rs`) and the admin port
+//! in one process, over the in-process bus. One shutdown signal (SIGTERM or ctrl-c)
 //! stops them all: the gateway stops accepting and finishes its calls, the shards finish
 //! what they hold and checkpoint, and the process exits 0.
 
+use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use crate::stages;
+use crate::{rm, stages};
 use anyhow::Context;
 use cascade_bus::Bus;
-use cascade_service::{Readiness, Settings, Shutdown, serve_admin, shutdown_channel};
-use tokio::task::JoinSet;
+use cascade_service::{
+    Readiness, Settings, Shutdown, ShutdownTrigger, serve_admin, shutdown_channel,
+};
+use tokio::task::{JoinHandle, JoinSet};
 
 #[derive(clap::Args)]
 pub struct Flags {
@@ -53,17 +57,35 @@ pub async fn main(flags: Flags) -> anyhow::Result<()> {
     result
 }
 
+/// The addresses bound, which differ from the settings' when those ask for port 0.
+#[derive(Clone, Copy, Debug)]
+pub struct Bound {
+    pub grpc: SocketAddr,
+    pub http: SocketAddr,
+}
+
 pub async fn run(settings: Settings, shutdown: Shutdown) -> anyhow::Result<()> {
+    run_with(settings, shutdown, |_| {}).await
+}
+
+/// `run`, calling `on_ready` with the bound addresses once everything serves.
+pub async fn run_with(
+    settings: Settings,
+    shutdown: Shutdown,
+    on_ready: impl FnOnce(Bound),
+) -> anyhow::Result<()> {
     let started = Instant::now();
     let bus = Bus::local();
     // The services stop on the caller's signal or when any of them ends (a failed shard).
     let (stop, stopping) = shutdown_channel();
     let readiness = Readiness::default();
     let metrics = cascade_telemetry::Metrics::new();
+    let local_rm = rm::Local::new(settings.resource_manager.enabled);
+    let admin_routes = metrics.router().merge(local_rm.explain_route());
     let (http_addr, http) = serve_admin(
         &settings.http.addr,
         readiness.clone(),
-        metrics.router(),
+        admin_routes,
         stopping.clone(),
     )
     .await?;
@@ -110,28 +132,21 @@ pub async fn run(settings: Settings, shutdown: Shutdown) -> anyhow::Result<()> {
         "ingest",
         cascade_ingest::serve(grpc, settings.clone(), bus.clone(), stopping.clone()),
     ));
-    // Stage workers are clients of the gateway, like any other worker. They stop first on
-    // shutdown, so that what they release and complete still reaches the shards.
-    let (stop_stages, stages_stopping) = shutdown_channel();
-    let stages = tokio::spawn(stages::supervise(
-        format!("http://{grpc_addr}"),
-        stages_stopping,
-    ));
+    let (stop_stages, stage_workers) = start_stage_workers(
+        &settings,
+        grpc_addr,
+        bus.clone(),
+        metrics.clone(),
+        local_rm,
+        &mut services,
+    );
     readiness.set(true);
-    tracing::info!(
-        grpc = %grpc_addr,
-        http = %http_addr,
-        data = %settings.data.dir.display(),
-        shards = settings.cluster.shards,
-        pipelines = settings.pipelines.len(),
-        started_in = ?started.elapsed(),
-        "cascade.standalone.ready"
-    );
-    eprintln!(
-        "cascade standalone: gRPC on {grpc_addr}, HTTP on {http_addr}, data in {} (ready in {} ms)",
-        settings.data.dir.display(),
-        started.elapsed().as_millis()
-    );
+    let bound = Bound {
+        grpc: grpc_addr,
+        http: http_addr,
+    };
+    announce(&settings, bound, started);
+    on_ready(bound);
 
     let mut failure = None;
     tokio::select! {
@@ -145,7 +160,7 @@ pub async fn run(settings: Settings, shutdown: Shutdown) -> anyhow::Result<()> {
     }
     readiness.set(false);
     stop_stages.trigger();
-    let _ = stages.await;
+    let _ = stage_workers.await;
     stop.trigger();
     while let Some(ended) = services.join_next().await {
         if let Err(e) = ended? {
@@ -161,6 +176,51 @@ pub async fn run(settings: Settings, shutdown: Shutdown) -> anyhow::Result<()> {
             Ok(())
         }
     }
+}
+
+/// Starts the stage supervisor and, when enabled, the resource manager over its workers.
+/// Stage workers are clients of the gateway, like any other worker. They stop first on
+/// shutdown (the trigger returned), so that what they release and complete still reaches
+/// the shards; the manager stops with them, as there is nothing left to manage.
+fn start_stage_workers(
+    settings: &Settings,
+    grpc_addr: SocketAddr,
+    bus: Bus,
+    metrics: cascade_telemetry::Metrics,
+    local_rm: rm::Local,
+    services: &mut JoinSet<anyhow::Result<()>>,
+) -> (ShutdownTrigger, JoinHandle<()>) {
+    let (stop_stages, stages_stopping) = shutdown_channel();
+    let (managed, manager) = local_rm.split(settings, bus, metrics, stages_stopping.clone());
+    if let Some(manager) = manager {
+        services.spawn(named("resource manager", manager));
+    }
+    let supervisor = tokio::spawn(stages::supervise(
+        format!("http://{grpc_addr}"),
+        managed,
+        stages_stopping,
+    ));
+    (stop_stages, supervisor)
+}
+
+fn announce(settings: &Settings, bound: Bound, started: Instant) {
+    tracing::info!(
+        grpc = %bound.grpc,
+        http = %bound.http,
+        data = %settings.data.dir.display(),
+        shards = settings.cluster.shards,
+        pipelines = settings.pipelines.len(),
+        resource_manager = settings.resource_manager.enabled,
+        started_in = ?started.elapsed(),
+        "cascade.standalone.ready"
+    );
+    eprintln!(
+        "cascade standalone: gRPC on {}, HTTP on {}, data in {} (ready in {} ms)",
+        bound.grpc,
+        bound.http,
+        settings.data.dir.display(),
+        started.elapsed().as_millis()
+    );
 }
 
 /// A service's run, its error named after it.

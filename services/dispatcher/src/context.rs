@@ -6,11 +6,13 @@ use std::time::Duration;
 
 use cascade_bus::Bus;
 use cascade_core::{Clock, QueueName, SystemClock, shard_of};
-use cascade_service::{Settings, Shutdown};
-use cascade_store::{Shard, ShardSettings, Store, durable};
+use cascade_service::store::open_shard_store;
+use cascade_service::{Settings, ShardError, Shutdown};
+use cascade_store::{Shard, ShardSettings, Store};
 use tokio::sync::Notify;
 
 use crate::DispatcherError;
+use crate::shard::SERVICE;
 use crate::take::TakeLimits;
 use crate::wakeups::Wakeups;
 
@@ -45,9 +47,7 @@ impl ShardContext {
         shard: u32,
         bus: Bus,
         stopping: Shutdown,
-    ) -> Result<Arc<ShardContext>, DispatcherError> {
-        let dir = cascade_service::store::shard_dir(settings, "dispatcher", shard);
-        let options = cascade_service::store::options(settings);
+    ) -> Result<Arc<ShardContext>, ShardError> {
         let shards = settings.cluster.shards;
         let shard_settings = ShardSettings {
             dedup_max_entries: settings.store.dedup_max_entries,
@@ -55,28 +55,10 @@ impl ShardContext {
             jitter_seed: u64::from(shard) ^ SystemClock.now().as_micros(),
             router: Arc::new(move |queue: &QueueName| shard_of(queue, shards) == shard),
         };
-        let open_dir = dir.clone();
-        let opened = tokio::task::spawn_blocking(move || {
-            let (kv, wal) = durable::recover(&open_dir, &options)?;
-            let state = Shard::new(kv, shard_settings)?;
-            Ok::<_, cascade_store::StoreError>(Store::start(
-                state,
-                wal,
-                options,
-                Arc::new(SystemClock),
-            ))
+        let store = open_shard_store(settings, SERVICE, shard, move |kv| {
+            Shard::new(kv, shard_settings)
         })
-        .await;
-        let store = match opened {
-            Ok(Ok(store)) => store,
-            Ok(Err(source)) => return Err(DispatcherError::OpenStore { shard, dir, source }),
-            Err(join) => {
-                return Err(DispatcherError::ShardFailed {
-                    shard,
-                    reason: format!("opening the store panicked: {join}"),
-                });
-            }
-        };
+        .await?;
         let dispatcher = &settings.dispatcher;
         Ok(Arc::new(ShardContext {
             shard,

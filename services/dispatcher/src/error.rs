@@ -1,32 +1,17 @@
 //! The dispatcher's one error type: why a shard could not start or stopped, and why one
 //! request failed. Each variant maps to one status code (`DispatcherError::code`).
 
-use std::path::PathBuf;
-
-use cascade_bus::BusError;
 use cascade_core::Code;
 use cascade_proto::bus::v1 as bus;
 use cascade_proto::convert::{self, ConvertError};
+use cascade_service::ShardError;
 use cascade_store::StoreError;
 
 #[derive(Debug, thiserror::Error)]
 pub enum DispatcherError {
-    #[error("open the store of dispatcher shard {shard} in {dir}: {source}")]
-    OpenStore {
-        shard: u32,
-        dir: PathBuf,
-        source: StoreError,
-    },
-    #[error("subscribe dispatcher shard {shard} to {subject}: {source}")]
-    Subscribe {
-        shard: u32,
-        subject: String,
-        source: BusError,
-    },
-    #[error("dispatcher shard {shard} stopped: {reason}")]
-    ShardFailed { shard: u32, reason: String },
-    #[error("close the store of dispatcher shard {shard}: {source}")]
-    CloseStore { shard: u32, source: StoreError },
+    /// A shard could not start, or stopped; boxed, as it is large and rare.
+    #[error(transparent)]
+    Shard(Box<ShardError>),
 
     // ---- one request ----
     #[error(transparent)]
@@ -53,6 +38,12 @@ pub enum DispatcherError {
     },
 }
 
+impl From<ShardError> for DispatcherError {
+    fn from(err: ShardError) -> DispatcherError {
+        DispatcherError::Shard(Box::new(err))
+    }
+}
+
 impl DispatcherError {
     pub fn code(&self) -> Code {
         match self {
@@ -61,10 +52,7 @@ impl DispatcherError {
             DispatcherError::BadRequest { .. } => Code::InvalidArgument,
             DispatcherError::WrongShard { .. } => Code::FailedPrecondition,
             DispatcherError::TooLarge { .. } => Code::ResourceExhausted,
-            DispatcherError::ShardFailed { .. } => Code::Unavailable,
-            DispatcherError::OpenStore { .. }
-            | DispatcherError::Subscribe { .. }
-            | DispatcherError::CloseStore { .. } => Code::Internal,
+            DispatcherError::Shard(e) => e.code(),
         }
     }
 

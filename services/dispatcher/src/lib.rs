@@ -21,16 +21,10 @@ mod stats;
 mod take;
 mod wakeups;
 
-use std::time::Duration;
-
 use cascade_bus::Bus;
-use cascade_service::{Readiness, Settings, Shutdown, shutdown_channel};
+use cascade_service::{Readiness, Settings, ShardSupervisor, Shutdown};
 
 pub use error::DispatcherError;
-use shard::RunningShard;
-
-/// How often the shards are checked for a failure.
-const FAILURE_CHECK: Duration = Duration::from_millis(200);
 
 /// Serves every shard of `settings.dispatcher_shards()` until `shutdown`, then stops them
 /// gracefully (see `shard`).
@@ -45,62 +39,16 @@ pub async fn run_with_readiness(
     shutdown: Shutdown,
     readiness: Readiness,
 ) -> Result<(), DispatcherError> {
-    // The shards stop on the caller's shutdown or on the first shard's failure.
-    let (stop, stopping) = shutdown_channel();
-    let mut shards = Vec::new();
-    for shard in settings.dispatcher_shards() {
-        match RunningShard::start(&settings, shard, bus.clone(), stopping.clone()).await {
-            Ok(running) => shards.push(running),
-            Err(e) => {
-                stop.trigger();
-                // Their errors are logged; the caller needs the reason the start failed.
-                let _ = stop_all(shards).await;
-                return Err(e);
-            }
-        }
-    }
-    readiness.set(true);
-    tracing::info!(
-        shards = ?settings.dispatcher_shards(),
-        cluster = %settings.cluster.name,
-        "dispatcher.ready"
-    );
-    let failure = tokio::select! {
-        () = shutdown.wait() => None,
-        failure = first_failure(&shards) => Some(failure),
+    let supervisor = ShardSupervisor {
+        service: shard::SERVICE,
+        cluster: &settings.cluster.name,
+        shards: settings.dispatcher_shards(),
+        readiness,
     };
-    readiness.set(false);
-    stop.trigger();
-    if let Some(e) = &failure {
-        tracing::error!(error = %e, "dispatcher.failed");
-    }
-    let stopped = stop_all(shards).await;
-    match failure {
-        Some(e) => Err(e),
-        None => stopped,
-    }
-}
-
-async fn first_failure(shards: &[RunningShard]) -> DispatcherError {
-    let mut checks = tokio::time::interval(FAILURE_CHECK);
-    loop {
-        checks.tick().await;
-        if let Some(failure) = shards.iter().find_map(RunningShard::failure) {
-            return failure;
-        }
-    }
-}
-
-/// Stops every shard; the first error is returned, the others logged.
-async fn stop_all(shards: Vec<RunningShard>) -> Result<(), DispatcherError> {
-    let mut result = Ok(());
-    for shard in shards {
-        if let Err(e) = shard.stop().await {
-            tracing::error!(error = %e, "dispatcher.stop");
-            if result.is_ok() {
-                result = Err(e);
-            }
-        }
-    }
-    result
+    let served = supervisor
+        .run(shutdown, |shard, stopping| {
+            shard::start(&settings, shard, bus.clone(), stopping)
+        })
+        .await;
+    served.map_err(DispatcherError::from)
 }

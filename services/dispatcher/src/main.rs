@@ -1,9 +1,7 @@
 //! `cascade-dispatcher`: serves the dispatcher shards of `dispatcher.shards` over NATS.
 
-use std::path::PathBuf;
-
 use anyhow::Context;
-use cascade_service::{Process, Settings};
+use cascade_service::{DataFlags, Process, ServiceFlags, Settings};
 use clap::Parser;
 
 #[global_allocator]
@@ -15,28 +13,17 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
     about = "Cascade dispatcher: serves its shards' queues over NATS"
 )]
 struct Flags {
-    /// Settings file (TOML); see deploy/config/cascade.toml.
-    #[arg(long)]
-    config: Option<PathBuf>,
-    /// Where the shards keep their stores [default: ./cascade-data].
-    #[arg(long)]
-    data_dir: Option<PathBuf>,
-    /// The HTTP admin address (/healthz, /readyz) [default: 127.0.0.1:7701].
-    #[arg(long)]
-    http_addr: Option<String>,
+    #[command(flatten)]
+    service: ServiceFlags,
+    #[command(flatten)]
+    data: DataFlags,
 }
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let flags = Flags::parse();
-    let mut overrides = Vec::new();
-    if let Some(dir) = &flags.data_dir {
-        overrides.push(("data.dir", dir.display().to_string()));
-    }
-    if let Some(addr) = flags.http_addr {
-        overrides.push(("http.addr", addr));
-    }
-    let settings = Settings::load(flags.config.as_deref(), &overrides)?;
+    let overrides = [flags.service.overrides(), flags.data.overrides()].concat();
+    let settings = Settings::load(flags.service.config.as_deref(), &overrides)?;
     let process =
         Process::start("cascade-dispatcher", env!("CARGO_PKG_VERSION"), &settings).await?;
     let served = cascade_dispatcher::run_with_readiness(

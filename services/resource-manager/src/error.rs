@@ -1,5 +1,6 @@
 //! The resource manager's one error type. The decision itself cannot fail: bad numbers in
-//! stats are clamped, not refused, so only settings and stage definitions produce errors.
+//! stats are clamped, not refused, so only settings, stage definitions, the bus and the
+//! executor produce errors.
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ResourceManagerError {
@@ -9,6 +10,12 @@ pub enum ResourceManagerError {
     /// A pipeline stage that cannot be managed, e.g. its queue name is invalid.
     #[error("stage {stage}: {reason}")]
     Stage { stage: String, reason: String },
+    /// The bus refused a subscription, or closed under the service loop.
+    #[error("bus subject {subject}: {reason}")]
+    Bus { subject: String, reason: String },
+    /// The executor could not apply a stage's decision.
+    #[error("apply the decision for stage {stage}: {reason}")]
+    Apply { stage: String, reason: String },
 }
 
 impl ResourceManagerError {

@@ -5,7 +5,9 @@
 //! The decision is pure: [`Planner::step`] reads a [`History`] of stats samples, the
 //! [`StageSpec`]s, the [`Current`] counts, the settings and the time, and returns a
 //! [`Decision`] per stage with its [`Explanation`]. Reading stats from the bus and applying
-//! counts (Kubernetes or local workers) belong to the service loop, not here.
+//! counts belong to the service loop, [`run`] (`service/`), which applies them through an
+//! [`Executor`]: Kubernetes, or the stage workers of `cascade standalone` (its executor
+//! lives in the `cascade` crate, which owns those workers).
 //!
 //! The policy, in short (details in each module):
 //! - a stage needs `(ready + leased + due within target_drain + arrivals × target_drain)
@@ -28,6 +30,7 @@ mod history;
 mod measure;
 mod model;
 mod propose;
+mod service;
 mod settings;
 
 pub use decide::Planner;
@@ -36,5 +39,9 @@ pub use history::{History, Sample};
 pub use model::{
     Current, Decision, DueBucket, Explanation, Inputs, Reason, StageSpec, StageStats, Throughput,
     ThroughputSource,
+};
+pub use service::{
+    Board, DecisionsMessage, Deps, Executor, StageDecision, Stages, StagesFeed, decisions_subject,
+    run,
 };
 pub use settings::ResourceManagerSettings;

@@ -4,6 +4,7 @@
 //!
 //! ```toml
 //! [resource_manager]
+//! enabled = true
 //! interval = "5s"
 //! total_handlers = 16
 //! target_drain = "60s"
@@ -34,6 +35,9 @@ pub(crate) const RATE_INTERVALS: u32 = 3;
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct ResourceManagerSettings {
+    /// Whether `cascade standalone` runs the resource manager over its stage workers.
+    /// Off: each stage keeps `handler.concurrency` handlers at once, as its worker starts.
+    pub enabled: bool,
     /// How often stats are read and a decision is made.
     #[serde(with = "serde_duration")]
     pub interval: Duration,
@@ -68,6 +72,7 @@ pub struct ResourceManagerSettings {
 impl Default for ResourceManagerSettings {
     fn default() -> Self {
         ResourceManagerSettings {
+            enabled: true,
             interval: Duration::from_secs(5),
             total_handlers: 16,
             target_drain: Duration::from_secs(60),

@@ -25,6 +25,7 @@ use std::time::Duration;
 
 use cascade_core::units::{format_duration, serde_duration};
 use cascade_core::{HandlerKind, HandlerSpec, Pipeline, QueueName};
+use cascade_service::load_layers;
 use cascade_worker::WorkerConfig;
 use serde::{Deserialize, Serialize};
 
@@ -145,52 +146,17 @@ impl StageWorkerConfig {
         overrides: &[(&str, String)],
         env: impl IntoIterator<Item = (String, String)>,
     ) -> Result<StageWorkerConfig, StageWorkerError> {
-        let mut builder = config::Config::builder();
-        if let Some(path) = file {
-            if !path.is_file() {
-                return Err(StageWorkerError::ConfigFile {
-                    path: path.to_path_buf(),
-                    reason: "no such file".into(),
-                });
-            }
-            builder = builder.add_source(
-                config::File::from(path)
-                    .format(config::FileFormat::Toml)
-                    .required(true),
-            );
-        }
-        let prefix = format!("{ENV_PREFIX}__");
-        let env: config::Map<String, String> = env
-            .into_iter()
-            .filter(|(key, _)| key.starts_with(&prefix))
-            .collect();
-        builder = builder.add_source(
-            config::Environment::with_prefix(ENV_PREFIX)
-                .prefix_separator("__")
-                .separator("__")
-                .try_parsing(true)
-                .source(Some(env)),
-        );
+        // `handler` takes a spec, not a table: it is applied after the layers.
         let mut handler_kind = None;
+        let mut layered = Vec::with_capacity(overrides.len());
         for (key, value) in overrides {
-            if *key == "handler" {
-                handler_kind = Some(parse_handler_kind(value)?);
-                continue;
+            match *key {
+                "handler" => handler_kind = Some(parse_handler_kind(value)?),
+                _ => layered.push((*key, value.clone())),
             }
-            builder = builder
-                .set_override(*key, value.as_str())
-                .map_err(|e| StageWorkerError::setting(*key, e.to_string()))?;
         }
-        let mut loaded: StageWorkerConfig = builder
-            .build()
-            .and_then(config::Config::try_deserialize)
-            .map_err(|e| match file {
-                Some(path) => StageWorkerError::ConfigFile {
-                    path: path.to_path_buf(),
-                    reason: e.to_string(),
-                },
-                None => StageWorkerError::setting("environment", e.to_string()),
-            })?;
+        let mut loaded: StageWorkerConfig =
+            load_layers(file, ENV_PREFIX, &layered, env).map_err(StageWorkerError::from_layers)?;
         if let Some(kind) = handler_kind {
             loaded.handler = Some(match loaded.handler {
                 Some(spec) => HandlerSpec { kind, ..spec },

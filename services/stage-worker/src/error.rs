@@ -2,6 +2,8 @@
 
 use std::path::PathBuf;
 
+use cascade_service::ServiceError;
+
 #[derive(Debug, thiserror::Error)]
 pub enum StageWorkerError {
     /// A setting is missing, malformed or out of range; `key` is its dotted path.
@@ -19,10 +21,21 @@ pub enum StageWorkerError {
     #[error(transparent)]
     Worker(#[from] cascade_worker::WorkerError),
     #[error(transparent)]
-    Service(#[from] cascade_service::ServiceError),
+    Service(#[from] ServiceError),
 }
 
 impl StageWorkerError {
+    /// The errors of `cascade_service::load_layers` in the stage worker's words.
+    pub(crate) fn from_layers(err: ServiceError) -> StageWorkerError {
+        match err {
+            ServiceError::SettingsFile { path, reason } => {
+                StageWorkerError::ConfigFile { path, reason }
+            }
+            ServiceError::Setting { key, reason } => StageWorkerError::Setting { key, reason },
+            other => StageWorkerError::Service(other),
+        }
+    }
+
     pub(crate) fn setting(key: impl Into<String>, reason: impl Into<String>) -> StageWorkerError {
         StageWorkerError::Setting {
             key: key.into(),

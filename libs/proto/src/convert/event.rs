@@ -1,9 +1,11 @@
-//! Events out: domain [`Event`] and leased events to their messages.
+//! Events: domain [`Event`] and leased events to their messages, and an event as a worker
+//! receives it back to the domain's [`Event`].
 
-use cascade_core::{Event, EventState};
+use cascade_core::{Event, EventId, EventState, QueueName};
 use cascade_store::shard::LeasedEvent;
 
-use super::time::timestamp_to_proto;
+use super::time::{timestamp_from_proto, timestamp_to_proto};
+use super::{ConvertError, invalid};
 use crate::v1;
 
 pub fn event_state_to_proto(state: EventState) -> v1::EventState {
@@ -35,6 +37,43 @@ pub fn event_into_proto(event: Event) -> v1::Event {
     }
 }
 
+/// An event as the gateway delivered it to a worker; an error names the field (`event.…`)
+/// that is not valid.
+pub fn event_from_proto(event: v1::Event) -> Result<Event, ConvertError> {
+    let state = match v1::EventState::try_from(event.state) {
+        Ok(v1::EventState::Delayed) => EventState::Delayed,
+        Ok(v1::EventState::Ready) => EventState::Ready,
+        Ok(v1::EventState::Leased) => EventState::Leased,
+        Ok(v1::EventState::Unspecified) | Err(_) => {
+            return Err(invalid(
+                "event",
+                "state",
+                format!("must be delayed, ready or leased, got {}", event.state),
+            ));
+        }
+    };
+    let time = |at: Option<&prost_types::Timestamp>, field: &str| match at {
+        Some(at) => timestamp_from_proto(at, field),
+        None => Err(invalid("", field, "must be set")),
+    };
+    let lease_expires_at = match &event.lease_expires_at {
+        Some(at) => Some(time(Some(at), "event.lease_expires_at")?),
+        None => None,
+    };
+    Ok(Event {
+        id: EventId::parse(&event.id).map_err(|e| e.with_field("event.id"))?,
+        queue: QueueName::parse_field(&event.queue, "event.queue")?,
+        activate_at: time(event.activate_at.as_ref(), "event.activate_at")?,
+        created_at: time(event.created_at.as_ref(), "event.created_at")?,
+        payload: event.payload,
+        headers: event.headers.into_iter().collect(),
+        state,
+        attempts: event.attempts,
+        version: event.version,
+        lease_expires_at,
+    })
+}
+
 /// The event with its lease token (16 hex digits) and deadline.
 pub fn leased_event_to_proto(leased: &LeasedEvent) -> v1::LeasedEvent {
     leased_event_into_proto(leased.clone())
@@ -53,7 +92,7 @@ pub fn leased_event_into_proto(leased: LeasedEvent) -> v1::LeasedEvent {
 mod tests {
     use std::collections::BTreeMap;
 
-    use cascade_core::{EventId, QueueName, Timestamp};
+    use cascade_core::Timestamp;
     use cascade_store::shard::LeaseToken;
 
     use super::*;
@@ -88,6 +127,29 @@ mod tests {
         assert_eq!(sent.created_at.map(|t| t.seconds), Some(1));
         assert_eq!((sent.attempts, sent.version), (1, 42));
         assert_eq!(sent.lease_expires_at, None);
+    }
+
+    #[test]
+    fn events_round_trip_through_the_gateways_message() {
+        let original = event(EventState::Leased, Some(Timestamp::from_micros(3_000_000)));
+        assert_eq!(event_from_proto(event_to_proto(&original)), Ok(original));
+    }
+
+    #[test]
+    fn bad_events_name_the_field() {
+        let field = |sent: v1::Event| match event_from_proto(sent) {
+            Err(ConvertError::Invalid(err)) => err.field().to_owned(),
+            other => panic!("not invalid: {other:?}"),
+        };
+        let mut sent = event_to_proto(&event(EventState::Ready, None));
+        sent.activate_at = None;
+        assert_eq!(field(sent), "event.activate_at");
+        let mut sent = event_to_proto(&event(EventState::Ready, None));
+        sent.state = 0;
+        assert_eq!(field(sent), "event.state");
+        let mut sent = event_to_proto(&event(EventState::Ready, None));
+        sent.id = String::new();
+        assert_eq!(field(sent), "event.id");
     }
 
     #[test]

@@ -33,8 +33,8 @@ pub use enqueue::{
 };
 pub use error::ConvertError;
 pub use event::{
-    event_into_proto, event_state_to_proto, event_to_proto, leased_event_into_proto,
-    leased_event_to_proto,
+    event_from_proto, event_into_proto, event_state_to_proto, event_to_proto,
+    leased_event_into_proto, leased_event_to_proto,
 };
 pub use lookup::{
     DEFAULT_PAGE_SIZE, EventRef, MAX_PAGE_SIZE, PageRequest, UpdateItem, event_ref_from_proto,
@@ -52,8 +52,8 @@ pub use time::{
 };
 pub use worker::{
     CompletionItem, ExtendItem, MAX_TAKE_EVENTS, TakeItem, completion_from_proto,
-    completions_from_proto, extend_from_proto, handle_outcome_from_proto, outcome_from_proto,
-    outcome_to_proto, take_from_proto,
+    completion_to_proto, completions_from_proto, extend_from_proto, handle_outcome_from_proto,
+    outcome_from_proto, outcome_to_proto, take_from_proto,
 };
 
 /// `field` under `prefix`: `("items[3]", "queue")` → `items[3].queue`; an empty prefix

@@ -113,3 +113,35 @@ fn a_missing_file_is_an_error() {
         .expect_err("missing");
     assert!(e.to_string().contains("/nonexistent/cascade.toml"), "{e}");
 }
+
+#[test]
+fn the_resource_manager_section_is_read_and_checked() {
+    let s = Settings::load_from(
+        None,
+        &[],
+        env(&[
+            ("CASCADE__RESOURCE_MANAGER__TOTAL_HANDLERS", "6"),
+            ("CASCADE__RESOURCE_MANAGER__ENABLED", "false"),
+            ("CASCADE__RESOURCE_MANAGER__SCALE_DOWN_AFTER", "30s"),
+        ]),
+    )
+    .expect("load");
+    assert_eq!(s.resource_manager.total_handlers, 6);
+    assert!(!s.resource_manager.enabled);
+    assert_eq!(s.resource_manager.scale_down_after, Duration::from_secs(30));
+    let e = error_of("", &[("CASCADE__RESOURCE_MANAGER__TOTAL_HANDLERS", "0")]);
+    assert!(
+        e.starts_with("setting resource_manager.total_handlers: must be 1 to"),
+        "{e}"
+    );
+    let e = error_of("[resource_manager]\nintervall = \"1s\"\n", &[]);
+    assert!(e.contains("intervall"), "{e}");
+    let e = error_of(
+        "[dispatcher]\nstats_interval = \"2s\"\n[resource_manager]\ninterval = \"1s\"\n",
+        &[],
+    );
+    assert!(
+        e.contains("resource_manager.interval: must be at least dispatcher.stats_interval (2s)"),
+        "{e}"
+    );
+}

@@ -19,6 +19,7 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use cascade_core::Outcome;
+use cascade_proto::convert::completion_to_proto;
 use cascade_proto::v1;
 use cascade_proto::v1::worker_client::WorkerClient;
 use tokio::sync::{Semaphore, mpsc, watch};
@@ -31,7 +32,6 @@ mod take;
 
 use crate::call::call_handler;
 use crate::complete::run_completer;
-use crate::convert::completion_to_proto;
 use crate::handle::{Knobs, Shared};
 use crate::stats::Counter;
 use crate::{Handler, WorkerConfig, WorkerError};

@@ -1,0 +1,64 @@
+//! Loading a settings type in layers, lowest first: its serde defaults, a TOML file,
+//! `<PREFIX>__SECTION__KEY` environment variables, then overrides (from command-line flags).
+//! Both Cascade's settings tree and a stage worker's settings load this way.
+
+use std::path::Path;
+
+use serde::de::DeserializeOwned;
+
+use crate::ServiceError;
+
+/// `T`'s defaults < `file` < the variables of `env` under `env_prefix` (`CASCADE` reads
+/// `CASCADE__STORE__CACHE` as `store.cache`) < `overrides` (dotted keys, e.g.
+/// `("data.dir", "/var/lib/cascade")`). Not validated: that is `T`'s own step.
+///
+/// Errors: a missing or unreadable file, or one with a bad value, is `SettingsFile`; a bad
+/// override or (without a file) a bad environment variable is `Setting` naming the key.
+pub fn load_layers<T: DeserializeOwned>(
+    file: Option<&Path>,
+    env_prefix: &str,
+    overrides: &[(&str, String)],
+    env: impl IntoIterator<Item = (String, String)>,
+) -> Result<T, ServiceError> {
+    let mut builder = config::Config::builder();
+    if let Some(path) = file {
+        if !path.is_file() {
+            return Err(ServiceError::SettingsFile {
+                path: path.to_path_buf(),
+                reason: "no such file".into(),
+            });
+        }
+        builder = builder.add_source(
+            config::File::from(path)
+                .format(config::FileFormat::Toml)
+                .required(true),
+        );
+    }
+    let prefix = format!("{env_prefix}__");
+    let env: config::Map<String, String> = env
+        .into_iter()
+        .filter(|(key, _)| key.starts_with(&prefix))
+        .collect();
+    builder = builder.add_source(
+        config::Environment::with_prefix(env_prefix)
+            .prefix_separator("__")
+            .separator("__")
+            .try_parsing(true)
+            .source(Some(env)),
+    );
+    for (key, value) in overrides {
+        builder = builder
+            .set_override(*key, value.as_str())
+            .map_err(|e| ServiceError::setting(*key, e.to_string()))?;
+    }
+    builder
+        .build()
+        .and_then(config::Config::try_deserialize)
+        .map_err(|e| match file {
+            Some(path) => ServiceError::SettingsFile {
+                path: path.to_path_buf(),
+                reason: e.to_string(),
+            },
+            None => ServiceError::setting("environment", e.to_string()),
+        })
+}

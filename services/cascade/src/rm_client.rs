@@ -1,0 +1,96 @@
+//! `cascade rm explain`: prints the resource manager's latest decisions with why, as the
+//! process running it serves them on its admin port (`GET /rm/explain`). A plain HTTP/1.0
+//! GET over a TCP stream: one short text answer needs no HTTP client library.
+
+use std::time::Duration;
+
+use anyhow::{Context, bail};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+use crate::rm::EXPLAIN_PATH;
+
+/// How long the whole exchange may take: the answer is a small table, already rendered.
+const HTTP_TIMEOUT: Duration = Duration::from_secs(10);
+/// Answers longer than this are refused: the table has one line per stage.
+const MAX_ANSWER: u64 = 16 << 20;
+
+#[derive(clap::Subcommand)]
+pub enum RmCommand {
+    /// Print, per stage, the inputs of the latest decision and why it got what it got.
+    Explain {
+        /// The admin (HTTP) address of the process running the resource manager.
+        #[arg(long, env = "CASCADE_HTTP_ADDR", default_value = "127.0.0.1:7701")]
+        http_addr: String,
+    },
+}
+
+pub async fn rm(command: RmCommand) -> anyhow::Result<()> {
+    match command {
+        RmCommand::Explain { http_addr } => {
+            let (status, body) = http_get(&http_addr, EXPLAIN_PATH).await?;
+            if status != 200 {
+                bail!(
+                    "{http_addr}{EXPLAIN_PATH} answered {status}: {}",
+                    body.trim_end()
+                );
+            }
+            print!("{body}");
+        }
+    }
+    Ok(())
+}
+
+/// `GET path` from `addr` (`host:port`): the status code and the body as text.
+pub async fn http_get(addr: &str, path: &str) -> anyhow::Result<(u16, String)> {
+    tokio::time::timeout(HTTP_TIMEOUT, exchange(addr, path))
+        .await
+        .with_context(|| format!("no answer from {addr} within {HTTP_TIMEOUT:?}"))?
+}
+
+async fn exchange(addr: &str, path: &str) -> anyhow::Result<(u16, String)> {
+    let mut stream = TcpStream::connect(addr)
+        .await
+        .with_context(|| format!("connect to {addr}"))?;
+    // HTTP/1.0: the server closes after one answer and sends no chunked encoding.
+    let request = format!("GET {path} HTTP/1.0\r\nHost: {addr}\r\nAccept: text/plain\r\n\r\n");
+    stream
+        .write_all(request.as_bytes())
+        .await
+        .with_context(|| format!("send the request to {addr}"))?;
+    let mut answer = Vec::new();
+    (&mut stream)
+        .take(MAX_ANSWER)
+        .read_to_end(&mut answer)
+        .await
+        .with_context(|| format!("read the answer from {addr}"))?;
+    parse_answer(&answer).with_context(|| format!("read the answer from {addr}"))
+}
+
+fn parse_answer(answer: &[u8]) -> anyhow::Result<(u16, String)> {
+    let text = String::from_utf8_lossy(answer);
+    let Some((head, body)) = text.split_once("\r\n\r\n") else {
+        bail!("no end of headers");
+    };
+    let status_line = head.lines().next().unwrap_or_default();
+    let status = status_line
+        .split_whitespace()
+        .nth(1)
+        .and_then(|code| code.parse().ok())
+        .with_context(|| format!("not an HTTP status line: {status_line:?}"))?;
+    Ok((status, body.to_owned()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn answers_are_split_into_status_and_body() {
+        let answer = b"HTTP/1.0 200 OK\r\ncontent-type: text/plain\r\n\r\nline 1\nline 2\n";
+        let (status, body) = parse_answer(answer).expect("valid");
+        assert_eq!((status, body.as_str()), (200, "line 1\nline 2\n"));
+        assert!(parse_answer(b"HTTP/1.0 200 OK\r\n").is_err());
+        assert!(parse_answer(b"garbage\r\n\r\n").is_err());
+    }
+}

@@ -1,0 +1,203 @@
+//! The service loop over a real in-process bus: from published `ShardStats` it decides every
+//! interval, applies each round through the executor, sets both gauges, posts the round for
+//! `cascade rm explain` and publishes it on `cascade.<cluster>.rm.decisions`.
+
+mod common;
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use bytes::Bytes;
+use cascade_bus::{Bus, subject};
+use cascade_core::{Clock, SystemClock};
+use cascade_proto::bus::v1::ShardStats;
+use cascade_proto::convert::timestamp_to_proto;
+use cascade_proto::v1::QueueStats;
+use cascade_resource_manager::{
+    Board, Current, Decision, DecisionsMessage, Deps, Executor, ResourceManagerError,
+    ResourceManagerSettings, Stages, decisions_subject, run,
+};
+use cascade_telemetry::Metrics;
+use common::{spec, stage};
+use prost::Message as _;
+
+const CLUSTER: &str = "rmtest";
+const DEADLINE: Duration = Duration::from_secs(20);
+
+/// Records every round and runs what it was told at once.
+#[derive(Clone, Default)]
+struct FakeExecutor(Arc<Mutex<Recorded>>);
+
+#[derive(Default)]
+struct Recorded {
+    rounds: Vec<Vec<Decision>>,
+    running: Current,
+}
+
+impl FakeExecutor {
+    fn rounds(&self) -> Vec<Vec<Decision>> {
+        self.0.lock().expect("not poisoned").rounds.clone()
+    }
+}
+
+impl Executor for FakeExecutor {
+    async fn apply(&self, decisions: &[Decision]) -> Result<(), ResourceManagerError> {
+        let mut recorded = self.0.lock().expect("not poisoned");
+        for decision in decisions {
+            recorded
+                .running
+                .set(decision.stage.clone(), decision.handlers);
+        }
+        recorded.rounds.push(decisions.to_vec());
+        Ok(())
+    }
+
+    fn current(&self) -> Current {
+        self.0.lock().expect("not poisoned").running.clone()
+    }
+}
+
+fn settings() -> ResourceManagerSettings {
+    ResourceManagerSettings {
+        interval: Duration::from_millis(100),
+        target_drain: Duration::from_secs(1),
+        throughput_window: Duration::from_secs(1),
+        ..ResourceManagerSettings::default()
+    }
+}
+
+/// A backlog of 100 at `orders.charge` that nobody works off, and a queue that is no stage.
+fn backlog() -> Bytes {
+    let queue = |name: &str, ready| QueueStats {
+        name: name.to_owned(),
+        ready,
+        enqueued_total: ready,
+        ..QueueStats::default()
+    };
+    let stats = ShardStats {
+        shard: 0,
+        at: Some(timestamp_to_proto(SystemClock.now())),
+        queues: vec![queue("orders.charge", 100), queue("emails", 5)],
+    };
+    Bytes::from(stats.encode_to_vec())
+}
+
+/// Waits until `done` says yes, polling; panics after [`DEADLINE`] with `what`.
+async fn wait_for(what: &str, mut done: impl FnMut() -> bool) {
+    let give_up = tokio::time::Instant::now() + DEADLINE;
+    while !done() {
+        assert!(tokio::time::Instant::now() < give_up, "timed out: {what}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+#[tokio::test]
+async fn the_loop_decides_applies_and_reports_every_interval() {
+    let bus = Bus::local();
+    let executor = FakeExecutor::default();
+    executor
+        .0
+        .lock()
+        .expect("not poisoned")
+        .running
+        .set(stage("orders.charge"), 1);
+    let (metrics, board) = (Metrics::new(), Board::new());
+    let mut published = bus
+        .subscribe(&decisions_subject(CLUSTER))
+        .await
+        .expect("subscribe to the decisions");
+    let deps = Deps {
+        bus: bus.clone(),
+        stages: Stages::fixed(vec![spec("orders.charge", 1, 0, 4)]),
+        executor: executor.clone(),
+        metrics: metrics.clone(),
+        board: board.clone(),
+        clock: Arc::new(SystemClock),
+    };
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let manager = tokio::spawn(run(CLUSTER.to_owned(), settings(), deps, async move {
+        let _ = stopped.await;
+    }));
+    let stats_subject = subject::stats(CLUSTER, 0);
+    let shard = tokio::spawn(async move {
+        loop {
+            bus.publish(&stats_subject, backlog())
+                .await
+                .expect("publish stats");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    });
+
+    // Never measured, the stage doubles per interval up to its max: 1, 2, 4.
+    let charge = |round: &Vec<Decision>| round.iter().map(|d| d.handlers).collect::<Vec<_>>();
+    wait_for("the stage reaches its max of 4", || {
+        executor.rounds().iter().any(|round| charge(round) == [4])
+    })
+    .await;
+    let seen: Vec<Vec<u32>> = executor.rounds().iter().map(charge).collect();
+    assert!(seen.contains(&vec![2]), "one doubling at a time: {seen:?}");
+    assert!(
+        executor.rounds().iter().all(|round| round.len() == 1),
+        "the queue that is no stage is not decided"
+    );
+    let so_far = executor.rounds().len();
+    wait_for("three more rounds", || {
+        executor.rounds().len() >= so_far + 3
+    })
+    .await;
+
+    let text = metrics.render();
+    assert!(
+        text.contains(r#"cascade_rm_desired_handlers{stage="orders.charge"} 4"#),
+        "{text}"
+    );
+    assert!(
+        text.contains(r#"cascade_stage_handlers{stage="orders.charge"} 4"#),
+        "{text}"
+    );
+    let table = board.render();
+    assert!(table.contains("orders.charge"), "{table}");
+    assert!(table.contains("capped by max 4"), "{table}");
+
+    let message = tokio::time::timeout(DEADLINE, published.next())
+        .await
+        .expect("a round is published")
+        .expect("the bus is open");
+    let round: DecisionsMessage =
+        serde_json::from_slice(&message.payload).expect("the round is JSON");
+    assert_eq!(round.total_handlers, 16);
+    assert_eq!(round.stages.len(), 1);
+    assert_eq!(round.stages[0].stage, "orders.charge");
+
+    shard.abort();
+    stop.send(()).expect("the manager runs");
+    let ended = tokio::time::timeout(DEADLINE, manager)
+        .await
+        .expect("the manager stops")
+        .expect("the manager task does not panic");
+    assert_eq!(ended, Ok(()));
+}
+
+#[tokio::test]
+async fn bad_settings_are_refused_with_the_key() {
+    let deps = Deps {
+        bus: Bus::local(),
+        stages: Stages::fixed(Vec::new()),
+        executor: FakeExecutor::default(),
+        metrics: Metrics::new(),
+        board: Board::new(),
+        clock: Arc::new(SystemClock),
+    };
+    let bad = ResourceManagerSettings {
+        total_handlers: 0,
+        ..settings()
+    };
+    let err = run(CLUSTER.to_owned(), bad, deps, std::future::pending())
+        .await
+        .expect_err("refused");
+    assert!(
+        err.to_string()
+            .starts_with("resource_manager.total_handlers: "),
+        "{err}"
+    );
+}
