@@ -56,12 +56,28 @@ impl Service {
 pub struct Cluster {
     pub mode: Mode,
     pub grpc: String,
-    dir: tempfile::TempDir,
     nats: Option<Process>,
     /// Standalone: the one process. Distributed: ingest.
     front: Service,
     dispatchers: Vec<Service>,
     timers: Vec<Service>,
+    /// `cascade-stage-worker` processes started with [`Cluster::start_stage_worker`].
+    stage_workers: Vec<Service>,
+    /// Data and logs. Last, so that it is removed after the processes are dropped: a
+    /// process dropped during a panic prints its log from here.
+    dir: tempfile::TempDir,
+}
+
+/// A `cascade-stage-worker` process for one stage of a pipeline.
+#[derive(Clone, Debug)]
+pub struct StageWorkerSpec {
+    pub pipeline: String,
+    pub stage: String,
+    pub last_stage: bool,
+    /// `--handler`: `http://…`, `grpc://…` or `builtin:<name>`.
+    pub handler: String,
+    pub concurrency: u32,
+    pub batch: u32,
 }
 
 impl Cluster {
@@ -107,6 +123,7 @@ impl Cluster {
                     front,
                     dispatchers: Vec::new(),
                     timers: Vec::new(),
+                    stage_workers: Vec::new(),
                 }
             }
             Mode::Distributed => {
@@ -159,6 +176,7 @@ impl Cluster {
                     front,
                     dispatchers,
                     timers,
+                    stage_workers: Vec::new(),
                 }
             }
         }
@@ -177,17 +195,85 @@ impl Cluster {
     /// SIGKILLs the process that owns dispatcher shard `shard` and starts it again on the
     /// same data (standalone: the whole process).
     pub fn crash_and_restart_dispatcher(&mut self, shard: u32) {
-        let logs = self.dir.path().to_path_buf();
-        let service = match self.mode {
-            Mode::Standalone => &mut self.front,
-            Mode::Distributed => &mut self.dispatchers[shard as usize],
-        };
-        service.process.kill();
-        service.restart(&logs);
+        self.kill_dispatcher(shard);
+        self.restart_dispatcher(shard);
     }
 
-    /// SIGTERM to every process, front first; each must exit 0 within the grace period.
+    /// SIGKILLs the process that owns dispatcher shard `shard` (standalone: the whole
+    /// process); [`Cluster::restart_dispatcher`] starts it again.
+    pub fn kill_dispatcher(&mut self, shard: u32) {
+        self.dispatcher(shard).process.kill();
+    }
+
+    /// Starts the process of dispatcher shard `shard` again on the same data, and waits
+    /// until it is ready.
+    pub fn restart_dispatcher(&mut self, shard: u32) {
+        let logs = self.dir.path().to_path_buf();
+        self.dispatcher(shard).restart(&logs);
+    }
+
+    fn dispatcher(&mut self, shard: u32) -> &mut Service {
+        match self.mode {
+            Mode::Standalone => &mut self.front,
+            Mode::Distributed => &mut self.dispatchers[shard as usize],
+        }
+    }
+
+    /// Starts a `cascade-stage-worker` process against the gateway, in either mode, and
+    /// waits until it is ready; returns its number for [`Cluster::kill_stage_worker`].
+    pub fn start_stage_worker(&mut self, spec: &StageWorkerSpec) -> usize {
+        let logs = self.dir.path().to_path_buf();
+        let number = self.stage_workers.len();
+        let http = format!("127.0.0.1:{}", free_port());
+        let env: Vec<(String, String)> = [
+            ("PIPELINE", spec.pipeline.clone()),
+            ("STAGE", spec.stage.clone()),
+            ("LAST_STAGE", spec.last_stage.to_string()),
+            // Shutdown waits for a take's long poll to end: keep it short.
+            ("POLL_WAIT", "1s".to_string()),
+            ("TELEMETRY__LOG_LEVEL", "info".to_string()),
+        ]
+        .into_iter()
+        .map(|(key, value)| (format!("CASCADE__STAGE_WORKER__{key}"), value))
+        .collect();
+        let args = [
+            ("--gateway", format!("http://{}", self.grpc)),
+            ("--handler", spec.handler.clone()),
+            ("--concurrency", spec.concurrency.to_string()),
+            ("--batch", spec.batch.to_string()),
+            ("--http-addr", http.clone()),
+        ];
+        let worker = Service::start(
+            &format!("stage-worker-{number}-{}", spec.stage),
+            http,
+            &logs,
+            command("cascade-stage-worker", &env, move |c| {
+                for (flag, value) in &args {
+                    c.args([flag, value.as_str()]);
+                }
+            }),
+        );
+        self.stage_workers.push(worker);
+        number
+    }
+
+    /// SIGKILLs stage worker `number`; [`Cluster::restart_stage_worker`] starts it again.
+    pub fn kill_stage_worker(&mut self, number: usize) {
+        self.stage_workers[number].process.kill();
+    }
+
+    pub fn restart_stage_worker(&mut self, number: usize) {
+        let logs = self.dir.path().to_path_buf();
+        self.stage_workers[number].restart(&logs);
+    }
+
+    /// SIGTERM to every process, stage workers first (what they release must reach the
+    /// shards), then the front; each must exit 0 within the grace period.
     pub fn stop(mut self) {
+        for w in &mut self.stage_workers {
+            let status = w.process.terminate(GRACE);
+            assert!(status.success(), "{} exited with {status}", w.process.name);
+        }
         let status = self.front.process.terminate(GRACE);
         assert!(
             status.success(),

@@ -6,10 +6,12 @@
 //! `cargo build --bins` first); a missing one fails the test with that advice.
 
 pub mod cluster;
+pub mod flow;
+pub mod handler_server;
 pub mod process;
 pub mod scenarios;
 
-pub use cluster::{Cluster, Mode};
+pub use cluster::{Cluster, Mode, StageWorkerSpec};
 
 /// For each scenario, one `#[tokio::test]` per mode (modules `standalone` and
 /// `distributed`), each on its own fresh cluster, stopped with SIGTERM at the end (every

@@ -46,7 +46,7 @@ fn shard(queue: &str) -> u32 {
 }
 
 /// A pipeline name whose consecutive `stages` live on different shards.
-fn spread_over_shards(base: &str, stages: &[&str]) -> String {
+pub fn spread_over_shards(base: &str, stages: &[&str]) -> String {
     (0..1000)
         .map(|i| format!("{base}{i}"))
         .find(|p| {
