@@ -2,19 +2,29 @@
 # Runs every check and test of the workspace on a fresh machine: formatting, clippy with
 # warnings denied, then all tests (unit, property, crash, power-loss, corruption, bus,
 # services, and end-to-end tests that start the real binaries).
-# Installs what it needs that a fresh machine lacks: rustfmt/clippy components, and the
-# nats-server that the bus tests start (Debian's package; the tests fail without it).
+# Installs what it needs that a fresh machine lacks: rustfmt/clippy components, the
+# nats-server that the bus tests start, and the headless Chromium that the status page test
+# drives (Debian's packages; the tests fail without them). The status page test saves its
+# screenshot under target/test-artifacts/.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 if ! cargo fmt --version >/dev/null 2>&1; then rustup component add rustfmt; fi
 if ! cargo clippy --version >/dev/null 2>&1; then rustup component add clippy; fi
-if ! command -v nats-server >/dev/null 2>&1; then
+# Debian packages to install, each only if its command is missing. Chromium is Debian's
+# `chromium` (on Ubuntu the apt package is a snap stub: install chromium another way there);
+# fonts-dejavu-core so that the page's text renders on a minimal machine.
+PACKAGES=()
+if ! command -v nats-server >/dev/null 2>&1; then PACKAGES+=(nats-server); fi
+if ! command -v chromium >/dev/null 2>&1 && ! command -v chromium-browser >/dev/null 2>&1; then
+    PACKAGES+=(chromium fonts-dejavu-core)
+fi
+if [ "${#PACKAGES[@]}" -gt 0 ]; then
     # sudo only when needed: containers usually run as root and have no sudo.
     SUDO=""
     if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
     $SUDO apt-get update
-    $SUDO apt-get install -y nats-server
+    $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y "${PACKAGES[@]}"
 fi
 
 cargo fmt --all -- --check

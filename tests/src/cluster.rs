@@ -63,6 +63,13 @@ pub struct Cluster {
     timers: Vec<Service>,
     /// `cascade-stage-worker` processes started with [`Cluster::start_stage_worker`].
     stage_workers: Vec<Service>,
+    /// The standard `OTEL_*` variables given to `start_with`, for stage workers too.
+    otel_env: Vec<(String, String)>,
+    /// The environment of the cluster's services (distributed: with the NATS URL), for a
+    /// `cascade-resource-manager` started later.
+    service_env: Vec<(String, String)>,
+    /// `cascade-resource-manager`, started with [`Cluster::start_resource_manager`].
+    resource_manager: Option<Service>,
     /// Data and logs. Last, so that it is removed after the processes are dropped: a
     /// process dropped during a panic prints its log from here.
     dir: tempfile::TempDir,
@@ -86,7 +93,8 @@ impl Cluster {
     }
 
     /// `config`: a settings file for every process (`--config`); `env`: extra `CASCADE__…`
-    /// settings for every process (they win over the file).
+    /// settings for every process (they win over the file), and standard `OTEL_*`
+    /// variables, which stage workers started later get too.
     pub fn start_with(mode: Mode, config: Option<&Path>, env: &[(&str, &str)]) -> Cluster {
         let dir = tempfile::tempdir().expect("tempdir");
         let logs = dir.path().to_path_buf();
@@ -95,6 +103,11 @@ impl Cluster {
         let mut env: Vec<(String, String)> = env
             .iter()
             .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        let otel_env: Vec<(String, String)> = env
+            .iter()
+            .filter(|(k, _)| k.starts_with("OTEL_"))
+            .cloned()
             .collect();
         env.push(("CASCADE__CLUSTER__SHARDS".into(), SHARDS.to_string()));
         env.push(("CASCADE__DATA__DIR".into(), data.display().to_string()));
@@ -124,6 +137,9 @@ impl Cluster {
                     dispatchers: Vec::new(),
                     timers: Vec::new(),
                     stage_workers: Vec::new(),
+                    otel_env,
+                    service_env: env.clone(),
+                    resource_manager: None,
                 }
             }
             Mode::Distributed => {
@@ -177,9 +193,29 @@ impl Cluster {
                     dispatchers,
                     timers,
                     stage_workers: Vec::new(),
+                    otel_env,
+                    service_env: env.clone(),
+                    resource_manager: None,
                 }
             }
         }
+    }
+
+    /// The HTTP admin address of `cascade standalone` (distributed: of ingest).
+    pub fn http(&self) -> &str {
+        &self.front.http
+    }
+
+    /// Every process's name and HTTP admin address: the front (`cascade-standalone`, or
+    /// `ingest`), then `dispatcher-<shard>`, `activation-timer-<shard>` and the stage
+    /// workers (`stage-worker-<n>-<stage>`).
+    pub fn admin_addrs(&self) -> Vec<(String, String)> {
+        std::iter::once(&self.front)
+            .chain(&self.dispatchers)
+            .chain(&self.timers)
+            .chain(&self.stage_workers)
+            .map(|s| (s.process.name.clone(), s.http.clone()))
+            .collect()
     }
 
     pub async fn client(&self) -> Client {
@@ -235,6 +271,7 @@ impl Cluster {
         ]
         .into_iter()
         .map(|(key, value)| (format!("CASCADE__STAGE_WORKER__{key}"), value))
+        .chain(self.otel_env.iter().cloned())
         .collect();
         let args = [
             ("--gateway", format!("http://{}", self.grpc)),
@@ -257,6 +294,34 @@ impl Cluster {
         number
     }
 
+    /// Distributed only: starts `cascade-resource-manager` on the cluster's NATS, with the
+    /// services' settings and `env` (e.g. `CASCADE__RESOURCE_MANAGER__EXECUTOR=none`), and
+    /// waits until it is ready; returns its admin address.
+    pub fn start_resource_manager(&mut self, env: &[(&str, &str)]) -> String {
+        assert_eq!(self.mode, Mode::Distributed, "standalone runs its own");
+        let logs = self.dir.path().to_path_buf();
+        let http = format!("127.0.0.1:{}", free_port());
+        let mut all = self.service_env.clone();
+        all.extend(env.iter().map(|(k, v)| (k.to_string(), v.to_string())));
+        all.push(("CASCADE__HTTP__ADDR".into(), http.clone()));
+        let manager = Service::start(
+            "resource-manager",
+            http.clone(),
+            &logs,
+            command("cascade-resource-manager", &all, |_| {}),
+        );
+        self.resource_manager = Some(manager);
+        http
+    }
+
+    /// The NATS server's URL (distributed only).
+    pub fn nats_url(&self) -> Option<&str> {
+        self.service_env
+            .iter()
+            .find(|(key, _)| key == "CASCADE__BUS__URL")
+            .map(|(_, url)| url.as_str())
+    }
+
     /// SIGKILLs stage worker `number`; [`Cluster::restart_stage_worker`] starts it again.
     pub fn kill_stage_worker(&mut self, number: usize) {
         self.stage_workers[number].process.kill();
@@ -273,6 +338,10 @@ impl Cluster {
         for w in &mut self.stage_workers {
             let status = w.process.terminate(GRACE);
             assert!(status.success(), "{} exited with {status}", w.process.name);
+        }
+        if let Some(manager) = &mut self.resource_manager {
+            let status = manager.process.terminate(GRACE);
+            assert!(status.success(), "resource-manager exited with {status}");
         }
         let status = self.front.process.terminate(GRACE);
         assert!(

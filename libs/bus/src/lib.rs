@@ -9,6 +9,10 @@
 //! `max_payload` fails with `TooLarge` before anything is sent; a reply that comes after the
 //! requester gave up is dropped silently; `*` and `>` wildcards work when subscribing.
 //! Subjects come from [`subject`], which takes shard numbers, never queue names.
+//!
+//! Every request's duration and result goes to the bus's [`RequestObserver`], if one is set
+//! ([`Bus::observe_requests`]; the process wires it to its metrics), named by the operation
+//! the caller gives ([`Bus::call_as`]) or by the subject's role.
 
 mod error;
 mod local;
@@ -17,7 +21,8 @@ mod pattern;
 pub mod subject;
 
 use std::fmt;
-use std::time::Duration;
+use std::sync::{Arc, OnceLock};
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 
@@ -29,11 +34,36 @@ pub use nats::NatsBus;
 /// mode never refuses what a default NATS deployment would accept.
 pub const LOCAL_MAX_PAYLOAD: usize = 8 * 1024 * 1024;
 
-/// A handle to the bus; clones share one router or one NATS connection.
+/// A handle to the bus; clones share one router or one NATS connection, and one
+/// [`RequestObserver`].
 #[derive(Clone)]
-pub enum Bus {
+pub struct Bus {
+    transport: Transport,
+    observer: Arc<OnceLock<Arc<dyn RequestObserver>>>,
+}
+
+#[derive(Clone)]
+enum Transport {
     Local(LocalBus),
     Nats(NatsBus),
+}
+
+/// Told of every request's duration and result (metrics). Called on the requester's task
+/// once the request ends: it must be cheap and must not block.
+pub trait RequestObserver: Send + Sync {
+    /// `op` names the operation: the one given to [`Bus::request_as`] / [`Bus::call_as`],
+    /// else the role of the subject (`dispatcher`, `timer`, or `other`).
+    fn requested(&self, op: &'static str, took: Duration, result: RequestResult);
+}
+
+/// How a request ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RequestResult {
+    Ok,
+    /// It could not be sent, nobody answered, or the reply did not decode.
+    Error,
+    /// No reply within the timeout.
+    Timeout,
 }
 
 impl Bus {
@@ -43,27 +73,42 @@ impl Bus {
     }
 
     pub fn local_with_max_payload(max: usize) -> Bus {
-        Bus::Local(LocalBus::new(max))
+        Bus::with(Transport::Local(LocalBus::new(max)))
     }
 
     /// Connects to a NATS server; `client_name` shows in the server's connection list.
     pub async fn connect_nats(url: &str, client_name: &str) -> Result<Bus, BusError> {
-        Ok(Bus::Nats(NatsBus::connect(url, client_name).await?))
+        Ok(Bus::with(Transport::Nats(
+            NatsBus::connect(url, client_name).await?,
+        )))
+    }
+
+    fn with(transport: Transport) -> Bus {
+        Bus {
+            transport,
+            observer: Arc::new(OnceLock::new()),
+        }
+    }
+
+    /// Reports every request of this bus and its clones to `observer` from now on; the
+    /// first observer set stays (one per process). Returns whether it was set.
+    pub fn observe_requests(&self, observer: Arc<dyn RequestObserver>) -> bool {
+        self.observer.set(observer).is_ok()
     }
 
     /// The largest payload, in bytes, that `publish`, `request` and `respond` accept.
     pub fn max_payload(&self) -> usize {
-        match self {
-            Bus::Local(bus) => bus.max_payload(),
-            Bus::Nats(bus) => bus.max_payload(),
+        match &self.transport {
+            Transport::Local(bus) => bus.max_payload(),
+            Transport::Nats(bus) => bus.max_payload(),
         }
     }
 
     /// Sends to every current subscriber of a matching pattern; no subscriber is not an error.
     pub async fn publish(&self, subject: &str, payload: Bytes) -> Result<(), BusError> {
-        match self {
-            Bus::Local(bus) => bus.publish(subject, payload),
-            Bus::Nats(bus) => bus.publish(subject, payload).await,
+        match &self.transport {
+            Transport::Local(bus) => bus.publish(subject, payload),
+            Transport::Nats(bus) => bus.publish(subject, payload).await,
         }
     }
 
@@ -75,19 +120,41 @@ impl Bus {
         payload: Bytes,
         timeout: Duration,
     ) -> Result<Bytes, BusError> {
-        match self {
-            Bus::Local(bus) => bus.request(subject, payload, timeout).await,
-            Bus::Nats(bus) => bus.request(subject, payload, timeout).await,
+        self.request_as(subject_role(subject), subject, payload, timeout)
+            .await
+    }
+
+    /// [`Bus::request`], reported to the observer as operation `op`.
+    pub async fn request_as(
+        &self,
+        op: &'static str,
+        subject: &str,
+        payload: Bytes,
+        timeout: Duration,
+    ) -> Result<Bytes, BusError> {
+        let started = Instant::now();
+        let reply = match &self.transport {
+            Transport::Local(bus) => bus.request(subject, payload, timeout).await,
+            Transport::Nats(bus) => bus.request(subject, payload, timeout).await,
+        };
+        if let Some(observer) = self.observer.get() {
+            let result = match &reply {
+                Ok(_) => RequestResult::Ok,
+                Err(BusError::Timeout { .. }) => RequestResult::Timeout,
+                Err(_) => RequestResult::Error,
+            };
+            observer.requested(op, started.elapsed(), result);
         }
+        reply
     }
 
     /// Subscribes to a subject or a pattern with `*` (one token) or a final `>` (the rest).
     /// Once this returns, a request on a matching subject reaches the subscription, from any
     /// connection (the NATS bus waits for the server to acknowledge the subscription).
     pub async fn subscribe(&self, subject: &str) -> Result<Subscription, BusError> {
-        let inner = match self {
-            Bus::Local(bus) => SubscriptionInner::Local(bus.subscribe(subject)?),
-            Bus::Nats(bus) => SubscriptionInner::Nats(bus.subscribe(subject).await?),
+        let inner = match &self.transport {
+            Transport::Local(bus) => SubscriptionInner::Local(bus.subscribe(subject)?),
+            Transport::Nats(bus) => SubscriptionInner::Nats(bus.subscribe(subject).await?),
         };
         Ok(Subscription { inner })
     }
@@ -99,8 +166,20 @@ impl Bus {
         req: &Req,
         timeout: Duration,
     ) -> Result<Rep, BusError> {
+        self.call_as(subject_role(subject), subject, req, timeout)
+            .await
+    }
+
+    /// [`Bus::call`], reported to the observer as operation `op`.
+    pub async fn call_as<Req: prost::Message, Rep: prost::Message + Default>(
+        &self,
+        op: &'static str,
+        subject: &str,
+        req: &Req,
+        timeout: Duration,
+    ) -> Result<Rep, BusError> {
         let reply = self
-            .request(subject, Bytes::from(req.encode_to_vec()), timeout)
+            .request_as(op, subject, Bytes::from(req.encode_to_vec()), timeout)
             .await?;
         Rep::decode(reply).map_err(|err| BusError::Decode {
             subject: subject.to_owned(),
@@ -111,31 +190,41 @@ impl Bus {
     /// Waits until the NATS server has processed everything this handle sent so far, e.g. the
     /// unsubscribe of a dropped subscription. A no-op for the local bus, which routes at once.
     pub async fn flush(&self) -> Result<(), BusError> {
-        match self {
-            Bus::Local(_) => Ok(()),
-            Bus::Nats(bus) => bus.flush().await,
+        match &self.transport {
+            Transport::Local(_) => Ok(()),
+            Transport::Nats(bus) => bus.flush().await,
         }
     }
 
     /// Closes the bus for every clone: further calls fail with `Closed`, and each subscription
     /// yields the messages it already holds and then `None`. For shutdown.
     pub async fn close(&self) -> Result<(), BusError> {
-        match self {
-            Bus::Local(bus) => {
+        match &self.transport {
+            Transport::Local(bus) => {
                 bus.close();
                 Ok(())
             }
-            Bus::Nats(bus) => bus.close().await,
+            Transport::Nats(bus) => bus.close().await,
         }
     }
 }
 
 impl fmt::Debug for Bus {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Bus::Local(_) => f.write_str("Bus::Local"),
-            Bus::Nats(_) => f.write_str("Bus::Nats"),
+        match &self.transport {
+            Transport::Local(_) => f.write_str("Bus::Local"),
+            Transport::Nats(_) => f.write_str("Bus::Nats"),
         }
+    }
+}
+
+/// The role token of `cascade.<cluster>.<role>.<shard>`, as a fixed name (a label value).
+fn subject_role(subject: &str) -> &'static str {
+    match subject.split('.').nth(2) {
+        Some("dispatcher") => "dispatcher",
+        Some("timer") => "timer",
+        Some("stats") => "stats",
+        _ => "other",
     }
 }
 
@@ -227,5 +316,74 @@ impl fmt::Debug for Message {
             .field("payload_len", &self.payload.len())
             .field("wants_reply", &self.wants_reply())
             .finish()
+    }
+}
+
+#[cfg(test)]
+mod observer_tests {
+    use std::sync::Mutex;
+
+    use super::*;
+
+    #[derive(Default)]
+    struct Seen(Mutex<Vec<(&'static str, RequestResult)>>);
+
+    impl RequestObserver for Seen {
+        fn requested(&self, op: &'static str, _took: Duration, result: RequestResult) {
+            self.0.lock().expect("lock").push((op, result));
+        }
+    }
+
+    #[tokio::test]
+    async fn every_request_of_every_clone_is_reported_with_its_op_and_result() {
+        let bus = Bus::local();
+        let seen = Arc::new(Seen::default());
+        assert!(bus.observe_requests(seen.clone()));
+        assert!(
+            !bus.clone().observe_requests(Arc::new(Seen::default())),
+            "one per bus"
+        );
+        let mut answering = bus
+            .subscribe("cascade.c.dispatcher.0")
+            .await
+            .expect("subscribe");
+        let responder = tokio::spawn(async move {
+            let request = answering.next().await.expect("a request");
+            request
+                .respond(Bytes::from_static(b"a"))
+                .await
+                .expect("respond");
+            // The second request is never answered: it times out.
+            let _unanswered = answering.next().await;
+        });
+        let clone = bus.clone();
+        let short = Duration::from_millis(50);
+        clone
+            .request_as(
+                "take",
+                "cascade.c.dispatcher.0",
+                Bytes::new(),
+                Duration::from_secs(5),
+            )
+            .await
+            .expect("answered");
+        let timed_out = clone
+            .request("cascade.c.dispatcher.0", Bytes::new(), short)
+            .await;
+        assert!(
+            matches!(timed_out, Err(BusError::Timeout { .. })),
+            "{timed_out:?}"
+        );
+        let nobody = bus.request("cascade.c.timer.0", Bytes::new(), short).await;
+        assert!(nobody.is_err());
+        responder.abort();
+        assert_eq!(
+            *seen.0.lock().expect("lock"),
+            [
+                ("take", RequestResult::Ok),
+                ("dispatcher", RequestResult::Timeout),
+                ("timer", RequestResult::Error),
+            ]
+        );
     }
 }

@@ -7,12 +7,14 @@
 //! - `store`: opening a shard's store as the settings say;
 //! - `shards`: running a sharded service's shards, and stopping them all on the first failure;
 //! - `flags`: the command-line flags the service binaries share;
+//! - `observe`: the store's and the bus's hooks wired into the process's metrics;
 //! - `process`: all of the above around a service binary's `run`.
 
 pub mod admin;
 pub mod error;
 pub mod flags;
 mod layers;
+pub mod observe;
 pub mod process;
 pub mod settings;
 pub mod shards;

@@ -1,6 +1,8 @@
 //! What every service binary does around its `run`: telemetry (logs, traces), the NATS bus,
 //! SIGTERM/ctrl-c as the shutdown signal, and the admin port with `/healthz`, `/readyz` and
-//! `/metrics`. `cascade standalone` does the same with the in-process bus.
+//! `/metrics` (the process's one `Metrics`, which the bus's requests are reported to; the
+//! service's `run` gets a clone for its own). `cascade standalone` does the same with the
+//! in-process bus.
 
 use cascade_bus::Bus;
 use cascade_telemetry::{Metrics, Telemetry};
@@ -26,6 +28,17 @@ impl Process {
         version: &'static str,
         settings: &Settings,
     ) -> Result<Process, ServiceError> {
+        Process::start_with_routes(name, version, settings, axum::Router::new()).await
+    }
+
+    /// [`Process::start`], with the service's own `routes` on the admin port beside
+    /// `/healthz`, `/readyz` and `/metrics`.
+    pub async fn start_with_routes(
+        name: &'static str,
+        version: &'static str,
+        settings: &Settings,
+        routes: axum::Router,
+    ) -> Result<Process, ServiceError> {
         let telemetry = cascade_telemetry::init(&settings.telemetry, name, version)?;
         if settings.bus.kind != BusKind::Nats {
             return Err(ServiceError::setting(
@@ -42,10 +55,11 @@ impl Process {
         tokio::spawn(trigger.on_signal());
         let readiness = Readiness::default();
         let metrics = Metrics::new();
+        crate::observe::observe_bus(&bus, &metrics);
         let (_, admin) = serve_admin(
             &settings.http.addr,
             readiness.clone(),
-            metrics.router(),
+            metrics.router().merge(routes),
             shutdown.clone(),
         )
         .await?;
@@ -63,7 +77,13 @@ impl Process {
     /// telemetry.
     pub async fn finish(self) {
         self.readiness.set(false);
-        if self.admin.await.is_err() {
+        // A service that ended by itself (it failed) leaves no signal to close the port.
+        if !self.shutdown.is_triggered() {
+            self.admin.abort();
+        }
+        if let Err(e) = self.admin.await
+            && e.is_panic()
+        {
             tracing::error!("the admin port's task panicked");
         }
         self.telemetry.shutdown().await;

@@ -15,6 +15,11 @@ use serde::{Deserialize, Serialize};
 
 use crate::{ServiceError, load_layers};
 
+mod resource_manager;
+pub use resource_manager::{
+    ExecutorKind, KubernetesSettings, RATE_INTERVALS, ResourceManagerSettings,
+};
+
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct Settings {
@@ -31,7 +36,7 @@ pub struct Settings {
     pub telemetry: cascade_telemetry::TelemetrySettings,
     /// The resource manager: the handler budget shared by priority, and how fast it reacts;
     /// see `cascade_resource_manager`.
-    pub resource_manager: cascade_resource_manager::ResourceManagerSettings,
+    pub resource_manager: ResourceManagerSettings,
     /// Pipelines applied at start (re-applied each time: a changed stage config takes effect,
     /// events stay). More can be applied at run time with `Admin.ApplyPipeline`.
     pub pipelines: Vec<cascade_core::Pipeline>,
@@ -152,6 +157,11 @@ pub struct IngestSettings {
     /// Largest payload accepted, whatever a queue allows (the bus must carry it).
     #[serde(with = "serde_size")]
     pub max_payload: u64,
+    /// Coalesced bus requests in flight at once per shard and kind (enqueues, completions):
+    /// with more than one, the shard works on the next batch while the previous one is made
+    /// durable. Requests in flight together carry independent callers, so no order is kept
+    /// between them.
+    pub requests_in_flight: u32,
 }
 
 impl Default for ClusterSettings {
@@ -237,6 +247,7 @@ impl Default for IngestSettings {
         IngestSettings {
             max_batch_items: 1000,
             max_payload: 4 << 20,
+            requests_in_flight: 2,
         }
     }
 }
@@ -245,6 +256,9 @@ impl Default for IngestSettings {
 const ENV_PREFIX: &str = "CASCADE";
 /// Shards at most: far beyond what one cluster needs, small enough to catch a typo.
 const MAX_SHARDS: u32 = 1024;
+/// Coalesced requests per shard and kind at most: a few keep a shard's writer busy; many
+/// only make each batch smaller.
+const MAX_REQUESTS_IN_FLIGHT: u32 = 64;
 
 impl Settings {
     /// Defaults, then `file`, then the environment, then `overrides` (dotted keys, e.g.
@@ -340,6 +354,15 @@ impl Settings {
                 .validate()
                 .map_err(|e| ServiceError::setting(format!("pipelines[{i}]"), e.to_string()))?;
         }
+        if !(1..=MAX_REQUESTS_IN_FLIGHT).contains(&self.ingest.requests_in_flight) {
+            return Err(ServiceError::setting(
+                "ingest.requests_in_flight",
+                format!(
+                    "must be 1 to {MAX_REQUESTS_IN_FLIGHT}, is {}",
+                    self.ingest.requests_in_flight
+                ),
+            ));
+        }
         if self.ingest.max_payload == 0 {
             return Err(ServiceError::setting(
                 "ingest.max_payload",
@@ -351,12 +374,8 @@ impl Settings {
     }
 
     fn validate_resource_manager(&self) -> Result<(), ServiceError> {
-        use cascade_resource_manager::ResourceManagerError;
         let rm = &self.resource_manager;
-        rm.validate().map_err(|e| match e {
-            ResourceManagerError::Setting { key, reason } => ServiceError::setting(key, reason),
-            other => ServiceError::setting("resource_manager", other.to_string()),
-        })?;
+        rm.validate()?;
         // Stats older than three intervals are read as stale, so they must come at least
         // once an interval.
         if rm.interval < self.dispatcher.stats_interval {

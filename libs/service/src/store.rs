@@ -6,7 +6,7 @@ use std::sync::Arc;
 use cascade_core::SystemClock;
 use cascade_store::durable::{self, Maintenance};
 use cascade_store::kv::Kv;
-use cascade_store::{Durability, Store, StoreError, StoreOptions};
+use cascade_store::{CommitObserver, Durability, Store, StoreError, StoreOptions};
 
 use crate::settings::DurabilityKind;
 use crate::{Settings, ShardError};
@@ -33,14 +33,19 @@ pub fn options(settings: &Settings) -> StoreOptions {
 
 /// Recovers the store of `service`'s shard `shard` (in [`shard_dir`]) and starts its writer;
 /// `state` makes the state machine over the recovered keys. Both run on a blocking thread.
+/// `commits` is told of every group commit (`observe::observe_commits`).
 pub async fn open_shard_store<S: Maintenance>(
     settings: &Settings,
     service: &'static str,
     shard: u32,
+    commits: Option<Arc<dyn CommitObserver>>,
     state: impl FnOnce(Kv) -> Result<S, StoreError> + Send + 'static,
 ) -> Result<Store<S>, ShardError> {
     let dir = shard_dir(settings, service, shard);
-    let options = options(settings);
+    let options = StoreOptions {
+        commit_observer: commits,
+        ..options(settings)
+    };
     let open_dir = dir.clone();
     let opened = tokio::task::spawn_blocking(move || {
         let (kv, wal) = durable::recover(&open_dir, &options)?;

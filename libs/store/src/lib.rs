@@ -9,12 +9,14 @@
 //! - `shard::Shard`: the dispatcher's state machine (queues, events, leases, dedup, outbox).
 //! - `timer::Timer`: the activation timer's schedule.
 //! - `durable::Store`: runs either behind the log with group commit.
+//! - `observe`: hooks that report commits, fsyncs and the state machine's events (metrics).
 //! - `probe::raw_fsync_rate`: the disk's own rate, printed beside benchmark figures.
 
 pub mod codec;
 pub mod durable;
 pub mod error;
 pub mod kv;
+pub mod observe;
 pub mod probe;
 pub mod shard;
 pub mod timer;
@@ -22,5 +24,6 @@ pub mod wal;
 
 pub use durable::{Durability, Store, StoreOptions};
 pub use error::StoreError;
+pub use observe::{CommitObserver, DeadLetterCause, ShardObserver};
 pub use shard::{Shard, ShardSettings};
-pub use timer::{ScheduleEntry, Timer};
+pub use timer::{DueCounts, ScheduleEntry, Timer};

@@ -40,8 +40,8 @@ fn write_events(dir: &Path, n: usize, checkpoint: bool) {
             activate_at: None,
         };
         shard.enqueue(T, cmd).expect("enqueue");
-        for batch in shard.take_unlogged() {
-            wal.append(&batch.encode()).expect("append");
+        for record in shard.take_unlogged() {
+            wal.append(&record).expect("append");
         }
         wal.sync().expect("sync");
     }

@@ -66,8 +66,8 @@ impl Ledger {
 }
 
 fn log(shard: &mut Shard, wal: &mut Wal) {
-    for batch in shard.take_unlogged() {
-        wal.append(&batch.encode()).expect("append");
+    for record in shard.take_unlogged() {
+        wal.append(&record).expect("append");
     }
 }
 

@@ -87,6 +87,7 @@ pub fn init(
     opentelemetry::global::set_text_map_propagator(TraceContextPropagator::new());
     if let Some(provider) = &provider {
         opentelemetry::global::set_tracer_provider(provider.clone());
+        crate::span::set_recording(true);
     }
     tracing::info!(
         service = %resolved.service_name,

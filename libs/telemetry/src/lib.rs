@@ -27,13 +27,14 @@ pub use error::TelemetryError;
 pub use init::{Telemetry, init};
 pub use metrics::{Metrics, queue_family};
 pub use propagation::{
-    context_from_headers, context_from_http, context_from_metadata, inject_into_headers,
-    inject_into_http, inject_into_metadata,
+    context_from_headers, context_from_http, context_from_map, context_from_metadata,
+    has_valid_span, inject_into_headers, inject_into_http, inject_into_map, inject_into_metadata,
 };
 pub use resolve::{SERVICE_NAME, SERVICE_VERSION};
 pub use settings::{LogFormat, TelemetrySettings};
 pub use span::{
-    add_link_from_headers, attr, current_context, set_parent, set_parent_from_headers, span_context,
+    add_link_from_headers, attr, current_context, is_recording, link_to, set_parent,
+    set_parent_from_headers, span_context,
 };
 
 /// The OpenTelemetry API types callers need (`Context`), without a direct dependency.

@@ -9,7 +9,7 @@
 //! earlier event keep the trace they had. Injecting a valid one replaces both keys (an
 //! empty `tracestate` removes the old one).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 
 use axum::http::HeaderMap;
 use opentelemetry::Context;
@@ -38,6 +38,18 @@ pub fn inject_into_headers(cx: &Context, headers: &mut BTreeMap<String, String>)
     }
 }
 
+/// `context_from_headers` for a protobuf message's headers (`map<string, string>`).
+pub fn context_from_map(headers: &HashMap<String, String>) -> Context {
+    propagator().extract(&MapHeaders(headers))
+}
+
+/// `inject_into_headers` for a protobuf message's headers (`map<string, string>`).
+pub fn inject_into_map(cx: &Context, headers: &mut HashMap<String, String>) {
+    if has_valid_span(cx) {
+        propagator().inject_context(cx, &mut MapHeadersMut(headers));
+    }
+}
+
 pub fn context_from_metadata(metadata: &MetadataMap) -> Context {
     propagator().extract(&GrpcMetadata(metadata))
 }
@@ -58,7 +70,8 @@ pub fn inject_into_http(cx: &Context, headers: &mut HeaderMap) {
     }
 }
 
-pub(crate) fn has_valid_span(cx: &Context) -> bool {
+/// Whether `cx` carries a span to continue (a parsed `traceparent`, a live span).
+pub fn has_valid_span(cx: &Context) -> bool {
     cx.span().span_context().is_valid()
 }
 
@@ -89,6 +102,38 @@ struct EventHeadersMut<'a>(&'a mut BTreeMap<String, String>);
 impl Injector for EventHeadersMut<'_> {
     fn set(&mut self, key: &str, value: String) {
         // Drop differently-cased copies so that one reader cannot see a stale trace.
+        self.0.retain(|k, _| !k.eq_ignore_ascii_case(key));
+        if !value.is_empty() {
+            self.0.insert(key.to_owned(), value);
+        }
+    }
+}
+
+struct MapHeaders<'a>(&'a HashMap<String, String>);
+
+impl Extractor for MapHeaders<'_> {
+    /// Exact key first, then any case (as `EventHeaders`).
+    fn get(&self, key: &str) -> Option<&str> {
+        self.0
+            .get(key)
+            .or_else(|| {
+                self.0
+                    .iter()
+                    .find(|(k, _)| k.eq_ignore_ascii_case(key))
+                    .map(|(_, v)| v)
+            })
+            .map(String::as_str)
+    }
+
+    fn keys(&self) -> Vec<&str> {
+        self.0.keys().map(String::as_str).collect()
+    }
+}
+
+struct MapHeadersMut<'a>(&'a mut HashMap<String, String>);
+
+impl Injector for MapHeadersMut<'_> {
+    fn set(&mut self, key: &str, value: String) {
         self.0.retain(|k, _| !k.eq_ignore_ascii_case(key));
         if !value.is_empty() {
             self.0.insert(key.to_owned(), value);

@@ -8,6 +8,7 @@
 //! producer's `traceparent` unchanged, as W3C asks of a hop that does not participate.
 
 use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use opentelemetry::Context;
 use opentelemetry::trace::TraceContextExt;
@@ -28,6 +29,25 @@ pub mod attr {
     pub const EVENT_ID: &str = "cascade.event_id";
     /// The attempt at the current stage, 1 on the first take.
     pub const ATTEMPT: &str = "cascade.attempt";
+    /// What a handler decided: `ack`, `advance`, `retry`, `reschedule`, `release`,
+    /// `dead_letter`.
+    pub const OUTCOME: &str = "cascade.outcome";
+}
+
+/// Whether `init` installed trace export in this process.
+static RECORDING: AtomicBool = AtomicBool::new(false);
+
+/// Whether spans of this process are exported. Services create their per-event spans
+/// (`ingest.enqueue`, `worker.take`, `dispatcher.activate`…) only when it is true: without a
+/// collector such a span would only cost (an allocation and formatted fields per event),
+/// and the trace context is then forwarded unchanged in the events' headers instead.
+/// One relaxed atomic load.
+pub fn is_recording() -> bool {
+    RECORDING.load(Ordering::Relaxed)
+}
+
+pub(crate) fn set_recording(on: bool) {
+    RECORDING.store(on, Ordering::Relaxed);
 }
 
 /// The incoming context, kept on a span when no OpenTelemetry layer is installed.
@@ -82,7 +102,12 @@ pub fn current_context() -> Context {
 /// each); returns whether there was one. The SDK keeps 128 links per span by default
 /// (`OTEL_SPAN_LINK_COUNT_LIMIT`).
 pub fn add_link_from_headers(span: &tracing::Span, headers: &BTreeMap<String, String>) -> bool {
-    let cx = context_from_headers(headers);
+    link_to(span, &context_from_headers(headers))
+}
+
+/// Links `span` to the span in `cx` (from `context_from_map`, `span_context`…); returns
+/// whether there was one.
+pub fn link_to(span: &tracing::Span, cx: &Context) -> bool {
     let linked = cx.span().span_context().clone();
     if !linked.is_valid() {
         return false;

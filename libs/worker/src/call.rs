@@ -7,54 +7,91 @@ use std::time::Duration;
 use cascade_core::Outcome;
 use cascade_proto::convert::event_from_proto;
 use cascade_proto::v1;
-use tracing::Instrument;
+use cascade_telemetry::attr;
+use tracing::{Instrument, field};
 
 use crate::Handler;
 
 /// Never fails: an error, a timeout or an invalid outcome is logged and becomes a retry
 /// with the queue's backoff.
+///
+/// The `worker.handle` span is the handler call of one event. When the process exports
+/// traces it is a child of the context in the event's headers (so every stage of an event
+/// is in one trace), the handler sees it as the current span (an HTTP or gRPC handler sends
+/// it on), and an advance carries its context to the next stage's event.
 pub(crate) async fn call_handler<H: Handler>(
     handler: Arc<H>,
     event: v1::Event,
     timeout: Option<Duration>,
 ) -> Outcome {
     let attempt = event.attempts.max(1);
-    let span = tracing::info_span!("worker.handle", queue = %event.queue, id = %event.id, attempt);
-    async move {
-        let event = match event_from_proto(event) {
-            Ok(event) => event,
-            Err(err) => {
-                tracing::error!(error = %err, "worker.event.unreadable");
+    let span = tracing::info_span!(
+        "worker.handle",
+        cascade.queue = %event.queue,
+        cascade.event_id = %event.id,
+        cascade.attempt = attempt,
+        cascade.pipeline = field::Empty,
+        cascade.stage = field::Empty,
+        cascade.outcome = field::Empty,
+    );
+    if !cascade_telemetry::is_recording() {
+        return run(handler, event, attempt, timeout).instrument(span).await;
+    }
+    let parent = cascade_telemetry::context_from_map(&event.headers);
+    // Fails only for a span already entered; this one is new.
+    let _ = cascade_telemetry::set_parent(&span, parent);
+    let mut outcome = run(handler, event, attempt, timeout)
+        .instrument(span.clone())
+        .await;
+    span.record(attr::OUTCOME, outcome.name());
+    // A handler that put its own `traceparent` on the advance (one of its spans) wins.
+    if let Outcome::Advance { headers, .. } = &mut outcome
+        && !headers
+            .keys()
+            .any(|k| k.eq_ignore_ascii_case("traceparent"))
+    {
+        cascade_telemetry::inject_into_headers(&cascade_telemetry::span_context(&span), headers);
+    }
+    outcome
+}
+
+async fn run<H: Handler>(
+    handler: Arc<H>,
+    event: v1::Event,
+    attempt: u32,
+    timeout: Option<Duration>,
+) -> Outcome {
+    let event = match event_from_proto(event) {
+        Ok(event) => event,
+        Err(err) => {
+            tracing::error!(error = %err, "worker.event.unreadable");
+            return retry();
+        }
+    };
+    let called = handler.handle(&event, attempt);
+    let answer = match timeout {
+        None => called.await,
+        Some(limit) => match tokio::time::timeout(limit, called).await {
+            Ok(answer) => answer,
+            Err(_) => {
+                tracing::warn!(timeout = ?limit, "worker.handler.timed_out");
                 return retry();
             }
-        };
-        let called = handler.handle(&event, attempt);
-        let answer = match timeout {
-            None => called.await,
-            Some(limit) => match tokio::time::timeout(limit, called).await {
-                Ok(answer) => answer,
-                Err(_) => {
-                    tracing::warn!(timeout = ?limit, "worker.handler.timed_out");
-                    return retry();
-                }
-            },
-        };
-        match answer {
-            Ok(outcome) => match outcome.validate() {
-                Ok(()) => outcome,
-                Err(err) => {
-                    tracing::error!(error = %err, "worker.handler.invalid_outcome");
-                    retry()
-                }
-            },
+        },
+    };
+    match answer {
+        Ok(outcome) => match outcome.validate() {
+            Ok(()) => outcome,
             Err(err) => {
-                tracing::warn!(error = %err, "worker.handler.failed");
+                tracing::error!(error = %err, "worker.handler.invalid_outcome");
                 retry()
             }
+        },
+        Err(err) => {
+            tracing::warn!(error = %err, "worker.handler.failed");
+            retry()
         }
     }
-    .instrument(span)
-    .await
 }
 
 /// A retry with the queue's backoff.

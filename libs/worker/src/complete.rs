@@ -1,5 +1,8 @@
-//! Sends completions in batches: whatever queued up while the previous `Complete` was in
-//! flight goes in the next one (like a group commit), bounded by count and bytes.
+//! Sends completions in batches: whatever queued up while the previous `Complete`s were in
+//! flight goes in the next one (like a group commit), bounded by count and bytes. Up to
+//! `COMPLETES_IN_FLIGHT` requests are out at once, so that the next batch travels while
+//! the gateway makes the previous one durable; completions are of distinct leases, so no
+//! order is needed between them.
 //!
 //! Failure policy: a transport failure or UNAVAILABLE is retried a few times; a retry of a
 //! completion that did apply is refused as a stale lease and changes nothing. A completion
@@ -13,6 +16,7 @@ use cascade_proto::v1;
 use cascade_proto::v1::worker_client::WorkerClient;
 use prost::Message;
 use tokio::sync::mpsc;
+use tokio::task::JoinSet;
 use tonic::transport::Channel;
 
 use crate::stats::{Counter, Stats};
@@ -20,6 +24,8 @@ use crate::stats::{Counter, Stats};
 /// Bytes per `Complete` request at most (advances may carry payloads); one larger
 /// completion still goes, alone. Well under tonic's 4 MiB default request limit.
 const MAX_REQUEST_BYTES: usize = 2 << 20;
+/// `Complete` requests unanswered at once at most.
+const COMPLETES_IN_FLIGHT: usize = 2;
 /// Tries per request for failures that may pass.
 const TRIES: u32 = 4;
 const FIRST_RETRY_PAUSE: Duration = Duration::from_millis(100);
@@ -32,12 +38,28 @@ pub(crate) async fn run_completer(
     stats: Arc<Stats>,
 ) {
     let mut carried: Option<v1::Completion> = None;
+    let mut sending = JoinSet::new();
     loop {
+        // While every slot is taken, completions gather in the queue for the next request.
+        while sending.len() >= COMPLETES_IN_FLIGHT {
+            if let Some(Err(err)) = sending.join_next().await {
+                tracing::error!(error = %err, "worker.complete.panicked");
+            }
+        }
         let first = match carried.take() {
             Some(completion) => completion,
-            None => match queued.recv().await {
-                Some(completion) => completion,
-                None => return,
+            // Both branches are cancel-safe: joins, and a channel receive.
+            None => tokio::select! {
+                Some(sent) = sending.join_next() => {
+                    if let Err(err) = sent {
+                        tracing::error!(error = %err, "worker.complete.panicked");
+                    }
+                    continue;
+                }
+                next = queued.recv() => match next {
+                    Some(completion) => completion,
+                    None => break,
+                },
             },
         };
         let mut bytes = first.encoded_len();
@@ -52,11 +74,17 @@ pub(crate) async fn run_completer(
             bytes += size;
             batch.push(next);
         }
-        send(&client, batch, &stats).await;
+        sending.spawn(send(client.clone(), batch, Arc::clone(&stats)));
+    }
+    // Every sender is gone and the queue is empty: wait for the requests still out.
+    while let Some(sent) = sending.join_next().await {
+        if let Err(err) = sent {
+            tracing::error!(error = %err, "worker.complete.panicked");
+        }
     }
 }
 
-async fn send(client: &WorkerClient<Channel>, batch: Vec<v1::Completion>, stats: &Stats) {
+async fn send(client: WorkerClient<Channel>, batch: Vec<v1::Completion>, stats: Arc<Stats>) {
     let count = batch.len() as u64;
     let releases = batch
         .iter()

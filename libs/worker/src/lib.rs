@@ -23,6 +23,7 @@ mod handler;
 mod lease;
 mod run_loop;
 mod stats;
+mod trace;
 mod worker;
 
 pub use cascade_client::Client;

@@ -16,6 +16,7 @@ mod shard;
 
 use cascade_bus::Bus;
 use cascade_service::{Readiness, Settings, ShardSupervisor, Shutdown};
+use cascade_telemetry::Metrics;
 
 pub use error::TimerError;
 
@@ -32,6 +33,18 @@ pub async fn run_with_readiness(
     shutdown: Shutdown,
     readiness: Readiness,
 ) -> Result<(), TimerError> {
+    run_with_metrics(settings, bus, shutdown, readiness, Metrics::new()).await
+}
+
+/// [`run_with_readiness`], reporting the schedule stores' group commits and fsyncs
+/// (`store="timer"`) to `metrics`, the process's registry.
+pub async fn run_with_metrics(
+    settings: Settings,
+    bus: Bus,
+    shutdown: Shutdown,
+    readiness: Readiness,
+    metrics: Metrics,
+) -> Result<(), TimerError> {
     let supervisor = ShardSupervisor {
         service: shard::SERVICE,
         cluster: &settings.cluster.name,
@@ -40,7 +53,7 @@ pub async fn run_with_readiness(
     };
     let served = supervisor
         .run(shutdown, |shard, stopping| {
-            shard::start(&settings, shard, bus.clone(), stopping)
+            shard::start(&settings, shard, bus.clone(), &metrics, stopping)
         })
         .await;
     served.map_err(TimerError::from)

@@ -30,11 +30,12 @@ async fn main() -> anyhow::Result<()> {
         &settings,
     )
     .await?;
-    let served = cascade_activation_timer::run_with_readiness(
+    let served = cascade_activation_timer::run_with_metrics(
         settings,
         process.bus.clone(),
         process.shutdown.clone(),
         process.readiness.clone(),
+        process.metrics.clone(),
     )
     .await;
     process.finish().await;

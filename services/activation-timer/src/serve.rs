@@ -1,24 +1,38 @@
 //! The timer shard's requests: `schedule` and `cancel` batches from the dispatcher shard of
-//! the same number, each one writer closure, durable before the `done` reply. Requests are
+//! the same number, each one writer closure, durable before the `done` reply; and
+//! `due_counts` from the resource manager, a read of the schedule. Requests are
 //! handled one after another (one dispatcher sends, one batch at a time); on stop the one
 //! being handled is finished and answered.
 //!
 //! An entry that fails validation can name no event: it is skipped with a warning rather
 //! than failing the batch, which the sender would resend forever.
 
+use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
 use bytes::Bytes;
 use cascade_bus::{Message, Subscription};
+use cascade_core::QueueName;
 use cascade_proto::bus::v1::{
-    Empty, ScheduleBatch, TimerReply, TimerRequest, timer_reply, timer_request,
+    DueBucket, DueCounts, DueCountsRequest, Empty, QueueDue, ScheduleBatch, TimerReply,
+    TimerRequest, timer_reply, timer_request,
 };
-use cascade_proto::convert::{cancel_entry_from_proto, schedule_entry_from_proto};
+use cascade_proto::convert::{
+    cancel_entry_from_proto, schedule_entry_from_proto, timestamp_from_proto, timestamp_to_proto,
+};
 use prost::Message as _;
 
 use crate::TimerError;
 use crate::shard::TimerShard;
+
+/// Schedule entries one `due_counts` reads at most: a few milliseconds of the writer.
+const MAX_DUE_SCAN: usize = 50_000;
+/// Buckets one `due_counts` may ask for.
+const MAX_DUE_BOUNDS: usize = 64;
+/// Queues one `due_counts` may ask about: the reply (about 150 bytes a queue) must fit a
+/// bus message.
+const MAX_DUE_QUEUES: usize = 4_096;
 
 pub(crate) async fn serve(ctx: Arc<TimerShard>, mut requests_in: Subscription) {
     loop {
@@ -44,13 +58,18 @@ async fn answer(ctx: &TimerShard, message: Message) {
         }),
         Ok(TimerRequest {
             op: Some(timer_request::Op::Schedule(batch)),
-        }) => schedule(ctx, batch).await,
+        }) => schedule(ctx, batch).await.map(|()| done()),
         Ok(TimerRequest {
             op: Some(timer_request::Op::Cancel(batch)),
-        }) => cancel(ctx, batch).await,
+        }) => cancel(ctx, batch).await.map(|()| done()),
+        Ok(TimerRequest {
+            op: Some(timer_request::Op::DueCounts(request)),
+        }) => due_counts(ctx, request)
+            .await
+            .map(timer_reply::Result::DueCounts),
     };
     let result = match result {
-        Ok(()) => timer_reply::Result::Done(Empty {}),
+        Ok(result) => result,
         Err(e) => {
             tracing::debug!(shard = ctx.shard, code = e.code().as_str(), error = %e, "timer.request.failed");
             timer_reply::Result::Error(e.to_status())
@@ -62,6 +81,82 @@ async fn answer(ctx: &TimerShard, message: Message) {
     if let Err(e) = message.respond(Bytes::from(reply.encode_to_vec())).await {
         tracing::debug!(shard = ctx.shard, error = %e, "timer.respond");
     }
+}
+
+fn done() -> timer_reply::Result {
+    timer_reply::Result::Done(Empty {})
+}
+
+/// The resource manager's question: delayed events due soon, per queue. One bounded scan
+/// on the writer (at most `MAX_DUE_SCAN` entries), so it cannot hold up firing for long.
+async fn due_counts(ctx: &TimerShard, request: DueCountsRequest) -> Result<DueCounts, TimerError> {
+    if request.bounds.len() > MAX_DUE_BOUNDS {
+        return Err(TimerError::BadRequest {
+            reason: format!(
+                "bounds: at most {MAX_DUE_BOUNDS}, got {}",
+                request.bounds.len()
+            ),
+        });
+    }
+    let mut bounds = Vec::with_capacity(request.bounds.len());
+    for (index, bound) in request.bounds.iter().enumerate() {
+        let bound = timestamp_from_proto(bound, &format!("bounds[{index}]")).map_err(|e| {
+            TimerError::BadRequest {
+                reason: e.to_string(),
+            }
+        })?;
+        if bounds.last().is_some_and(|&last| bound <= last) {
+            return Err(TimerError::BadRequest {
+                reason: format!("bounds[{index}]: must be later than the bound before it"),
+            });
+        }
+        bounds.push(bound);
+    }
+    if request.queues.len() > MAX_DUE_QUEUES {
+        return Err(TimerError::BadRequest {
+            reason: format!(
+                "queues: at most {MAX_DUE_QUEUES}, got {}",
+                request.queues.len()
+            ),
+        });
+    }
+    let mut queues = BTreeSet::new();
+    for (index, queue) in request.queues.iter().enumerate() {
+        let queue = QueueName::parse(queue).map_err(|e| TimerError::BadRequest {
+            reason: format!("queues[{index}]: {e}"),
+        })?;
+        queues.insert(queue);
+    }
+    let counts = ctx
+        .store
+        .run(move |timer, _| timer.due_counts(&bounds, &queues, MAX_DUE_SCAN))
+        .await?;
+    let queues = counts
+        .queues
+        .into_iter()
+        .map(|(queue, per_bound)| {
+            // Empty buckets inside the range stay (each bucket starts where the one before
+            // it ends); trailing ones say nothing.
+            let used = per_bound
+                .iter()
+                .rposition(|&count| count > 0)
+                .map_or(0, |i| i + 1);
+            QueueDue {
+                queue: queue.to_string(),
+                buckets: counts
+                    .bounds
+                    .iter()
+                    .zip(per_bound)
+                    .take(used)
+                    .map(|(&until, count)| DueBucket {
+                        until: Some(timestamp_to_proto(until)),
+                        count,
+                    })
+                    .collect(),
+            }
+        })
+        .collect();
+    Ok(DueCounts { queues })
 }
 
 async fn schedule(ctx: &TimerShard, batch: ScheduleBatch) -> Result<(), TimerError> {

@@ -6,9 +6,12 @@ use std::sync::atomic::AtomicU64;
 use std::time::Duration;
 
 use cascade_bus::{Bus, subject};
+use cascade_service::observe::observe_commits;
 use cascade_service::store::open_shard_store;
 use cascade_service::{RunningShard, Settings, ShardCore, ShardError, Shutdown};
 use cascade_store::{Store, Timer};
+use cascade_telemetry::Metrics;
+use cascade_telemetry::metrics::StoreKind;
 use tokio::sync::Notify;
 
 use crate::{firing, serve};
@@ -58,9 +61,10 @@ pub(crate) async fn start(
     settings: &Settings,
     shard: u32,
     bus: Bus,
+    metrics: &Metrics,
     stopping: Shutdown,
 ) -> Result<RunningShard<TimerShard>, ShardError> {
-    let ctx = open(settings, shard, bus, stopping).await?;
+    let ctx = open(settings, shard, bus, metrics, stopping).await?;
     let subject = subject::timer(&ctx.cluster, shard);
     RunningShard::start(SERVICE, shard, ctx, subject, |tasks, ctx, requests_in| {
         tasks.spawn_request_loop(serve::serve(Arc::clone(ctx), requests_in));
@@ -74,10 +78,12 @@ async fn open(
     settings: &Settings,
     shard: u32,
     bus: Bus,
+    metrics: &Metrics,
     stopping: Shutdown,
 ) -> Result<Arc<TimerShard>, ShardError> {
     let horizon = settings.timer.horizon;
-    let store = open_shard_store(settings, SERVICE, shard, move |kv| {
+    let commits = observe_commits(metrics, StoreKind::Timer);
+    let store = open_shard_store(settings, SERVICE, shard, Some(commits), move |kv| {
         Ok(Timer::new(kv, horizon))
     })
     .await?;

@@ -12,7 +12,9 @@ use axum::http::header::CONTENT_TYPE;
 use axum::routing::get;
 use cascade_bus::Bus;
 use cascade_core::SystemClock;
-use cascade_resource_manager::{Board, Deps, ResourceManagerError, Stages, StagesFeed};
+use cascade_resource_manager::{
+    Board, Deps, ExecutorKind, ResourceManagerError, Stages, StagesFeed,
+};
 use cascade_service::{Settings, Shutdown};
 use cascade_telemetry::Metrics;
 
@@ -81,7 +83,15 @@ impl Local {
         let managed = Managed {
             stages: self.feed,
             executor: self.executor.clone(),
+            metrics: metrics.clone(),
         };
+        if self.enabled && settings.resource_manager.executor != ExecutorKind::Local {
+            tracing::warn!(
+                executor = ?settings.resource_manager.executor,
+                "resource_manager.executor is for cascade-resource-manager: standalone \
+                 turns its own stage workers"
+            );
+        }
         let manager = self.enabled.then(|| {
             let deps = Deps {
                 bus,
@@ -90,6 +100,7 @@ impl Local {
                 metrics,
                 board: self.board,
                 clock: Arc::new(SystemClock),
+                timer_shards: settings.cluster.shards,
             };
             cascade_resource_manager::run(
                 settings.cluster.name.clone(),

@@ -17,6 +17,7 @@ use cascade_proto::convert::pipeline_from_proto;
 use cascade_resource_manager::StagesFeed;
 use cascade_service::{Shutdown, ShutdownTrigger, shutdown_channel};
 use cascade_stage_worker::{Registry, StageWorker, StageWorkerConfig};
+use cascade_telemetry::Metrics;
 use tokio::task::JoinHandle;
 
 use crate::local_executor::LocalExecutor;
@@ -37,6 +38,8 @@ pub struct Managed {
     pub stages: StagesFeed,
     /// The workers started.
     pub executor: LocalExecutor,
+    /// The process's registry, which the workers time their handler calls into.
+    pub metrics: Metrics,
 }
 
 /// Supervises the stage workers until `shutdown`, then stops them all and waits for them.
@@ -51,7 +54,7 @@ pub async fn supervise(gateway: String, managed: Managed, shutdown: Shutdown) {
             match list_pipelines(c).await {
                 Ok(pipelines) => {
                     managed.stages.set_pipelines(&pipelines);
-                    reconcile(&gateway, &pipelines, &mut running, &managed.executor);
+                    reconcile(&gateway, &pipelines, &mut running, &managed);
                 }
                 Err(e) => tracing::warn!(error = %e, "stages.list_pipelines"),
             }
@@ -85,8 +88,9 @@ fn reconcile(
     gateway: &str,
     pipelines: &[Pipeline],
     running: &mut HashMap<QueueName, Running>,
-    executor: &LocalExecutor,
+    managed: &Managed,
 ) {
+    let executor = &managed.executor;
     let mut wanted = HashMap::new();
     for pipeline in pipelines {
         for stage in &pipeline.stages {
@@ -118,13 +122,14 @@ fn reconcile(
             continue;
         }
         // A worker that cannot be built is tried again at the next poll.
-        let worker = match StageWorker::new(config, &Registry::new()) {
-            Ok(worker) => worker,
-            Err(e) => {
-                tracing::error!(queue = %queue, error = %e, "stages.worker_failed");
-                continue;
-            }
-        };
+        let worker =
+            match StageWorker::with_metrics(config, &Registry::new(), managed.metrics.clone()) {
+                Ok(worker) => worker,
+                Err(e) => {
+                    tracing::error!(queue = %queue, error = %e, "stages.worker_failed");
+                    continue;
+                }
+            };
         tracing::info!(queue = %queue, "stages.start");
         // Registered before it runs, so that it starts with the manager's last decision.
         executor.register(queue.clone(), worker.handle(), per_handler);

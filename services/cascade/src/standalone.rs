@@ -1,8 +1,8 @@
 //! `cascade standalone`: ingest, every dispatcher and activation-timer shard, a stage worker
 //! per pipeline stage, the resource manager over those workers (`rm.rs`) and the admin port
-//! in one process, over the in-process bus. One shutdown signal (SIGTERM or ctrl-c)
-//! stops them all: the gateway stops accepting and finishes its calls, the shards finish
-//! what they hold and checkpoint, and the process exits 0.
+//! (with the status page at `/`) in one process, over the in-process bus. One shutdown
+//! signal (SIGTERM or ctrl-c) stops them all: the gateway stops accepting and finishes its
+//! calls, the shards finish what they hold and checkpoint, and the process exits 0.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -79,9 +79,15 @@ pub async fn run_with(
     // The services stop on the caller's signal or when any of them ends (a failed shard).
     let (stop, stopping) = shutdown_channel();
     let readiness = Readiness::default();
+    // One registry for every service here, so that one `/metrics` shows them all.
     let metrics = cascade_telemetry::Metrics::new();
+    cascade_service::observe::observe_bus(&bus, &metrics);
     let local_rm = rm::Local::new(settings.resource_manager.enabled);
-    let admin_routes = metrics.router().merge(local_rm.explain_route());
+    let status = cascade_ingest::StatusPage::new(&settings);
+    let admin_routes = metrics
+        .router()
+        .merge(local_rm.explain_route())
+        .merge(status.router());
     let (http_addr, http) = serve_admin(
         &settings.http.addr,
         readiness.clone(),
@@ -98,20 +104,22 @@ pub async fn run_with(
     let (dispatcher_ready, timer_ready) = (Readiness::default(), Readiness::default());
     services.spawn(named(
         "dispatcher",
-        cascade_dispatcher::run_with_readiness(
+        cascade_dispatcher::run_with_metrics(
             settings.clone(),
             bus.clone(),
             stopping.clone(),
             dispatcher_ready.clone(),
+            metrics.clone(),
         ),
     ));
     services.spawn(named(
         "activation timer",
-        cascade_activation_timer::run_with_readiness(
+        cascade_activation_timer::run_with_metrics(
             settings.clone(),
             bus.clone(),
             stopping.clone(),
             timer_ready.clone(),
+            metrics.clone(),
         ),
     ));
     // The gateway opens only once every shard serves, so no request meets an absent shard.
@@ -130,7 +138,17 @@ pub async fn run_with(
     }
     services.spawn(named(
         "ingest",
-        cascade_ingest::serve(grpc, settings.clone(), bus.clone(), stopping.clone()),
+        cascade_ingest::serve_with_metrics(
+            grpc,
+            settings.clone(),
+            bus.clone(),
+            stopping.clone(),
+            metrics.clone(),
+        ),
+    ));
+    services.spawn(named(
+        "status page",
+        status.run(settings.clone(), bus.clone(), stopping.clone()),
     ));
     let (stop_stages, stage_workers) = start_stage_workers(
         &settings,

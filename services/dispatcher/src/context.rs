@@ -6,12 +6,16 @@ use std::time::Duration;
 
 use cascade_bus::Bus;
 use cascade_core::{Clock, QueueName, SystemClock, shard_of};
+use cascade_service::observe::observe_commits;
 use cascade_service::store::open_shard_store;
 use cascade_service::{Settings, ShardError, Shutdown};
 use cascade_store::{Shard, ShardSettings, Store};
+use cascade_telemetry::Metrics;
+use cascade_telemetry::metrics::StoreKind;
 use tokio::sync::Notify;
 
 use crate::DispatcherError;
+use crate::metrics::ShardMetrics;
 use crate::shard::SERVICE;
 use crate::take::TakeLimits;
 use crate::wakeups::Wakeups;
@@ -38,6 +42,8 @@ pub(crate) struct ShardContext {
     pub request_timeout: Duration,
     /// Set when the shard stops: the request loop ends, long polls answer at once.
     pub stopping: Shutdown,
+    /// The process's registry; the stats publisher sets the depth gauges in it.
+    pub metrics: Metrics,
 }
 
 impl ShardContext {
@@ -46,6 +52,7 @@ impl ShardContext {
         settings: &Settings,
         shard: u32,
         bus: Bus,
+        metrics: Metrics,
         stopping: Shutdown,
     ) -> Result<Arc<ShardContext>, ShardError> {
         let shards = settings.cluster.shards;
@@ -54,8 +61,10 @@ impl ShardContext {
             // Differs between runs and shards; reproducibility matters only in the store's tests.
             jitter_seed: u64::from(shard) ^ SystemClock.now().as_micros(),
             router: Arc::new(move |queue: &QueueName| shard_of(queue, shards) == shard),
+            observer: Arc::new(ShardMetrics::new(&metrics)),
         };
-        let store = open_shard_store(settings, SERVICE, shard, move |kv| {
+        let commits = observe_commits(&metrics, StoreKind::Dispatcher);
+        let store = open_shard_store(settings, SERVICE, shard, Some(commits), move |kv| {
             Shard::new(kv, shard_settings)
         })
         .await?;
@@ -75,6 +84,7 @@ impl ShardContext {
             stats_interval: dispatcher.stats_interval,
             request_timeout: settings.bus.request_timeout,
             stopping,
+            metrics,
         }))
     }
 

@@ -6,6 +6,7 @@
 //! it as one closure on the writer, an outbox pump that forwards hand-offs (schedules to
 //! the activation timer, deliveries to other shards) store-and-forward, and a stats
 //! publisher. The store implements the semantics; this crate validates, routes and waits.
+//! It also turns what the store reports into the process's metrics (`metrics.rs`).
 //!
 //! Failure policy: a request that fails gets a `Status` reply with its code; a shard whose
 //! store fails (a failed fsync) or whose subscription ends stops every shard of the process
@@ -13,6 +14,7 @@
 
 mod context;
 mod error;
+mod metrics;
 mod outbox;
 mod requests;
 mod serve;
@@ -23,6 +25,7 @@ mod wakeups;
 
 use cascade_bus::Bus;
 use cascade_service::{Readiness, Settings, ShardSupervisor, Shutdown};
+use cascade_telemetry::Metrics;
 
 pub use error::DispatcherError;
 
@@ -39,6 +42,19 @@ pub async fn run_with_readiness(
     shutdown: Shutdown,
     readiness: Readiness,
 ) -> Result<(), DispatcherError> {
+    run_with_metrics(settings, bus, shutdown, readiness, Metrics::new()).await
+}
+
+/// [`run_with_readiness`], reporting to `metrics` (the process's registry) the shards'
+/// enqueues, dead letters, lease expiries, activation lateness, queue depths and group
+/// commits (docs/metrics.md).
+pub async fn run_with_metrics(
+    settings: Settings,
+    bus: Bus,
+    shutdown: Shutdown,
+    readiness: Readiness,
+    metrics: Metrics,
+) -> Result<(), DispatcherError> {
     let supervisor = ShardSupervisor {
         service: shard::SERVICE,
         cluster: &settings.cluster.name,
@@ -47,7 +63,7 @@ pub async fn run_with_readiness(
     };
     let served = supervisor
         .run(shutdown, |shard, stopping| {
-            shard::start(&settings, shard, bus.clone(), stopping)
+            shard::start(&settings, shard, bus.clone(), metrics.clone(), stopping)
         })
         .await;
     served.map_err(DispatcherError::from)

@@ -26,11 +26,12 @@ async fn main() -> anyhow::Result<()> {
     let settings = Settings::load(flags.service.config.as_deref(), &overrides)?;
     let process =
         Process::start("cascade-dispatcher", env!("CARGO_PKG_VERSION"), &settings).await?;
-    let served = cascade_dispatcher::run_with_readiness(
+    let served = cascade_dispatcher::run_with_metrics(
         settings,
         process.bus.clone(),
         process.shutdown.clone(),
         process.readiness.clone(),
+        process.metrics.clone(),
     )
     .await;
     process.finish().await;

@@ -8,6 +8,7 @@ use std::sync::Arc;
 use cascade_bus::{Bus, subject};
 use cascade_service::{RunningShard, Settings, ShardCore, ShardError, Shutdown};
 use cascade_store::{Shard, Store};
+use cascade_telemetry::Metrics;
 
 use crate::context::ShardContext;
 use crate::{outbox, serve, stats};
@@ -40,9 +41,10 @@ pub(crate) async fn start(
     settings: &Settings,
     shard: u32,
     bus: Bus,
+    metrics: Metrics,
     stopping: Shutdown,
 ) -> Result<RunningShard<ShardContext>, ShardError> {
-    let ctx = ShardContext::open(settings, shard, bus, stopping).await?;
+    let ctx = ShardContext::open(settings, shard, bus, metrics, stopping).await?;
     let subject = subject::dispatcher(&ctx.cluster, shard);
     RunningShard::start(SERVICE, shard, ctx, subject, |tasks, ctx, requests_in| {
         tasks.spawn_request_loop(serve::serve(Arc::clone(ctx), requests_in));

@@ -1,11 +1,16 @@
 //! Coalescing: concurrent requests for one shard travel in one bus request.
 //!
 //! Each shard has one sender task and a bounded inbox of jobs (items with a reply channel).
-//! The task sends whatever is waiting as one request, and only when the previous request for
-//! that shard has been answered: under load batches grow by themselves, and an idle gateway
-//! adds no delay (no timers). A request is capped by item count (`ingest.max_batch_items`)
-//! and by bytes (what one bus message carries); a job that does not fit waits for the next
-//! request, so jobs for a shard are sent in the order they arrived.
+//! The task sends whatever is waiting as one request, whenever fewer than
+//! `ingest.requests_in_flight` of its requests are unanswered: under load batches grow by
+//! themselves, the shard applies the next batch while the previous one is made durable, and
+//! an idle gateway adds no delay (no timers). A request is capped by item count
+//! (`ingest.max_batch_items`) and by bytes (what one bus message carries); a job that does
+//! not fit waits for the next request, so jobs for a shard leave in the order they arrived.
+//! Requests in flight together may be applied in either order: they carry independent
+//! callers (the shard's writer still assigns sequence numbers one at a time). The parts of
+//! one caller's items (a batch too large for one bus message) are handed over one after the
+//! other, each once the previous one is answered, so they keep their order.
 //!
 //! Failure policy: a failed bus request fails each of its items with the same code and
 //! message (per item, so a batch spread over shards reports each item). A full inbox is
@@ -15,6 +20,8 @@ use std::sync::Arc;
 
 use cascade_proto::bus::v1::dispatcher_reply::Result as Reply;
 use cascade_proto::bus::v1::dispatcher_request::Op;
+use futures::StreamExt;
+use futures::stream::FuturesUnordered;
 use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinSet;
 
@@ -65,6 +72,7 @@ impl<B: Batch> Coalescer<B> {
     pub fn start(shards: &Arc<Shards>, limits: &Limits, tasks: &mut JoinSet<()>) -> Coalescer<B> {
         let max_items = limits.max_batch_items.max(1);
         let max_bytes = limits.bus_room;
+        let in_flight = limits.requests_in_flight.max(1);
         let inboxes = (0..shards.count())
             .map(|shard| {
                 let (inbox, jobs) = mpsc::channel(INBOX_JOBS);
@@ -73,6 +81,7 @@ impl<B: Batch> Coalescer<B> {
                     shards: Arc::clone(shards),
                     max_items,
                     max_bytes,
+                    in_flight,
                     marker: std::marker::PhantomData,
                 };
                 tasks.spawn(sender.run(jobs));
@@ -87,18 +96,15 @@ impl<B: Batch> Coalescer<B> {
     }
 
     /// Sends `items`, all owned by `shard`, and returns one outcome per item in their order.
-    /// Cancel-safe in the sense that matters: items already handed over are still sent (a
-    /// retry with the same id or key is then a duplicate, answered as such).
+    /// Items that do not fit one bus message go in parts, each handed over once the previous
+    /// one is answered, so that they keep their order at the shard.
+    /// Cancel-safe in the sense that matters: a part already handed over is still sent, later
+    /// parts are not (a retry with the same ids or keys answers those applied as duplicates).
     pub async fn submit(&self, shard: u32, items: Vec<Sized<B::Item>>) -> Vec<B::Outcome> {
-        let total = items.len();
-        let mut waiting = Vec::new();
+        let mut outcomes = Vec::with_capacity(items.len());
         for chunk in chunks(items, self.max_items, self.max_bytes) {
             let count = chunk.len();
-            waiting.push((count, self.hand_over(shard, chunk)));
-        }
-        let mut outcomes = Vec::with_capacity(total);
-        for (count, handed) in waiting {
-            let answered = match handed {
+            let answered = match self.hand_over(shard, chunk) {
                 Ok(answer) => answer.await.map_err(|_| IngestError::ShuttingDown),
                 Err(err) => Err(err),
             };
@@ -167,18 +173,29 @@ struct ShardSender<B: Batch> {
     shards: Arc<Shards>,
     max_items: usize,
     max_bytes: usize,
+    /// Requests unanswered at once at most (`ingest.requests_in_flight`).
+    in_flight: usize,
     marker: std::marker::PhantomData<fn() -> B>,
 }
 
 impl<B: Batch> ShardSender<B> {
     async fn run(self, mut inbox: mpsc::Receiver<Job<B>>) {
         let mut carried: Option<Job<B>> = None;
+        let mut sending = FuturesUnordered::new();
         loop {
+            // While every slot is taken, jobs gather in the inbox for the next request.
+            while sending.len() >= self.in_flight {
+                sending.next().await;
+            }
             let first = match carried.take() {
                 Some(job) => job,
-                None => match inbox.recv().await {
-                    Some(job) => job,
-                    None => return,
+                // Both branches are cancel-safe: a request's future stays in `sending`.
+                None => tokio::select! {
+                    Some(()) = sending.next() => continue,
+                    job = inbox.recv() => match job {
+                        Some(job) => job,
+                        None => break,
+                    },
                 },
             };
             let (mut items, mut bytes) = (first.items.len(), first.bytes);
@@ -193,8 +210,10 @@ impl<B: Batch> ShardSender<B> {
                 bytes += job.bytes;
                 jobs.push(job);
             }
-            self.send(jobs).await;
+            sending.push(self.send(jobs));
         }
+        // The coalescer is gone: answer the requests still out, then end.
+        while sending.next().await.is_some() {}
     }
 
     async fn send(&self, jobs: Vec<Job<B>>) {

@@ -59,6 +59,13 @@ pub enum IngestError {
     Reflection(#[from] tonic_reflection::server::Error),
     #[error("serve gRPC: {0}")]
     Serve(#[from] tonic::transport::Error),
+    /// The status page could not follow the shards' stats.
+    #[error("subscribe to {subject}: {source}")]
+    Subscribe {
+        subject: String,
+        #[source]
+        source: BusError,
+    },
 }
 
 impl IngestError {
@@ -73,7 +80,9 @@ impl IngestError {
             // 0 (OK) in an error is the peer's bug, not a success.
             IngestError::Shard { code: 0, .. } => tonic::Code::Internal,
             IngestError::Shard { code, .. } => tonic::Code::from_i32(*code),
-            IngestError::Bus { source, .. } => grpc(source.code()),
+            IngestError::Bus { source, .. } | IngestError::Subscribe { source, .. } => {
+                grpc(source.code())
+            }
             IngestError::ShuttingDown => tonic::Code::Unavailable,
             IngestError::BadReply { .. }
             | IngestError::Listen { .. }

@@ -16,13 +16,16 @@ use cascade_proto::v1::{
     DeleteRequest, DeleteResponse, EnqueueBatchRequest, EnqueueBatchResponse, EnqueueRequest,
     EnqueueResponse, EnqueueResult, Event, GetRequest, UpdateRequest, ingest_server::Ingest,
 };
+use cascade_telemetry::attr;
 use tonic::{Request, Response, Status};
+use tracing::{Instrument, Span};
 
 use crate::IngestError;
 use crate::coalesce::{Batch, Sized};
 use crate::gateway::{Gateway, Prepared, field, renumber, scatter};
 use crate::pipelines::no_such_pipeline;
 use crate::route::unexpected;
+use crate::trace;
 
 /// Enqueues, coalesced per shard into the bus's `EnqueueBatchRequest`.
 pub(crate) struct EnqueueBatch;
@@ -91,6 +94,56 @@ impl Gateway {
     }
 }
 
+impl Gateway {
+    /// A unary enqueue inside its `ingest.enqueue` span.
+    async fn enqueue_one(
+        &self,
+        item: EnqueueRequest,
+        span: &Span,
+    ) -> Result<Response<EnqueueResponse>, Status> {
+        let (shard, item) = self.prepare_enqueue(item, "").await?;
+        span.record(attr::QUEUE, item.item.queue.as_str());
+        let result = self
+            .enqueue
+            .submit(shard, vec![item])
+            .instrument(trace::persist_span(Some(shard)))
+            .await
+            .pop();
+        match result {
+            Some(EnqueueResult {
+                code: 0,
+                ok: Some(response),
+                ..
+            }) => {
+                span.record(attr::EVENT_ID, response.id.as_str());
+                Ok(Response::new(response))
+            }
+            Some(EnqueueResult { code: 0, .. }) | None => Err(IngestError::BadReply {
+                shard,
+                asked: EnqueueBatch::ASKED,
+                got: "a result with neither a response nor an error".to_owned(),
+            }
+            .into()),
+            Some(failed) => {
+                Err(IngestError::shard(failed.code, renumber(failed.message, "items", "")).into())
+            }
+        }
+    }
+}
+
+/// The queue and ID (or the failure) of one batch item, on its own span.
+fn record_result(span: &Span, result: &EnqueueResult) {
+    match &result.ok {
+        Some(ok) if result.code == 0 => {
+            span.record(attr::QUEUE, ok.queue.as_str());
+            span.record(attr::EVENT_ID, ok.id.as_str());
+        }
+        _ => {
+            span.record("otel.status_code", "ERROR");
+        }
+    }
+}
+
 /// Bytes an item takes inside a batch message: tag, length and body.
 pub(crate) fn item_len(message: &impl prost::Message) -> usize {
     let len = message.encoded_len();
@@ -103,43 +156,46 @@ impl Ingest for Gateway {
         &self,
         request: Request<EnqueueRequest>,
     ) -> Result<Response<EnqueueResponse>, Status> {
-        let (shard, item) = self.prepare_enqueue(request.into_inner(), "").await?;
-        let result = self.enqueue.submit(shard, vec![item]).await.pop();
-        match result {
-            Some(EnqueueResult {
-                code: 0,
-                ok: Some(response),
-                ..
-            }) => Ok(Response::new(response)),
-            Some(EnqueueResult { code: 0, .. }) | None => Err(IngestError::BadReply {
-                shard,
-                asked: EnqueueBatch::ASKED,
-                got: "a result with neither a response nor an error".to_owned(),
-            }
-            .into()),
-            Some(failed) => {
-                Err(IngestError::shard(failed.code, renumber(failed.message, "items", "")).into())
-            }
+        let (metadata, _, mut item) = request.into_parts();
+        let span = trace::enqueue_span(&metadata, &mut item);
+        let answer = self.enqueue_one(item, &span).instrument(span.clone()).await;
+        if answer.is_err() {
+            span.record("otel.status_code", "ERROR");
         }
+        answer
     }
 
     async fn enqueue_batch(
         &self,
         request: Request<EnqueueBatchRequest>,
     ) -> Result<Response<EnqueueBatchResponse>, Status> {
-        let items = request.into_inner().items;
+        let (metadata, _, request) = request.into_parts();
+        let mut items = request.items;
         self.limits.check_items("items", items.len())?;
+        let (span, item_spans) = trace::enqueue_batch_spans(&metadata, &mut items);
         let prefixes: Vec<String> = (0..items.len()).map(|i| format!("items[{i}]")).collect();
         let preparing = items
             .into_iter()
             .zip(&prefixes)
             .map(|(item, prefix)| self.prepare_enqueue(item, prefix));
-        let prepared = futures::future::join_all(preparing).await;
-        let mut results = scatter(&self.enqueue, prepared).await;
+        let prepared = futures::future::join_all(preparing)
+            .instrument(span.clone())
+            .await;
+        // Created inside the request's span, to be its child.
+        let persist = span.in_scope(|| trace::persist_span(None));
+        let mut results = scatter(&self.enqueue, prepared)
+            .instrument(persist)
+            .instrument(span)
+            .await;
         for (index, result) in results.iter_mut().enumerate() {
             if result.code != 0 {
                 let message = std::mem::take(&mut result.message);
                 result.message = renumber(message, "items", &format!("items[{index}]"));
+            }
+        }
+        for (span, result) in item_spans.iter().zip(&results) {
+            if let Some(span) = span {
+                record_result(span, result);
             }
         }
         Ok(Response::new(EnqueueBatchResponse { results }))

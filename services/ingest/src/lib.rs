@@ -6,7 +6,8 @@
 //! It keeps no state and answers OK only after the owning shard answered OK.
 //!
 //! Entry points: [`run`] binds `grpc.addr`; [`serve`] takes a bound listener;
-//! [`apply_pipeline`] applies a pipeline (from the config file) without a gRPC call.
+//! [`apply_pipeline`] applies a pipeline (from the config file) without a gRPC call;
+//! [`StatusPage`] is the status page served on the HTTP admin port (`/`, `/status.json`).
 
 mod admin;
 mod advance;
@@ -19,8 +20,12 @@ mod list;
 mod pipelines;
 mod route;
 mod server;
+mod status;
+mod timed;
+mod trace;
 mod worker;
 
 pub use error::IngestError;
 pub use pipelines::apply_pipeline;
-pub use server::{run, serve};
+pub use server::{bind, run, run_with_metrics, serve, serve_with_metrics};
+pub use status::StatusPage;

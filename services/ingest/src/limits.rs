@@ -20,6 +20,8 @@ pub(crate) struct Limits {
     pub bus_room: usize,
     /// `ingest.max_batch_items`: items per client request and per coalesced bus request.
     pub max_batch_items: usize,
+    /// `ingest.requests_in_flight`: coalesced bus requests per shard and kind at once.
+    pub requests_in_flight: usize,
     /// `bus.request_timeout`.
     pub request_timeout: Duration,
     /// `dispatcher.max_take_wait`: the shard cuts a longer wait to this.
@@ -32,6 +34,8 @@ impl Limits {
             max_payload: settings.ingest.max_payload,
             bus_room: bus_max_payload.saturating_sub(BUS_ENVELOPE_ROOM),
             max_batch_items: usize::try_from(settings.ingest.max_batch_items).unwrap_or(usize::MAX),
+            requests_in_flight: usize::try_from(settings.ingest.requests_in_flight)
+                .unwrap_or(usize::MAX),
             request_timeout: settings.bus.request_timeout,
             max_take_wait: settings.dispatcher.max_take_wait,
         }
@@ -100,6 +104,7 @@ mod tests {
             max_payload: 1000,
             bus_room: 2000,
             max_batch_items: 3,
+            requests_in_flight: 2,
             request_timeout: Duration::from_secs(2),
             max_take_wait: Duration::from_secs(30),
         }

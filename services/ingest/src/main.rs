@@ -27,9 +27,40 @@ async fn main() -> anyhow::Result<()> {
     }
     let settings =
         Settings::load(args.service.config.as_deref(), &overrides).context("load settings")?;
-    let process = Process::start("cascade-ingest", env!("CARGO_PKG_VERSION"), &settings).await?;
+    let status = cascade_ingest::StatusPage::new(&settings);
+    let process = Process::start_with_routes(
+        "cascade-ingest",
+        env!("CARGO_PKG_VERSION"),
+        &settings,
+        status.router(),
+    )
+    .await?;
+    let status_task = tokio::spawn(status.run(
+        settings.clone(),
+        process.bus.clone(),
+        process.shutdown.clone(),
+    ));
+    // Ready once the gRPC port is bound, not before: a client told "ready" must connect.
+    let listener = cascade_ingest::bind(&settings).await?;
     process.readiness.set(true);
-    let served = cascade_ingest::run(settings, process.bus.clone(), process.shutdown.clone()).await;
+    let served = cascade_ingest::serve_with_metrics(
+        listener,
+        settings,
+        process.bus.clone(),
+        process.shutdown.clone(),
+        process.metrics.clone(),
+    )
+    .await;
+    // The status page stops with the gateway (which may have ended without a signal); it
+    // never fails the process.
+    if !process.shutdown.is_triggered() {
+        status_task.abort();
+    }
+    match status_task.await {
+        Ok(Err(e)) => tracing::error!(error = %e, "ingest.status.failed"),
+        Err(e) if e.is_panic() => tracing::error!(error = %e, "ingest.status.panicked"),
+        _ => {}
+    }
     process.finish().await;
     served.context("ingest")?;
     Ok(())

@@ -14,6 +14,7 @@ use cascade_proto::v1::admin_server::AdminServer;
 use cascade_proto::v1::ingest_server::IngestServer;
 use cascade_proto::v1::worker_server::WorkerServer;
 use cascade_service::{Settings, Shutdown};
+use cascade_telemetry::Metrics;
 use tokio::net::TcpListener;
 use tokio::task::JoinSet;
 use tonic::server::NamedService;
@@ -24,6 +25,7 @@ use tonic_health::server::HealthReporter;
 
 use crate::IngestError;
 use crate::gateway::Gateway;
+use crate::timed::TimedIngest;
 
 /// Requests to `Ingest` and `Worker` may be this much larger than the largest payload (a
 /// batch carries many, each item with its headers); never less than [`MIN_REQUEST_BYTES`].
@@ -43,11 +45,27 @@ const SERVED: [&str; 3] = [
 
 /// Binds `grpc.addr` and serves until `shutdown`; see [`serve`].
 pub async fn run(settings: Settings, bus: Bus, shutdown: Shutdown) -> Result<(), IngestError> {
+    run_with_metrics(settings, bus, shutdown, Metrics::new()).await
+}
+
+/// [`run`], timing enqueues into `metrics`, the process's registry.
+pub async fn run_with_metrics(
+    settings: Settings,
+    bus: Bus,
+    shutdown: Shutdown,
+    metrics: Metrics,
+) -> Result<(), IngestError> {
+    let listener = bind(&settings).await?;
+    serve_with_metrics(listener, settings, bus, shutdown, metrics).await
+}
+
+/// Binds `grpc.addr`. Once bound, clients can connect (the kernel queues them until the
+/// server accepts), so a process is ready from here on.
+pub async fn bind(settings: &Settings) -> Result<TcpListener, IngestError> {
     let addr = settings.grpc.addr.clone();
-    let listener = TcpListener::bind(&addr)
+    TcpListener::bind(&addr)
         .await
-        .map_err(|source| IngestError::Listen { addr, source })?;
-    serve(listener, settings, bus, shutdown).await
+        .map_err(|source| IngestError::Listen { addr, source })
 }
 
 /// Serves on an already bound `listener` (port 0 in tests, `cascade standalone`) until
@@ -57,6 +75,17 @@ pub async fn serve(
     settings: Settings,
     bus: Bus,
     shutdown: Shutdown,
+) -> Result<(), IngestError> {
+    serve_with_metrics(listener, settings, bus, shutdown, Metrics::new()).await
+}
+
+/// [`serve`], timing enqueues (`cascade_enqueue_duration_seconds`) into `metrics`.
+pub async fn serve_with_metrics(
+    listener: TcpListener,
+    settings: Settings,
+    bus: Bus,
+    shutdown: Shutdown,
+    metrics: Metrics,
 ) -> Result<(), IngestError> {
     let local = listener.local_addr().ok();
     let request_limit = request_limit(&settings);
@@ -86,7 +115,7 @@ pub async fn serve(
             .add_service(health_service)
             .add_service(reflection)
             .add_service(
-                IngestServer::from_arc(Arc::clone(&gateway))
+                IngestServer::new(TimedIngest::new(Arc::clone(&gateway), &metrics))
                     .max_decoding_message_size(request_limit),
             )
             .add_service(

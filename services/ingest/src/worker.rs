@@ -22,6 +22,7 @@ use crate::coalesce::{Batch, Sized};
 use crate::gateway::{Gateway, Prepared, field, renumber, scatter};
 use crate::ingest::item_len;
 use crate::route::unexpected;
+use crate::trace;
 
 /// Completions, coalesced per shard into the bus's `CompleteRequest`.
 pub(crate) struct CompleteBatch;
@@ -116,7 +117,10 @@ impl Worker for Gateway {
             .call_within(shard, Op::Take(request), timeout)
             .await?
         {
-            Reply::Take(taken) => Ok(Response::new(taken)),
+            Reply::Take(taken) => {
+                trace::record_take(item.queue.as_str(), &taken.events);
+                Ok(Response::new(taken))
+            }
             other => Err(unexpected(shard, "a take", &other).into()),
         }
     }
@@ -125,8 +129,10 @@ impl Worker for Gateway {
         &self,
         request: Request<CompleteRequest>,
     ) -> Result<Response<CompleteResponse>, Status> {
-        let completions = request.into_inner().completions;
+        let mut completions = request.into_inner().completions;
         self.limits.check_items("completions", completions.len())?;
+        // Alive until the shards answered: each covers its advance's commit.
+        let _advances = trace::advance_spans(&mut completions);
         let prefixes: Vec<String> = (0..completions.len())
             .map(|i| format!("completions[{i}]"))
             .collect();

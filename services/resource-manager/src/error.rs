@@ -27,3 +27,19 @@ impl ResourceManagerError {
         }
     }
 }
+
+/// The settings' own checks report through the service crate's error; a setting stays a
+/// setting, with its key.
+impl From<cascade_service::ServiceError> for ResourceManagerError {
+    fn from(e: cascade_service::ServiceError) -> ResourceManagerError {
+        match e {
+            cascade_service::ServiceError::Setting { key, reason } => {
+                ResourceManagerError::Setting { key, reason }
+            }
+            other => ResourceManagerError::Setting {
+                key: "resource_manager".into(),
+                reason: other.to_string(),
+            },
+        }
+    }
+}

@@ -7,7 +7,9 @@
 //! [`Decision`] per stage with its [`Explanation`]. Reading stats from the bus and applying
 //! counts belong to the service loop, [`run`] (`service/`), which applies them through an
 //! [`Executor`]: Kubernetes, or the stage workers of `cascade standalone` (its executor
-//! lives in the `cascade` crate, which owns those workers).
+//! lives in the `cascade` crate, which owns those workers). As its own process
+//! (`cascade-resource-manager`), [`serve`] runs the loop with the Kubernetes executor
+//! (`kubernetes.rs`) or none (`server.rs`).
 //!
 //! The policy, in short (details in each module):
 //! - a stage needs `(ready + leased + due within target_drain + arrivals × target_drain)
@@ -27,21 +29,27 @@ mod decide;
 mod error;
 pub mod explain;
 mod history;
+#[cfg(feature = "kubernetes")]
+mod kubernetes;
 mod measure;
 mod model;
 mod propose;
+mod server;
 mod service;
 mod settings;
 
 pub use decide::Planner;
 pub use error::ResourceManagerError;
 pub use history::{History, Sample};
+#[cfg(feature = "kubernetes")]
+pub use kubernetes::{DeploymentNames, KubernetesExecutor};
 pub use model::{
     Current, Decision, DueBucket, Explanation, Inputs, Reason, StageSpec, StageStats, Throughput,
     ThroughputSource,
 };
+pub use server::{DryRun, ServeDeps, serve};
 pub use service::{
     Board, DecisionsMessage, Deps, Executor, StageDecision, Stages, StagesFeed, decisions_subject,
     run,
 };
-pub use settings::ResourceManagerSettings;
+pub use settings::{ExecutorKind, KubernetesSettings, ResourceManagerSettings};

@@ -78,6 +78,7 @@ fn backlog() -> Bytes {
         shard: 0,
         at: Some(timestamp_to_proto(SystemClock.now())),
         queues: vec![queue("orders.charge", 100), queue("emails", 5)],
+        templates: Vec::new(),
     };
     Bytes::from(stats.encode_to_vec())
 }
@@ -113,6 +114,7 @@ async fn the_loop_decides_applies_and_reports_every_interval() {
         metrics: metrics.clone(),
         board: board.clone(),
         clock: Arc::new(SystemClock),
+        timer_shards: 0,
     };
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     let manager = tokio::spawn(run(CLUSTER.to_owned(), settings(), deps, async move {
@@ -187,6 +189,7 @@ async fn bad_settings_are_refused_with_the_key() {
         metrics: Metrics::new(),
         board: Board::new(),
         clock: Arc::new(SystemClock),
+        timer_shards: 0,
     };
     let bad = ResourceManagerSettings {
         total_handlers: 0,

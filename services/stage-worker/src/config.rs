@@ -68,7 +68,7 @@ pub struct StageWorkerConfig {
     /// released.
     #[serde(with = "serde_duration")]
     pub drain_grace: Duration,
-    /// The HTTP admin address (`/healthz`, `/readyz`); unset: none.
+    /// The HTTP admin address (`/healthz`, `/readyz`, `/metrics`); unset: none.
     pub http_addr: Option<String>,
     /// Names this worker in the gateway's logs; unset: `<queue>-<pid>`.
     pub worker_id: Option<String>,

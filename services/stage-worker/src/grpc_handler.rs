@@ -1,6 +1,7 @@
 //! The gRPC handler: calls the user's `cascade.v1.Handler/Handle` with the event and its
 //! attempt number, and completes with the outcome it answers. A gRPC error, or an answer
-//! without a valid outcome, is a failure: a retry with the queue's backoff.
+//! without a valid outcome, is a failure: a retry with the queue's backoff. The call's
+//! metadata carries `traceparent`: the handler call's span, or the event's own context.
 
 use cascade_core::{Event, Outcome, QueueConfig};
 use cascade_proto::convert::{event_to_proto, handle_outcome_from_proto};
@@ -44,10 +45,11 @@ impl GrpcHandler {
 
 impl Handler for GrpcHandler {
     async fn handle(&self, event: &Event, attempt: u32) -> Result<Outcome, HandlerError> {
-        let request = v1::HandleRequest {
+        let mut request = tonic::Request::new(v1::HandleRequest {
             event: Some(event_to_proto(event)),
             attempt,
-        };
+        });
+        cascade_telemetry::inject_into_metadata(&handler_context(event), request.metadata_mut());
         let response = self
             .client
             .clone()
@@ -66,4 +68,16 @@ impl Handler for GrpcHandler {
             "",
         )?)
     }
+}
+
+/// The handler's parent: the handler call's span when traces are exported, else the
+/// event's own context (forwarded unchanged).
+fn handler_context(event: &Event) -> cascade_telemetry::Context {
+    if cascade_telemetry::is_recording() {
+        let call = cascade_telemetry::current_context();
+        if cascade_telemetry::has_valid_span(&call) {
+            return call;
+        }
+    }
+    cascade_telemetry::context_from_headers(&event.headers)
 }

@@ -85,8 +85,9 @@ impl Handler for HttpHandler {
 }
 
 /// `cascade-event-id`, `cascade-queue`, `cascade-pipeline` and `cascade-stage` (on a
-/// pipeline's stage), `cascade-attempt` (1-based), `traceparent`/`tracestate` when the event
-/// has them, and every event header as `cascade-h-<name>`. The body's `content-type` is the
+/// pipeline's stage), `cascade-attempt` (1-based), `traceparent`/`tracestate` (the handler
+/// call's span when traces are exported, else the event's own, if any), and every event
+/// header as `cascade-h-<name>`. The body's `content-type` is the
 /// event's `content-type` header, else `application/octet-stream`. A header value HTTP
 /// cannot carry (a control character) is left out and logged.
 pub(crate) fn request_headers(event: &Event, attempt: u32, stage: &StageContext) -> HeaderMap {
@@ -123,6 +124,11 @@ pub(crate) fn request_headers(event: &Event, attempt: u32, stage: &StageContext)
         .get("content-type")
         .map_or("application/octet-stream", String::as_str);
     put(CONTENT_TYPE.as_str(), content_type);
+    if cascade_telemetry::is_recording() {
+        // The handler call's span (`worker.handle`) is the handler's parent: the call stays
+        // in the event's trace, one level below the span the event carries.
+        cascade_telemetry::inject_into_http(&cascade_telemetry::current_context(), &mut headers);
+    }
     headers
 }
 

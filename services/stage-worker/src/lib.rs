@@ -25,8 +25,10 @@ mod http_handler;
 pub mod http_reply;
 mod registry;
 mod stage;
+mod timed;
 
 use cascade_service::{Readiness, Shutdown, serve_admin};
+use cascade_telemetry::Metrics;
 use cascade_worker::{Worker, WorkerHandle};
 
 pub use config::{DEFAULT_GATEWAY, ENV_PREFIX, StageWorkerConfig, parse_handler_kind};
@@ -46,6 +48,8 @@ pub struct StageWorker {
     worker: Worker<StageHandler>,
     stage: StageContext,
     http_addr: Option<String>,
+    /// Served at `/metrics` on the admin port, if there is one.
+    metrics: Metrics,
 }
 
 impl StageWorker {
@@ -55,13 +59,24 @@ impl StageWorker {
         config: StageWorkerConfig,
         registry: &Registry,
     ) -> Result<StageWorker, StageWorkerError> {
+        StageWorker::with_metrics(config, registry, Metrics::new())
+    }
+
+    /// [`StageWorker::new`], timing handler calls into `metrics`: the process's registry
+    /// (`cascade standalone` shares one among its stage workers).
+    pub fn with_metrics(
+        config: StageWorkerConfig,
+        registry: &Registry,
+        metrics: Metrics,
+    ) -> Result<StageWorker, StageWorkerError> {
         let plan = config.plan()?;
-        let handler = registry.build(&plan.handler, &plan.stage)?;
+        let handler = registry.build(&plan.handler, &plan.stage, &metrics)?;
         let worker = Worker::connect_lazy(&plan.gateway, plan.worker, handler)?;
         Ok(StageWorker {
             worker,
             stage: plan.stage,
             http_addr: plan.http_addr,
+            metrics,
         })
     }
 
@@ -81,7 +96,7 @@ impl StageWorker {
                 serve_admin(
                     addr,
                     readiness.clone(),
-                    axum::Router::new(),
+                    self.metrics.router(),
                     shutdown.clone(),
                 )
                 .await?

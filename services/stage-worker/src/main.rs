@@ -35,7 +35,7 @@ struct Flags {
     /// Events per take [default: 16].
     #[arg(long)]
     batch: Option<u32>,
-    /// The HTTP admin address (/healthz, /readyz) [default: none].
+    /// The HTTP admin address (/healthz, /readyz, /metrics) [default: none].
     #[arg(long)]
     http_addr: Option<String>,
 }

@@ -4,6 +4,7 @@
 use std::collections::HashMap;
 
 use cascade_core::{HandlerKind, HandlerSpec};
+use cascade_telemetry::Metrics;
 use cascade_worker::{BoxedHandler, Handler};
 
 use crate::StageWorkerError;
@@ -11,6 +12,7 @@ use crate::builtin::builtin;
 use crate::grpc_handler::GrpcHandler;
 use crate::http_handler::HttpHandler;
 use crate::stage::{StageContext, StageHandler};
+use crate::timed::TimedHandler;
 
 /// In-process Rust handlers by name, for specs of kind `builtin` (`builtin:<name>` on the
 /// command line). A registered name hides a built-in handler of the same name.
@@ -49,11 +51,12 @@ impl Registry {
         }
     }
 
-    /// The handler `spec` describes, for `stage`.
+    /// The handler `spec` describes, for `stage`, its calls timed into `metrics`.
     pub(crate) fn build(
         &self,
         spec: &HandlerSpec,
         stage: &StageContext,
+        metrics: &Metrics,
     ) -> Result<StageHandler, StageWorkerError> {
         let inner = match &spec.kind {
             HandlerKind::Http { url } => {
@@ -62,6 +65,7 @@ impl Registry {
             HandlerKind::Grpc { endpoint } => BoxedHandler::new(GrpcHandler::new(endpoint)?),
             HandlerKind::Builtin(name) => self.resolve(name)?,
         };
-        Ok(StageHandler::new(inner, stage))
+        let timed = TimedHandler::new(inner, stage.queue.as_str(), metrics);
+        Ok(StageHandler::new(BoxedHandler::new(timed), stage))
     }
 }

@@ -3,6 +3,7 @@
 //! at the last stage, or on a plain queue, is an `ack`.
 
 use cascade_core::{Event, Outcome, QueueName};
+use cascade_telemetry::attr;
 use cascade_worker::{BoxedHandler, Handler, HandlerError};
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -20,6 +21,8 @@ pub struct StageContext {
 pub struct StageHandler {
     inner: BoxedHandler,
     last: bool,
+    pipeline: Option<String>,
+    stage: Option<String>,
 }
 
 impl StageHandler {
@@ -27,12 +30,29 @@ impl StageHandler {
         StageHandler {
             inner,
             last: stage.last,
+            pipeline: stage.pipeline.clone(),
+            stage: stage.stage.clone(),
+        }
+    }
+
+    /// Names the stage on the handler call's span (`worker.handle`, the current one).
+    fn record_stage(&self) {
+        if !cascade_telemetry::is_recording() {
+            return;
+        }
+        let span = tracing::Span::current();
+        if let Some(pipeline) = &self.pipeline {
+            span.record(attr::PIPELINE, pipeline.as_str());
+        }
+        if let Some(stage) = &self.stage {
+            span.record(attr::STAGE, stage.as_str());
         }
     }
 }
 
 impl Handler for StageHandler {
     async fn handle(&self, event: &Event, attempt: u32) -> Result<Outcome, HandlerError> {
+        self.record_stage();
         let outcome = self.inner.handle(event, attempt).await?;
         Ok(resolve_advance(outcome, self.last))
     }

@@ -105,6 +105,11 @@ fn errors_name_the_key() {
     assert!(e.contains("cluster.name"), "{e}");
     let e = error_of("[store]\ndurability = \"sometimes\"\n", &[]);
     assert!(e.contains("sometimes"), "{e}");
+    let e = error_of("", &[("CASCADE__INGEST__REQUESTS_IN_FLIGHT", "0")]);
+    assert!(
+        e.contains("ingest.requests_in_flight") && e.contains("1 to 64"),
+        "{e}"
+    );
 }
 
 #[test]
@@ -129,6 +134,22 @@ fn the_resource_manager_section_is_read_and_checked() {
     assert_eq!(s.resource_manager.total_handlers, 6);
     assert!(!s.resource_manager.enabled);
     assert_eq!(s.resource_manager.scale_down_after, Duration::from_secs(30));
+    let s = Settings::load_from(
+        None,
+        &[],
+        env(&[
+            ("CASCADE__RESOURCE_MANAGER__EXECUTOR", "kubernetes"),
+            ("CASCADE__RESOURCE_MANAGER__KUBERNETES__NAMESPACE", "jobs"),
+        ]),
+    )
+    .expect("load");
+    assert_eq!(
+        s.resource_manager.executor,
+        crate::settings::ExecutorKind::Kubernetes
+    );
+    assert_eq!(s.resource_manager.kubernetes.namespace, "jobs");
+    let e = error_of("[resource_manager]\nexecutor = \"k8s\"\n", &[]);
+    assert!(e.contains("k8s"), "{e}");
     let e = error_of("", &[("CASCADE__RESOURCE_MANAGER__TOTAL_HANDLERS", "0")]);
     assert!(
         e.starts_with("setting resource_manager.total_handlers: must be 1 to"),
@@ -142,6 +163,30 @@ fn the_resource_manager_section_is_read_and_checked() {
     );
     assert!(
         e.contains("resource_manager.interval: must be at least dispatcher.stats_interval (2s)"),
+        "{e}"
+    );
+}
+
+#[test]
+fn kubernetes_deployment_overrides_keep_their_dotted_stage_names() {
+    let f = file(
+        "[resource_manager]\nexecutor = \"kubernetes\"\n\
+         [resource_manager.kubernetes]\n\
+         deployments = { \"Orders.ship\" = \"shipper\" }\n",
+    );
+    let s = Settings::load_from(Some(f.path()), &[], env(&[])).expect("load");
+    let deployments = &s.resource_manager.kubernetes.deployments;
+    assert_eq!(
+        deployments.get("Orders.ship").map(String::as_str),
+        Some("shipper"),
+        "{deployments:?}"
+    );
+    let e = error_of(
+        "[resource_manager.kubernetes]\ndeployments = { \"orders.ship\" = \"\" }\n",
+        &[],
+    );
+    assert!(
+        e.contains("resource_manager.kubernetes.deployments.\"orders.ship\": must not be empty"),
         "{e}"
     );
 }

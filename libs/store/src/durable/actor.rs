@@ -18,15 +18,17 @@ use cascade_core::{Clock, Timestamp};
 
 use super::{Durability, StoreOptions};
 use crate::error::{StoreError, with_causes};
-use crate::kv::{Batch, Kv, checkpoint};
+use crate::kv::{Kv, checkpoint};
+use crate::observe::CommitObserver;
 use crate::wal::{Lsn, Wal};
 
 /// What the actor needs from a state machine.
 pub trait Maintenance: Send + 'static {
     fn kv(&self) -> &Kv;
     fn kv_mut(&mut self) -> &mut Kv;
-    /// The batches committed since the last call, in commit order.
-    fn take_unlogged(&mut self) -> Vec<Batch>;
+    /// The log records (`Batch::encode`) of the batches committed since the last call, in
+    /// commit order.
+    fn take_unlogged(&mut self) -> Vec<Vec<u8>>;
     /// Periodic work on the writer thread, e.g. expiring leases.
     fn tick(&mut self, now: Timestamp) -> Result<(), StoreError>;
 }
@@ -113,6 +115,7 @@ impl<S: Maintenance> Store<S> {
             durability: options.durability,
             shared: Arc::clone(&shared),
             last_sync: Instant::now(),
+            observer: options.commit_observer.clone(),
         };
         let threads = vec![
             spawn("cascade-writer", move || writer.run(jobs)),
@@ -242,12 +245,7 @@ impl<S: Maintenance> Writer<S> {
                     tracing::error!(error = %e, "store.tick");
                 }
             }
-            let records: Vec<Vec<u8>> = self
-                .state
-                .take_unlogged()
-                .iter()
-                .map(Batch::encode)
-                .collect();
+            let records: Vec<Vec<u8>> = self.state.take_unlogged();
             self.next_lsn += records.len() as u64;
             if !(records.is_empty() && replies.is_empty()) {
                 let sent = self.to_syncer.send(ToSyncer::Group {
@@ -357,6 +355,7 @@ struct Syncer {
     durability: Durability,
     shared: Arc<Shared>,
     last_sync: Instant,
+    observer: Option<Arc<dyn CommitObserver>>,
 }
 
 impl Syncer {
@@ -392,12 +391,14 @@ impl Syncer {
     fn handle(&mut self, msgs: &mut Vec<ToSyncer>) -> Result<(), StoreError> {
         let mut barrier = false;
         let mut remove = None;
+        let mut appended = 0;
         for msg in msgs.iter() {
             match msg {
                 ToSyncer::Group { records, .. } => {
                     for r in records {
                         self.wal.append(r)?;
                     }
+                    appended += records.len();
                 }
                 ToSyncer::Barrier => barrier = true,
                 ToSyncer::RemoveThrough(lsn) => remove = Some(*lsn),
@@ -409,13 +410,21 @@ impl Syncer {
                 Durability::Interval(every) => self.last_sync.elapsed() >= every,
                 Durability::None => false,
             };
-        if sync {
+        let fsync = if sync {
+            let started = Instant::now();
             let synced = self.wal.sync()?;
             self.last_sync = Instant::now();
             *self.shared.synced.lock().expect("synced lock") = synced;
             self.shared.synced_changed.notify_all();
+            Some(self.last_sync.duration_since(started))
         } else {
             self.wal.write_buffered()?;
+            None
+        };
+        if let Some(observer) = &self.observer
+            && (appended > 0 || fsync.is_some())
+        {
+            observer.committed(appended, fsync);
         }
         for msg in msgs.drain(..) {
             if let ToSyncer::Group { replies, .. } = msg {

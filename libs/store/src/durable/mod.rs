@@ -48,7 +48,7 @@ pub fn recover(dir: &Path, options: &StoreOptions) -> Result<(Kv, Wal), StoreErr
         let (lsn, bytes) = record?;
         let batch = Batch::decode(&bytes)
             .map_err(|e| StoreError::corrupt(&dir.join("wal"), format!("log record {lsn}: {e}")))?;
-        kv.replay(&batch);
+        kv.replay(batch);
         replayed += 1;
     }
     tracing::info!(
@@ -113,8 +113,8 @@ mod tests {
             let mut put = Batch::default();
             put.put_fresh(b"\x10fresh".to_vec(), b"v".to_vec());
             put.put(b"\x10kept".to_vec(), b"v1".to_vec());
-            kv.apply(&put);
             wal.append(&put.encode()).expect("append");
+            kv.apply(put);
             // The checkpoint got as far as one chunk, without its position.
             let layer = kv.freeze();
             for (key, dirty) in layer.iter() {
@@ -127,8 +127,8 @@ mod tests {
             let mut later = Batch::default();
             later.delete(b"\x10fresh".to_vec());
             later.put(b"\x10kept".to_vec(), b"v2".to_vec());
-            kv.apply(&later);
             wal.append(&later.encode()).expect("append");
+            kv.apply(later);
             wal.sync().expect("sync");
         }
         let (kv, _wal) = recover(dir.path(), &options).expect("recover");

@@ -1,6 +1,9 @@
 //! How a store trades durability for speed, and when it checkpoints.
 
+use std::sync::Arc;
 use std::time::Duration;
+
+use crate::observe::CommitObserver;
 
 /// When an acknowledgement is given relative to the log's `fdatasync`.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
@@ -27,6 +30,8 @@ pub struct StoreOptions {
     pub inbox_capacity: usize,
     /// How often the writer runs its maintenance (lease expiry, dedup ageing) when idle.
     pub tick: Duration,
+    /// Told of every group commit (its size, its fsync's duration).
+    pub commit_observer: Option<Arc<dyn CommitObserver>>,
 }
 
 impl Default for StoreOptions {
@@ -39,6 +44,7 @@ impl Default for StoreOptions {
             checkpoint_interval: Duration::from_secs(30),
             inbox_capacity: 16_384,
             tick: Duration::from_millis(10),
+            commit_observer: None,
         }
     }
 }

@@ -55,6 +55,10 @@ impl Batch {
         &self.ops
     }
 
+    pub fn into_ops(self) -> Vec<Op> {
+        self.ops
+    }
+
     /// This batch's own latest write to `key`: `Some(None)` if it deletes it.
     pub fn lookup(&self, key: &[u8]) -> Option<Option<&[u8]>> {
         self.ops.iter().rev().find_map(|op| match op {

@@ -3,6 +3,7 @@
 //! at active, then frozen, then sled, so they see one consistent state throughout.
 
 use std::collections::BTreeMap;
+use std::collections::btree_map::Entry;
 use std::ops::Deref;
 use std::sync::Arc;
 
@@ -55,61 +56,57 @@ impl Layers {
         frozen.get(key).map(|d| d.value.as_deref())
     }
 
-    /// Applies `batch`. With `replay`, no put counts as fresh: during recovery sled may hold
-    /// any key of an interrupted checkpoint, so a delete must leave a tombstone.
-    pub fn apply(&mut self, batch: &Batch, replay: bool) {
-        for op in batch.ops() {
+    /// Applies `batch`, moving its keys and values into the layer (one search per key, no
+    /// copy). With `replay`, no put counts as fresh: during recovery sled may hold any key of
+    /// an interrupted checkpoint, so a delete must leave a tombstone.
+    pub fn apply(&mut self, batch: Batch, replay: bool) {
+        for op in batch.into_ops() {
             match op {
-                Op::Put { key, value, fresh } => self.put(key, value, *fresh && !replay),
+                Op::Put { key, value, fresh } => self.put(key, value, fresh && !replay),
                 Op::Delete { key } => self.delete(key),
             }
         }
     }
 
-    fn put(&mut self, key: &[u8], value: &[u8], fresh: bool) {
-        let added = key.len() + value.len() + ENTRY_OVERHEAD;
-        match self.active.get_mut(key) {
-            Some(d) => {
+    fn put(&mut self, key: Vec<u8>, value: Vec<u8>, fresh: bool) {
+        match self.active.entry(key) {
+            Entry::Occupied(mut entry) => {
+                let d = entry.get_mut();
                 let old = d.value.as_ref().map_or(0, Vec::len);
-                d.value = Some(value.to_vec());
                 self.active_bytes = self.active_bytes.saturating_sub(old) + value.len();
+                d.value = Some(value);
             }
-            None => {
+            Entry::Vacant(entry) => {
+                self.active_bytes += entry.key().len() + value.len() + ENTRY_OVERHEAD;
                 // A fresh key is absent in every layer below, frozen included.
-                let below = !fresh;
-                self.active.insert(
-                    key.to_vec(),
-                    Dirty {
-                        value: Some(value.to_vec()),
-                        below,
-                    },
-                );
-                self.active_bytes += added;
+                entry.insert(Dirty {
+                    value: Some(value),
+                    below: !fresh,
+                });
             }
         }
     }
 
-    fn delete(&mut self, key: &[u8]) {
-        match self.active.get_mut(key) {
-            Some(d) if !d.below => {
-                let freed = key.len() + d.value.as_ref().map_or(0, Vec::len) + ENTRY_OVERHEAD;
-                self.active.remove(key);
+    fn delete(&mut self, key: Vec<u8>) {
+        match self.active.entry(key) {
+            Entry::Occupied(entry) if !entry.get().below => {
+                let value = entry.get().value.as_ref().map_or(0, Vec::len);
+                let freed = entry.key().len() + value + ENTRY_OVERHEAD;
+                entry.remove();
                 self.active_bytes = self.active_bytes.saturating_sub(freed);
             }
-            Some(d) => {
+            Entry::Occupied(mut entry) => {
+                let d = entry.get_mut();
                 let freed = d.value.as_ref().map_or(0, Vec::len);
                 d.value = None;
                 self.active_bytes = self.active_bytes.saturating_sub(freed);
             }
-            None => {
-                self.active.insert(
-                    key.to_vec(),
-                    Dirty {
-                        value: None,
-                        below: true,
-                    },
-                );
-                self.active_bytes += key.len() + ENTRY_OVERHEAD;
+            Entry::Vacant(entry) => {
+                self.active_bytes += entry.key().len() + ENTRY_OVERHEAD;
+                entry.insert(Dirty {
+                    value: None,
+                    below: true,
+                });
             }
         }
     }

@@ -134,12 +134,13 @@ impl Kv {
         }
     }
 
-    pub fn apply(&mut self, batch: &Batch) {
+    /// Applies `batch` to the in-memory layer, taking its keys and values.
+    pub fn apply(&mut self, batch: Batch) {
         self.layers.apply(batch, false);
     }
 
     /// Applies a batch read back from the log during recovery (see `Layers::apply`).
-    pub fn replay(&mut self, batch: &Batch) {
+    pub fn replay(&mut self, batch: Batch) {
         self.layers.apply(batch, true);
     }
 
@@ -238,12 +239,12 @@ mod tests {
         b.put(b"b".to_vec(), b"mem-b".to_vec());
         b.put_fresh(b"c".to_vec(), b"mem-c".to_vec());
         b.delete(b"d".to_vec());
-        kv.apply(&b);
+        kv.apply(b);
         let _frozen = kv.freeze();
         let mut top = Batch::default();
         top.delete(b"a".to_vec());
         top.put(b"c".to_vec(), b"top-c".to_vec());
-        kv.apply(&top);
+        kv.apply(top);
         assert_eq!(
             collect(&kv),
             vec![
@@ -261,10 +262,10 @@ mod tests {
         let mut kv = Kv::open(dir.path(), 1 << 20).expect("open");
         let mut b = Batch::default();
         b.put_fresh(b"k".to_vec(), b"v".to_vec());
-        kv.apply(&b);
+        kv.apply(b);
         let mut d = Batch::default();
         d.delete(b"k".to_vec());
-        kv.apply(&d);
+        kv.apply(d);
         assert!(kv.freeze().is_empty());
     }
 }

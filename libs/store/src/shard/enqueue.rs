@@ -41,6 +41,7 @@ impl Shard {
             .map(|k| keys::dedup(queue_name, IDEMPOTENCY_KEY, k.as_str()));
         for key in [&id_key, &idem_key].into_iter().flatten() {
             if let Some(original) = live_dedup(&txn, key, now)? {
+                self.st.observe_enqueued(&cmd.queue, true);
                 return Ok(Enqueued {
                     id: original.event_id,
                     duplicate: true,
@@ -52,6 +53,7 @@ impl Shard {
         if let (Some(id), true) = (&cmd.id, resolved.stored)
             && let Some(existing) = State::read_event(&txn, resolved.rec.id, id.as_str())?
         {
+            self.st.observe_enqueued(&cmd.queue, true);
             return Ok(Enqueued {
                 id: existing.id,
                 duplicate: true,
@@ -88,6 +90,7 @@ impl Shard {
         }
         let batch = self.st.seal(txn);
         self.st.commit(&mut self.kv, batch);
+        self.st.observe_enqueued(&queue.name, false);
         self.prune_dedup(now, PRUNE_PER_ENQUEUE)?;
         Ok(Enqueued {
             id: ev.id,

@@ -14,6 +14,7 @@ use crate::codec::keys;
 use crate::codec::records::{Delivery, EventRecord, QueueKind, QueueRecord};
 use crate::error::StoreError;
 use crate::kv::{Flow, Txn};
+use crate::observe::DeadLetterCause;
 
 impl Shard {
     /// Leases up to `max` ready events; `lease`: `None` for the queue's default.
@@ -157,7 +158,14 @@ impl Shard {
                     "retry after {} of {} attempts",
                     ev.attempts, rec.config.max_attempts
                 );
-                self.st.dead_letter(&mut txn, now, &rec, ev, reason)?;
+                self.st.dead_letter(
+                    &mut txn,
+                    now,
+                    &rec,
+                    ev,
+                    reason,
+                    DeadLetterCause::MaxAttempts,
+                )?;
             }
             Outcome::Retry { delay } => {
                 let delay = delay.unwrap_or_else(|| {
@@ -174,7 +182,8 @@ impl Shard {
             }
             Outcome::Release => self.st.requeue(&mut txn, now, &rec, ev, |_| {})?,
             Outcome::DeadLetter { reason } => {
-                self.st.dead_letter(&mut txn, now, &rec, ev, reason)?
+                self.st
+                    .dead_letter(&mut txn, now, &rec, ev, reason, DeadLetterCause::Requested)?
             }
         }
         let batch = self.st.seal(txn);
@@ -238,6 +247,8 @@ impl Shard {
         let mut txn = Txn::new(&self.kv);
         for (name, id) in &due {
             let rec = self.st.resolve_queue(&txn, name)?.rec;
+            let family = self.st.family(name);
+            self.st.settings.observer.lease_expired(&family);
             let mut ev = State::read_event(&txn, rec.id, id)?.ok_or_else(|| {
                 StoreError::corrupt(self.kv.dir(), format!("lease names missing event '{id}'"))
             })?;
@@ -250,7 +261,14 @@ impl Shard {
                 );
                 self.st
                     .update_counters(&mut txn, &rec, |c| c.expired_leases_total += 1)?;
-                self.st.dead_letter(&mut txn, now, &rec, ev, reason)?;
+                self.st.dead_letter(
+                    &mut txn,
+                    now,
+                    &rec,
+                    ev,
+                    reason,
+                    DeadLetterCause::MaxAttempts,
+                )?;
             } else {
                 self.st
                     .requeue(&mut txn, now, &rec, ev, |c| c.expired_leases_total += 1)?;
@@ -330,8 +348,11 @@ impl State {
         rec: &QueueRecord,
         ev: EventRecord,
         reason: String,
+        cause: DeadLetterCause,
     ) -> Result<(), StoreError> {
         let dlq = dead_letter_queue(rec)?;
+        let family = self.family(&rec.name);
+        self.settings.observer.dead_lettered(&family, cause);
         txn.delete(keys::event(rec.id, ev.id.as_str()));
         self.update_counters(txn, rec, |c| {
             c.leased -= 1;

@@ -21,7 +21,8 @@ use cascade_core::{QueueConfig, QueueName};
 use crate::codec::keys;
 use crate::codec::records::{self, QueueKind, QueueRecord};
 use crate::error::StoreError;
-use crate::kv::{Batch, Flow, Kv};
+use crate::kv::{Flow, Kv};
+use crate::observe::{NoObserver, ShardObserver};
 pub use state::Resolved;
 use state::State;
 pub use types::*;
@@ -36,6 +37,8 @@ pub struct ShardSettings {
     /// Seed of the backoff jitter; fixed in tests for reproducible runs.
     pub jitter_seed: u64,
     pub router: Router,
+    /// Told of enqueues, dead letters, lease expiries and activations (metrics).
+    pub observer: Arc<dyn ShardObserver>,
 }
 
 impl Default for ShardSettings {
@@ -44,6 +47,7 @@ impl Default for ShardSettings {
             dedup_max_entries: 1_000_000,
             jitter_seed: 0x5eed,
             router: Arc::new(|_| true),
+            observer: Arc::new(NoObserver),
         }
     }
 }
@@ -72,7 +76,7 @@ impl Shard {
     }
 
     /// The batches committed since the last call, in order: the caller logs them.
-    pub fn take_unlogged(&mut self) -> Vec<Batch> {
+    pub fn take_unlogged(&mut self) -> Vec<Vec<u8>> {
         std::mem::take(&mut self.st.unlogged)
     }
 
@@ -125,7 +129,7 @@ impl crate::durable::Maintenance for Shard {
         &mut self.kv
     }
 
-    fn take_unlogged(&mut self) -> Vec<Batch> {
+    fn take_unlogged(&mut self) -> Vec<Vec<u8>> {
         Shard::take_unlogged(self)
     }
 
@@ -138,3 +142,6 @@ impl crate::durable::Maintenance for Shard {
 
 #[cfg(test)]
 mod tests;
+
+#[cfg(test)]
+mod observe_tests;

@@ -1,6 +1,7 @@
 //! The building blocks every operation shares: resolving a queue, reading and writing events
 //! and counters inside a transaction, and delivering an event locally or through the outbox.
 
+use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap};
 
 use cascade_core::{EventId, EventState, QueueName, Timestamp};
@@ -97,7 +98,9 @@ pub(super) struct State {
     /// When the oldest dedup entry expires, if known: until then only the count bound can
     /// make `prune_dedup` remove anything, so it need not look.
     pub dedup_head_expiry: Option<Timestamp>,
-    pub unlogged: Vec<Batch>,
+    /// Log records (`Batch::encode`) of the transactions committed since the writer last
+    /// took them.
+    pub unlogged: Vec<Vec<u8>>,
 }
 
 impl State {
@@ -106,8 +109,9 @@ impl State {
         if batch.is_empty() {
             return;
         }
-        kv.apply(&batch);
-        self.unlogged.push(batch);
+        // Encoded first: the layer then takes the keys and values without a copy.
+        self.unlogged.push(batch.encode());
+        kv.apply(batch);
     }
 
     /// Writes the moved sequences into the transaction; call last, just before commit.
@@ -118,6 +122,22 @@ impl State {
 
     pub fn corrupt(kv: &Kv, e: crate::codec::Malformed) -> StoreError {
         StoreError::corrupt(kv.dir(), e.to_string())
+    }
+
+    /// `name`'s family for metrics (`observe::ShardObserver`): the covering template's name,
+    /// `<template>.dlq` for the dead-letter queue of a covered queue, else the name itself.
+    /// The same rule as `cascade_telemetry::queue_family`, over this shard's templates.
+    pub fn family<'a>(&'a self, name: &'a QueueName) -> Cow<'a, str> {
+        if let Some(stem) = name.as_str().strip_suffix(DEAD_LETTER_SUFFIX)
+            && let Ok(stem) = QueueName::parse(stem)
+            && let Some(template) = self.template_for(&stem)
+        {
+            return Cow::Owned(format!("{}{DEAD_LETTER_SUFFIX}", template.name));
+        }
+        match self.template_for(name) {
+            Some(template) => Cow::Borrowed(template.name.as_str()),
+            None => Cow::Borrowed(name.as_str()),
+        }
     }
 
     pub fn template_for(&self, name: &QueueName) -> Option<&QueueRecord> {
@@ -361,7 +381,18 @@ impl State {
             d.activate_at,
             d.created_at,
         )?;
+        // A dead letter is counted once, as it leaves its queue (`dead_letter`).
+        if kind != QueueKind::DeadLetter {
+            self.observe_enqueued(&queue.name, false);
+        }
         Ok(())
+    }
+
+    /// Reports an enqueue of `queue` (by `Enqueue` or an advance) to the observer.
+    pub fn observe_enqueued(&self, queue: &QueueName, duplicate: bool) {
+        self.settings
+            .observer
+            .enqueued(&self.family(queue), duplicate);
     }
 }
 
@@ -377,6 +408,8 @@ impl State {
             .expect("a prefix of a valid ID plus '.' and digits is valid")
     }
 }
+
+const DEAD_LETTER_SUFFIX: &str = ".dlq";
 
 pub fn not_found(name: &QueueName) -> StoreError {
     let s = name.as_str();

@@ -4,7 +4,7 @@
 //! only for the next minute's worth. An entry stays stored until the dispatcher acknowledges
 //! its activation; after a restart every due entry is fired again (activation is idempotent).
 
-use std::collections::{BTreeSet, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::time::Duration;
 
 use cascade_core::{EventId, QueueName, Timestamp};
@@ -45,9 +45,18 @@ impl ScheduleEntry {
     }
 }
 
+/// What [`Timer::due_counts`] found: per queue, a count for each bound.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct DueCounts {
+    /// The bounds asked for, the last one cut to the time reached if the scan was cut.
+    pub bounds: Vec<Timestamp>,
+    /// Queues with at least one entry counted, and one count per bound.
+    pub queues: BTreeMap<QueueName, Vec<u64>>,
+}
+
 pub struct Timer {
     kv: Kv,
-    unlogged: Vec<Batch>,
+    unlogged: Vec<Vec<u8>>,
     horizon: Duration,
     /// Keys of entries due before `loaded_until`, not yet handed out.
     near: BTreeSet<Vec<u8>>,
@@ -174,6 +183,64 @@ impl Timer {
         self.near.len() + self.in_flight.len()
     }
 
+    /// Stored entries of `queues` due at or before the last of `bounds` (ascending), overdue
+    /// and in-flight ones included, counted per queue into buckets: an entry goes to the
+    /// first bound at or after its time. Reads at most `limit` entries (of any queue), in
+    /// time order; when that cuts the scan, the last bound becomes the time reached and later
+    /// entries go uncounted. For the resource manager, which staffs stages ahead of a wave.
+    pub fn due_counts(
+        &self,
+        bounds: &[Timestamp],
+        queues: &BTreeSet<QueueName>,
+        limit: usize,
+    ) -> Result<DueCounts, StoreError> {
+        let mut counts = DueCounts {
+            bounds: bounds.to_vec(),
+            queues: BTreeMap::new(),
+        };
+        let Some(last) = bounds.last() else {
+            return Ok(counts);
+        };
+        if queues.is_empty() {
+            return Ok(counts);
+        }
+        let (start, end) = keys::schedule_range(0, last.as_micros());
+        let mut read = 0usize;
+        let mut reached = None;
+        let mut bucket = 0usize;
+        self.kv.scan(&start, &end, |key, _| {
+            if read == limit {
+                return Ok(Flow::Stop);
+            }
+            read += 1;
+            let entry = ScheduleEntry::decode(key, &self.kv)?;
+            while bounds[bucket] < entry.at {
+                bucket += 1;
+            }
+            reached = Some(entry.at);
+            if !queues.contains(&entry.queue) {
+                return Ok(Flow::Continue);
+            }
+            let per_bucket = counts
+                .queues
+                .entry(entry.queue)
+                .or_insert_with(|| vec![0; bounds.len()]);
+            per_bucket[bucket] += 1;
+            Ok(Flow::Continue)
+        })?;
+        if read == limit
+            && let Some(reached) = reached
+        {
+            let kept = bucket + 1;
+            counts.bounds.truncate(kept);
+            counts.bounds[bucket] = reached;
+            for per_bucket in counts.queues.values_mut() {
+                per_bucket.truncate(kept);
+            }
+        }
+        Ok(counts)
+    }
+
     fn load_until(&mut self, until: u64) -> Result<(), StoreError> {
         let (start, end) = keys::schedule_range(self.loaded_until, until.saturating_sub(1));
         let near = &mut self.near;
@@ -190,8 +257,8 @@ impl Timer {
 
     fn commit(&mut self, batch: Batch) {
         if !batch.is_empty() {
-            self.kv.apply(&batch);
-            self.unlogged.push(batch);
+            self.unlogged.push(batch.encode());
+            self.kv.apply(batch);
         }
     }
 }
@@ -205,7 +272,7 @@ impl Maintenance for Timer {
         &mut self.kv
     }
 
-    fn take_unlogged(&mut self) -> Vec<Batch> {
+    fn take_unlogged(&mut self) -> Vec<Vec<u8>> {
         std::mem::take(&mut self.unlogged)
     }
 

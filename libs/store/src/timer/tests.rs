@@ -68,3 +68,49 @@ fn only_the_near_future_is_held_in_memory() {
     assert_eq!(t.in_memory(), 1, "only the in-flight entry");
     assert_eq!(t.due(secs(3600 + 999), 2000).expect("due").len(), 1000);
 }
+
+#[test]
+fn due_counts_per_queue_and_bucket_with_a_bounded_scan() {
+    let (_d, mut t) = timer();
+    let other = |secs: u64, id: &str| ScheduleEntry {
+        queue: QueueName::parse("mail").expect("queue"),
+        ..entry(secs, id, 1)
+    };
+    t.schedule(&[
+        entry(5, "overdue", 1),
+        entry(20, "a", 1),
+        entry(30, "b", 1),
+        entry(45, "c", 1),
+        other(40, "m"),
+        entry(500, "late", 1),
+    ]);
+    let jobs = QueueName::parse("jobs").expect("queue");
+    let mail = QueueName::parse("mail").expect("queue");
+    let both = BTreeSet::from([jobs.clone(), mail.clone()]);
+    // Bounds 30 s and 60 s: "overdue", "a" and "b" (at the bound) go to the first bucket.
+    let counts = t
+        .due_counts(&[secs(30), secs(60)], &both, 100)
+        .expect("counts");
+    assert_eq!(counts.bounds, vec![secs(30), secs(60)]);
+    assert_eq!(counts.queues.get(&jobs), Some(&vec![3, 1]));
+    assert_eq!(counts.queues.get(&mail), Some(&vec![0, 1]));
+    assert_eq!(
+        counts.queues.len(),
+        2,
+        "nothing due past the last bound is counted"
+    );
+    // A limit of 4 reads up to "m" at 40 s: the last bucket ends there.
+    let counts = t
+        .due_counts(&[secs(30), secs(60)], &both, 4)
+        .expect("counts");
+    assert_eq!(counts.bounds, vec![secs(30), secs(40)]);
+    assert_eq!(counts.queues.get(&jobs), Some(&vec![3, 0]));
+    assert_eq!(counts.queues.get(&mail), Some(&vec![0, 1]));
+    // Only the queues asked for are counted.
+    let only_mail = BTreeSet::from([mail.clone()]);
+    let counts = t.due_counts(&[secs(60)], &only_mail, 100).expect("counts");
+    assert_eq!(
+        counts.queues.into_iter().collect::<Vec<_>>(),
+        vec![(mail, vec![1])]
+    );
+}

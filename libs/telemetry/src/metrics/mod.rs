@@ -15,10 +15,8 @@ mod labels;
 use std::sync::Arc;
 
 use prometheus_client::encoding::text::encode;
-use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
-use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::{Registry, Unit};
 
 pub use family::queue_family;
@@ -30,6 +28,8 @@ use labels::{
 pub use labels::{
     BusResult, DeadLetterReason, EnqueueResult, EnqueueRpc, HandlerOutcome, QueueState, StoreKind,
 };
+/// The handle types the accessors return, so that callers need no `prometheus-client`.
+pub use prometheus_client::metrics::{counter::Counter, histogram::Histogram};
 
 /// The exposed names. Counters are registered without `_total`, which the exposition adds
 /// to their samples (their `# TYPE` line names them without it).

@@ -5,7 +5,9 @@
 //!   it may still lease events (a dropped take would strand them until their leases
 //!   expire); on shutdown the loop waits for it and releases what it brought.
 //! - **Run**: waiting events start in take order while fewer than `concurrency` handlers
-//!   run; an event whose lease may have ended meanwhile is dropped, not run.
+//!   run; an event whose lease may have ended meanwhile is dropped, not run. A handler is
+//!   polled once on the loop itself: one that finishes at once (a no-op, a routing step)
+//!   is completed without a task; only one that waits gets its own task.
 //! - **Extend**: every held event, waiting or running, is extended half-way through its
 //!   lease. A lease found gone (FAILED_PRECONDITION, NOT_FOUND) is counted and the event
 //!   is let go: not started if it waited, not completed if it ran.
@@ -15,7 +17,10 @@
 
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap, VecDeque};
+use std::future::Future;
+use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
+use std::task::{Context, Poll, Waker};
 use std::time::{Duration, SystemTime};
 
 use cascade_core::Outcome;
@@ -179,7 +184,7 @@ impl<H: Handler> State<H> {
 
     async fn run(&mut self) {
         loop {
-            self.start_handlers();
+            self.start_handlers().await;
             self.maybe_take();
             self.ctx
                 .shared
@@ -226,7 +231,7 @@ impl<H: Handler> State<H> {
         }
     }
 
-    fn start_handlers(&mut self) {
+    async fn start_handlers(&mut self) {
         if self.stopping {
             return;
         }
@@ -234,32 +239,44 @@ impl<H: Handler> State<H> {
             let Some(key) = self.waiting.pop_front() else {
                 break;
             };
-            self.start(key);
+            if let Some(outcome) = self.start(key) {
+                self.finish(key, outcome).await;
+            }
         }
     }
 
-    fn start(&mut self, key: u64) {
-        let Some(held) = self.held.get_mut(&key) else {
-            return;
-        };
-        let Some(event) = held.event.take() else {
-            return;
-        };
+    /// Starts the handler of `key`'s event; returns its outcome if it finished at once.
+    fn start(&mut self, key: u64) -> Option<Outcome> {
+        let held = self.held.get_mut(&key)?;
+        let event = held.event.take()?;
         if Instant::now() >= held.deadline {
             // Another worker may have it by now: running it here could run it twice.
             tracing::warn!(id = %held.id, "worker.lease.ended_before_start");
             self.held.remove(&key);
             self.ctx.shared.stats.add(Counter::LeasesLost, 1);
-            return;
+            return None;
         }
-        let call = call_handler(
+        self.ctx.shared.stats.add(Counter::Started, 1);
+        let mut call = Box::pin(call_handler(
             Arc::clone(&self.ctx.handler),
             event,
             self.ctx.config.handler_timeout,
-        );
-        let task = self.handlers.spawn(call);
-        self.handler_keys.insert(task.id(), key);
-        self.ctx.shared.stats.add(Counter::Started, 1);
+        ));
+        // The first poll runs here; the task polls again (with its own waker) only if the
+        // handler waits, which every future re-registers for on each poll.
+        let mut cx = Context::from_waker(Waker::noop());
+        match std::panic::catch_unwind(AssertUnwindSafe(|| call.as_mut().poll(&mut cx))) {
+            Ok(Poll::Ready(outcome)) => Some(outcome),
+            Ok(Poll::Pending) => {
+                let task = self.handlers.spawn(call);
+                self.handler_keys.insert(task.id(), key);
+                None
+            }
+            Err(_) => {
+                tracing::error!("worker.handler.panicked");
+                Some(Outcome::Retry { delay: None })
+            }
+        }
     }
 
     async fn on_handler_done(&mut self, done: Result<(tokio::task::Id, Outcome), JoinError>) {
@@ -274,6 +291,11 @@ impl<H: Handler> State<H> {
         let Some(key) = self.handler_keys.remove(&task) else {
             return;
         };
+        self.finish(key, outcome).await;
+    }
+
+    /// The handler of `key`'s event ended with `outcome`: complete it unless the lease is gone.
+    async fn finish(&mut self, key: u64, outcome: Outcome) {
         let Some(held) = self.held.remove(&key) else {
             return;
         };

@@ -15,6 +15,7 @@ use super::{Held, State, TAKE_PAUSE_FIRST, TAKE_PAUSE_MAX, TAKE_SLACK, Took};
 use crate::complete::may_pass;
 use crate::lease::{extend_at, remaining_lease};
 use crate::stats::Counter;
+use crate::trace;
 use crate::{Handler, WorkerError};
 
 impl<H: Handler> State<H> {
@@ -36,19 +37,24 @@ impl<H: Handler> State<H> {
         };
         let limit = config.poll_wait + TAKE_SLACK;
         let mut client = self.ctx.client.clone();
-        self.take = Some(tokio::spawn(async move {
+        let queue = config.queue.clone();
+        let taking = async move {
             let answer = match tokio::time::timeout(limit, client.take(request)).await {
                 Ok(answer) => answer.map(tonic::Response::into_inner),
                 Err(_) => Err(tonic::Status::deadline_exceeded(
                     "no answer to the take within its long poll",
                 )),
             };
+            if let Ok(taken) = &answer {
+                trace::record_take(queue.as_str(), taken);
+            }
             Took {
                 received: Instant::now(),
                 received_wall: SystemTime::now(),
                 answer,
             }
-        }));
+        };
+        self.take = Some(tokio::spawn(taking));
     }
 
     pub(super) async fn on_took(&mut self, took: Result<Took, JoinError>) {

@@ -4,6 +4,7 @@
 mod harness;
 
 mod cancel;
+mod due_counts;
 mod earlier_entry_wakes_the_loop;
 mod far_entries_load_in_time;
 mod fires_on_time;

@@ -2,9 +2,10 @@
 //! dispatcher shards' outboxes. Both are applied durably before the answer, and both are
 //! idempotent (an activation of a stale version changes nothing; a delivery at or below
 //! the last sequence applied from its source is skipped), so a resend after a lost answer is
-//! harmless.
+//! harmless. With trace export on, each activation is a `dispatcher.activate` span in its
+//! event's trace (docs/tracing.md).
 
-use cascade_core::QueueName;
+use cascade_core::{Event, QueueName};
 use cascade_proto::bus::v1::{ActivateBatch, DeliveryBatch, Empty};
 use cascade_proto::convert::{activation_from_proto, delivery_from_proto};
 
@@ -23,23 +24,48 @@ pub(super) async fn activate(
             Err(e) => tracing::warn!(shard = ctx.shard, error = %e, "dispatcher.activate.invalid"),
         }
     }
-    let activated = ctx
+    // Reading each activated event's headers costs; only for a span that is exported.
+    let recording = cascade_telemetry::is_recording();
+    let (activated, traced) = ctx
         .store
         .run(move |shard, _| {
             let mut activated: Vec<QueueName> = Vec::new();
+            let mut traced = Vec::new();
             for (queue, id, version) in activations {
-                if shard.activate(&queue, id.as_str(), version)? && activated.last() != Some(&queue)
-                {
+                if !shard.activate(&queue, id.as_str(), version)? {
+                    continue;
+                }
+                if recording && let Ok(event) = shard.get(&queue, id.as_str()) {
+                    traced.push(event);
+                }
+                if activated.last() != Some(&queue) {
                     activated.push(queue);
                 }
             }
-            Ok(activated)
+            Ok((activated, traced))
         })
         .await?;
     for queue in &activated {
         ctx.wakeups.wake(queue);
     }
+    for event in &traced {
+        activation_span(ctx.shard, event);
+    }
     Ok(Empty {})
+}
+
+/// `dispatcher.activate`: the delayed event became ready (durably). A child of the context
+/// the event carries, so it shows in the event's trace between its enqueue and its take.
+fn activation_span(shard: u32, event: &Event) {
+    let span = tracing::info_span!(
+        "dispatcher.activate",
+        cascade.queue = event.queue.as_str(),
+        cascade.event_id = event.id.as_str(),
+        cascade.shard = shard,
+    );
+    if let Err(err) = cascade_telemetry::set_parent_from_headers(&span, &event.headers) {
+        tracing::debug!(error = %err, "dispatcher.trace.parent_not_set");
+    }
 }
 
 pub(super) async fn deliver(

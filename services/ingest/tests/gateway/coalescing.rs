@@ -1,8 +1,10 @@
-//! Concurrent unary `Enqueue`s for one shard travel together: while a request to the shard is
-//! out, the next ones gather and go as one bus request; each caller gets its own answer. A
-//! batch larger than one bus message is split by bytes.
+//! Concurrent unary `Enqueue`s for one shard travel together: while a shard's requests are
+//! out (`ingest.requests_in_flight` at once), the next ones gather and go as one bus request;
+//! each caller gets its own answer. A batch larger than one bus message is split by bytes,
+//! and its parts go one after the other, in order.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use cascade_bus::Bus;
@@ -140,4 +142,108 @@ async fn a_batch_larger_than_a_bus_message_is_split_by_bytes() {
         "{}",
         status.message()
     );
+}
+
+/// A shard answer that waits for a permit of `gate` first.
+fn gated(gate: &Arc<Semaphore>) -> Answer {
+    let gate = Arc::clone(gate);
+    Arc::new(move |shard, request| {
+        let gate = Arc::clone(&gate);
+        Box::pin(async move {
+            if let Ok(permit) = gate.acquire().await {
+                permit.forget();
+            }
+            echo(shard, request)
+        })
+    })
+}
+
+#[tokio::test]
+async fn requests_in_flight_bounds_the_requests_out_per_shard() {
+    let gate = Arc::new(Semaphore::new(0));
+    let bus = Bus::local();
+    let recorded = fake_shards(&bus, [0], gated(&gate)).await;
+    let mut two = settings(1);
+    two.ingest.requests_in_flight = 2;
+    let gateway = Gateway::start(two, &bus).await;
+    let ingest = gateway.ingest().await;
+    let send = |i: usize| {
+        let mut client = ingest.clone();
+        tokio::spawn(async move {
+            let request = EnqueueRequest {
+                queue: "jobs".into(),
+                id: format!("e{i}"),
+                ..EnqueueRequest::default()
+            };
+            (i, client.enqueue(request).await)
+        })
+    };
+    let mut calls = vec![send(0)];
+    recorded.wait_for(1).await;
+    // The first is unanswered, yet the second leaves at once.
+    calls.push(send(1));
+    recorded.wait_for(2).await;
+    calls.extend((2..10).map(send));
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(recorded.len(), 2, "a third request waits for a free slot");
+    gate.add_permits(1000);
+    for call in calls {
+        let (i, answer) = call.await.expect("call task");
+        let response = answer.expect("enqueued").into_inner();
+        assert_eq!(
+            response.id,
+            format!("e{i}"),
+            "each caller gets its own answer"
+        );
+    }
+    assert_eq!(enqueued_items(&recorded).len(), 10);
+    assert_eq!(recorded.len(), 3, "the 8 that waited went together");
+}
+
+#[tokio::test]
+async fn the_parts_of_one_batch_are_not_in_flight_together() {
+    // The shard answers slowly and notes how many requests it holds at once.
+    let (holding, most) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+    let answer: Answer = {
+        let (holding, most) = (Arc::clone(&holding), Arc::clone(&most));
+        Arc::new(move |shard, request| {
+            let (holding, most) = (Arc::clone(&holding), Arc::clone(&most));
+            Box::pin(async move {
+                let now = holding.fetch_add(1, Ordering::SeqCst) + 1;
+                most.fetch_max(now, Ordering::SeqCst);
+                tokio::time::sleep(Duration::from_millis(20)).await;
+                holding.fetch_sub(1, Ordering::SeqCst);
+                echo(shard, request)
+            })
+        })
+    };
+    let bus = Bus::local_with_max_payload(16 * 1024);
+    let recorded = fake_shards(&bus, [0], answer).await;
+    let mut many = settings(1);
+    many.ingest.requests_in_flight = 4;
+    let gateway = Gateway::start(many, &bus).await;
+    let mut ingest = gateway.ingest().await;
+    let items: Vec<EnqueueRequest> = (0..40)
+        .map(|i| EnqueueRequest {
+            queue: "jobs".into(),
+            id: format!("e{i}"),
+            payload: vec![1; 1000],
+            ..EnqueueRequest::default()
+        })
+        .collect();
+    let results = ingest
+        .enqueue_batch(EnqueueBatchRequest { items })
+        .await
+        .expect("batch")
+        .into_inner()
+        .results;
+    assert!(results.iter().all(|r| r.code == 0));
+    assert!(recorded.len() >= 4, "{} parts", recorded.len());
+    assert_eq!(most.load(Ordering::SeqCst), 1, "one part at a time");
+    let order: Vec<String> = enqueued_items(&recorded)
+        .into_iter()
+        .map(|(_, _, id)| id)
+        .collect();
+    let expected: Vec<String> = (0..40).map(|i| format!("e{i}")).collect();
+    assert_eq!(order, expected);
 }

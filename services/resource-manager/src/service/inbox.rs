@@ -4,9 +4,9 @@
 //! not kept at all.
 //!
 //! Each sample is taken at the shard's `at`, so rates come from the shard's clock, not from
-//! when the message happened to arrive. Due buckets stay empty: the dispatcher publishes a
-//! `delayed` total only, with no due times, so the decision's "staff ahead of a known
-//! delayed wave" input is not fed yet; delayed events count once they become ready.
+//! when the message happened to arrive. Due buckets stay empty here: the dispatcher has no
+//! index of delayed events by due time, so the service loop asks the timer shards for them
+//! each round (`due.rs`) and adds them to the sample it records.
 //!
 //! Failure policy: a message that cannot be decoded or has no time is dropped and logged;
 //! a queue entry that cannot be read is skipped and logged. Neither stops the loop.

@@ -1,7 +1,8 @@
 //! The service loop: reads every shard's stats from the bus, decides every
 //! `resource_manager.interval`, and applies, shows and publishes each decision.
 //!
-//! Each round: the latest stats sample of every managed stage goes into the [`History`]
+//! Each round: the latest stats sample of every managed stage, with the delayed events the
+//! timer shards say come due within `target_drain` (`due.rs`), goes into the [`History`]
 //! with the handlers the executor reports running; [`Planner::step`] decides; each decision
 //! is logged (info when a count changes, debug when kept), applied through the
 //! [`Executor`], set on the gauges `cascade_rm_desired_handlers{stage}` and
@@ -13,6 +14,7 @@
 //! publish is logged and tried again next round (decisions are whole counts, not steps).
 
 mod board;
+mod due;
 mod executor;
 mod inbox;
 mod publish;
@@ -46,6 +48,9 @@ pub struct Deps<E> {
     /// Where each round's decisions are posted for `cascade rm explain`.
     pub board: Board,
     pub clock: Arc<dyn Clock>,
+    /// Timer shards (`cluster.shards`) asked each round for the delayed events due within
+    /// `target_drain`; 0 asks none, and no wave is seen coming.
+    pub timer_shards: u32,
 }
 
 /// Runs the resource manager of cluster `cluster` until `stop` completes. The first
@@ -76,6 +81,7 @@ pub async fn run<E: Executor>(
     );
     let mut manager = Manager {
         decisions_subject: decisions_subject(&cluster),
+        cluster: cluster.clone(),
         history: History::new(settings.throughput_window),
         settings,
         deps,
@@ -108,6 +114,7 @@ pub async fn run<E: Executor>(
 struct Manager<E> {
     settings: ResourceManagerSettings,
     deps: Deps<E>,
+    cluster: String,
     decisions_subject: String,
     inbox: Inbox,
     history: History,
@@ -131,10 +138,22 @@ impl<E: Executor> Manager<E> {
         self.inbox.retain(|stage| managed.contains(stage));
         self.history.retain(|stage| managed.contains(stage));
         let current = self.deps.executor.current();
+        let stages: Vec<&QueueName> = managed.iter().copied().collect();
+        let mut due = due::ask(
+            &self.deps.bus,
+            &self.cluster,
+            self.deps.timer_shards,
+            &stages,
+            now,
+            self.settings.target_drain,
+        )
+        .await;
         for spec in specs.iter() {
             if let Some(stats) = self.inbox.latest(&spec.stage) {
+                let mut sample = stats.clone();
+                sample.due = due.remove(&spec.stage).unwrap_or_default();
                 // Refused (and harmless) when no newer sample came since the last round.
-                self.history.record(stats.clone(), current.get(&spec.stage));
+                self.history.record(sample, current.get(&spec.stage));
             }
         }
         let decisions = self

@@ -1,6 +1,7 @@
 //! The gRPC handler: the stage worker calls the user's `cascade.v1.Handler` (served here by
 //! tonic) with the event and attempt, retries after a gRPC error, and completes with the
-//! outcome it answers.
+//! outcome it answers; the call's metadata carries the event's `traceparent` (no trace
+//! export here: the context is forwarded unchanged).
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -21,7 +22,10 @@ struct Call {
     queue: String,
     attempt: u32,
     payload: Vec<u8>,
+    traceparent: Option<String>,
 }
+
+const TRACEPARENT: &str = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
 
 #[derive(Default)]
 struct Shipper {
@@ -34,6 +38,11 @@ impl Handler for Shipper {
         &self,
         request: Request<v1::HandleRequest>,
     ) -> Result<Response<v1::HandleResponse>, Status> {
+        let traceparent = request
+            .metadata()
+            .get("traceparent")
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned);
         let request = request.into_inner();
         let event = request.event.unwrap_or_default();
         let call = {
@@ -43,6 +52,7 @@ impl Handler for Shipper {
                 queue: event.queue,
                 attempt: request.attempt,
                 payload: event.payload,
+                traceparent,
             });
             calls.len()
         };
@@ -85,7 +95,9 @@ async fn a_grpc_handler_is_retried_after_an_error_and_its_outcome_applied() {
         stage_config(&cascade, "packing", &format!("grpc://{addr}")),
         &Registry::new(),
     );
-    let id = cascade.enqueue("packing", b"parcel", &[]).await;
+    let id = cascade
+        .enqueue("packing", b"parcel", &[("traceparent", TRACEPARENT)])
+        .await;
 
     cascade.wait_for_completed("packing", 1).await;
     let calls = shipper.calls.lock().expect("calls").clone();
@@ -95,6 +107,7 @@ async fn a_grpc_handler_is_retried_after_an_error_and_its_outcome_applied() {
             queue: "packing".to_owned(),
             attempt,
             payload: b"parcel".to_vec(),
+            traceparent: Some(TRACEPARENT.to_owned()),
         })
         .collect();
     assert_eq!(calls, expected);

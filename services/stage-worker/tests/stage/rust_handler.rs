@@ -97,3 +97,42 @@ async fn a_registered_handler_runs_by_name_and_advance_on_a_plain_queue_is_an_ac
     stage.stop().await.expect("a clean stop");
     cascade.stop().await;
 }
+
+#[tokio::test]
+async fn a_handler_that_panics_is_retried_and_the_worker_goes_on() {
+    let cascade = Cascade::start().await;
+    cascade.create_queue("fragile", quick_retries()).await;
+    let attempts = Arc::new(Mutex::new(Vec::new()));
+    let seen = Arc::clone(&attempts);
+    // The SDK polls a handler once on its loop and gives it a task only if it waits: the
+    // first attempt panics in that first poll, the second after waiting, in its task.
+    let handler = handler_fn(move |_event, attempt| {
+        let seen = Arc::clone(&seen);
+        async move {
+            seen.lock().expect("attempts").push(attempt);
+            match attempt {
+                1 => panic!("fails before it waits"),
+                2 => {
+                    tokio::task::yield_now().await;
+                    panic!("fails after it waited")
+                }
+                _ => Ok(Outcome::Ack),
+            }
+        }
+    });
+    let config = WorkerConfig::new("fragile")
+        .expect("queue")
+        .poll_wait(Duration::from_secs(1));
+    let worker = Worker::connect(&cascade.gateway(), config, handler)
+        .await
+        .expect("connect");
+    let handle = worker.handle();
+    let running = tokio::spawn(worker.run());
+    cascade.enqueue("fragile", b"x", &[]).await;
+
+    cascade.wait_for_completed("fragile", 1).await;
+    assert_eq!(*attempts.lock().expect("attempts"), vec![1, 2, 3]);
+    handle.shutdown();
+    running.await.expect("worker task").expect("a clean stop");
+    cascade.stop().await;
+}

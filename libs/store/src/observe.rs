@@ -1,0 +1,68 @@
+//! Hooks through which a store reports what it does, so that a service can turn it into
+//! metrics without this crate depending on a metrics library. Both are called on the
+//! store's own threads, in the middle of its work: an implementation must be cheap (a few
+//! atomic increments) and must never block or call back into the store.
+
+use std::fmt;
+use std::time::Duration;
+
+use cascade_core::Timestamp;
+
+/// Why an event went to a dead-letter queue.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DeadLetterCause {
+    /// A retry or an expired lease found `attempts` at `max_attempts`.
+    MaxAttempts,
+    /// The handler's `DeadLetter` outcome.
+    Requested,
+}
+
+/// What a dispatcher shard's state machine did, reported on the writer thread as each
+/// operation applies it (an operation that fails later in the same transaction is rare and
+/// may still have been reported).
+///
+/// `family` names a queue without naming a user: the template's name (`inbox:*`) for a
+/// queue a template covers, `<template>.dlq` for the dead-letter queue of such a queue,
+/// and the queue's own name otherwise (plain queues and stages are created explicitly).
+pub trait ShardObserver: Send + Sync {
+    /// An event entered a queue: by `Enqueue` (`duplicate` when the dedup window matched
+    /// and nothing was stored) or by an advance from another stage.
+    fn enqueued(&self, family: &str, duplicate: bool) {
+        let _ = (family, duplicate);
+    }
+
+    /// An event left a queue (`family`) for its dead-letter queue.
+    fn dead_lettered(&self, family: &str, cause: DeadLetterCause) {
+        let _ = (family, cause);
+    }
+
+    /// A lease reached its deadline without an outcome.
+    fn lease_expired(&self, family: &str) {
+        let _ = family;
+    }
+
+    /// The timer's activation made a delayed event whose activation time is `activate_at`
+    /// ready (the observer reads its own clock for the lateness).
+    fn activated(&self, activate_at: Timestamp) {
+        let _ = activate_at;
+    }
+}
+
+/// Reports nothing: the default.
+pub struct NoObserver;
+
+impl ShardObserver for NoObserver {}
+
+/// What the store's log did, reported on the syncer thread once per group commit.
+pub trait CommitObserver: Send + Sync {
+    /// One group was written to the log: `records` state changes (log records; 0 for a
+    /// barrier alone), made durable by one `fdatasync` that took `fsync` (`None` when the
+    /// durability mode did not sync this group).
+    fn committed(&self, records: usize, fsync: Option<Duration>);
+}
+
+impl fmt::Debug for dyn CommitObserver {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("CommitObserver")
+    }
+}

@@ -1,0 +1,261 @@
+//! The dispatcher shards' published stats, summed by queue family.
+//!
+//! Each shard publishes a round every `dispatcher.stats_interval`, split over several
+//! messages when it has many queues; every message of a round carries the same `at`. A
+//! round is summed as it arrives and becomes the shard's current one when a newer round
+//! starts, so what is shown is complete and at most one interval old.
+//!
+//! Queues a template covers (`inbox:alice`) are summed under the template (`inbox:*`, see
+//! `cascade_telemetry::queue_family`): there may be millions. Other queues keep their own
+//! name; past [`MAX_FAMILIES`] in one round, the rest are summed into an overflow entry, so
+//! memory stays bounded whatever the shards publish.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use cascade_core::Timestamp;
+use cascade_proto::bus::v1::ShardStats;
+use cascade_proto::convert::{ConvertError, timestamp_from_proto};
+use cascade_proto::v1::QueueStats;
+use serde::Serialize;
+
+/// Families kept per shard and round; further queues go to the overflow entry.
+pub(crate) const MAX_FAMILIES: usize = 10_000;
+
+/// Current counts and running totals, as `QueueStats` has them.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub(crate) struct Counts {
+    pub delayed: u64,
+    pub ready: u64,
+    pub leased: u64,
+    pub dead_lettered: u64,
+    pub enqueued_total: u64,
+    pub completed_total: u64,
+}
+
+impl Counts {
+    fn of(stats: &QueueStats) -> Counts {
+        Counts {
+            delayed: stats.delayed,
+            ready: stats.ready,
+            leased: stats.leased,
+            dead_lettered: stats.dead_lettered,
+            enqueued_total: stats.enqueued_total,
+            completed_total: stats.completed_total,
+        }
+    }
+
+    fn add(&mut self, other: &Counts) {
+        self.delayed = self.delayed.saturating_add(other.delayed);
+        self.ready = self.ready.saturating_add(other.ready);
+        self.leased = self.leased.saturating_add(other.leased);
+        self.dead_lettered = self.dead_lettered.saturating_add(other.dead_lettered);
+        self.enqueued_total = self.enqueued_total.saturating_add(other.enqueued_total);
+        self.completed_total = self.completed_total.saturating_add(other.completed_total);
+    }
+}
+
+/// One queue, or the sum of the queues of one template.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Family {
+    pub counts: Counts,
+    /// Queues summed in (1 for a plain queue).
+    pub queues: u64,
+    pub template: bool,
+}
+
+impl Family {
+    fn add(&mut self, other: &Family) {
+        self.counts.add(&other.counts);
+        self.queues = self.queues.saturating_add(other.queues);
+        self.template |= other.template;
+    }
+}
+
+#[derive(Debug)]
+struct Round {
+    at: Timestamp,
+    families: BTreeMap<String, Family>,
+    /// Queues past [`MAX_FAMILIES`].
+    overflow: Family,
+}
+
+impl Round {
+    fn new(at: Timestamp) -> Round {
+        Round {
+            at,
+            families: BTreeMap::new(),
+            overflow: Family::default(),
+        }
+    }
+}
+
+#[derive(Debug)]
+struct ShardRounds {
+    building: Round,
+    complete: Option<Round>,
+}
+
+/// Every shard's latest complete round.
+#[derive(Debug, Default)]
+pub(crate) struct Aggregator {
+    shards: BTreeMap<u32, ShardRounds>,
+}
+
+/// The shards' latest rounds summed.
+#[derive(Debug, Default)]
+pub(crate) struct Merged {
+    pub families: BTreeMap<String, Family>,
+    pub overflow: Family,
+    /// Shards with a complete round.
+    pub reporting: usize,
+    /// Shards whose latest complete round is older than the `stale_after` asked for, with
+    /// its age.
+    pub stale: Vec<(u32, Duration)>,
+}
+
+impl Aggregator {
+    /// Adds one published message. A message older than the round being summed is late
+    /// (its round was already superseded) and is ignored.
+    pub fn receive(&mut self, stats: &ShardStats) -> Result<(), ConvertError> {
+        let at = match &stats.at {
+            Some(at) => timestamp_from_proto(at, "at")?,
+            None => return Ok(()),
+        };
+        let rounds = self
+            .shards
+            .entry(stats.shard)
+            .or_insert_with(|| ShardRounds {
+                building: Round::new(at),
+                complete: None,
+            });
+        if at < rounds.building.at {
+            return Ok(());
+        }
+        if at > rounds.building.at {
+            let finished = std::mem::replace(&mut rounds.building, Round::new(at));
+            rounds.complete = Some(finished);
+        }
+        let round = &mut rounds.building;
+        for queue in &stats.queues {
+            let name = cascade_telemetry::queue_family(&queue.name, &stats.templates);
+            let family = Family {
+                counts: Counts::of(queue),
+                queues: 1,
+                template: name != queue.name,
+            };
+            let room = round.families.len() < MAX_FAMILIES;
+            match round.families.get_mut(&name) {
+                Some(kept) => kept.add(&family),
+                None if room => {
+                    round.families.insert(name, family);
+                }
+                None => round.overflow.add(&family),
+            }
+        }
+        Ok(())
+    }
+
+    /// The sum over shards of each one's latest complete round.
+    pub fn merged(&self, now: Timestamp, stale_after: Duration) -> Merged {
+        let mut merged = Merged::default();
+        for (&shard, rounds) in &self.shards {
+            let Some(round) = &rounds.complete else {
+                continue;
+            };
+            merged.reporting += 1;
+            let age = now.duration_since(round.at);
+            if age > stale_after {
+                merged.stale.push((shard, age));
+            }
+            for (name, family) in &round.families {
+                merged.families.entry(name.clone()).or_default().add(family);
+            }
+            merged.overflow.add(&round.overflow);
+        }
+        merged
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use cascade_proto::convert::timestamp_to_proto;
+
+    use super::*;
+
+    fn queue(name: &str, ready: u64) -> QueueStats {
+        QueueStats {
+            name: name.to_owned(),
+            ready,
+            delayed: 1,
+            ..QueueStats::default()
+        }
+    }
+
+    fn message(shard: u32, at_secs: u64, queues: Vec<QueueStats>) -> ShardStats {
+        ShardStats {
+            shard,
+            at: Some(timestamp_to_proto(Timestamp::from_millis(at_secs * 1000))),
+            queues,
+            templates: vec!["inbox:*".to_owned()],
+        }
+    }
+
+    fn now() -> Timestamp {
+        Timestamp::from_millis(10_000)
+    }
+
+    #[test]
+    fn a_round_counts_once_the_next_begins_and_templates_sum_their_queues() {
+        let mut agg = Aggregator::default();
+        let first = vec![queue("jobs", 2), queue("inbox:alice", 3)];
+        agg.receive(&message(0, 1, first)).expect("receive");
+        assert!(agg.merged(now(), Duration::MAX).families.is_empty());
+        // The same round, split over a second message.
+        agg.receive(&message(0, 1, vec![queue("inbox:bob", 4)]))
+            .expect("receive");
+        agg.receive(&message(1, 1, vec![queue("inbox:carol", 5)]))
+            .expect("receive");
+        agg.receive(&message(0, 2, vec![])).expect("receive");
+        agg.receive(&message(1, 2, vec![])).expect("receive");
+        let merged = agg.merged(now(), Duration::MAX);
+        let names: Vec<&str> = merged.families.keys().map(String::as_str).collect();
+        assert_eq!(names, ["inbox:*", "jobs"]);
+        let inbox = &merged.families["inbox:*"];
+        assert_eq!((inbox.queues, inbox.counts.ready), (3, 12));
+        assert_eq!(inbox.counts.delayed, 3);
+        assert!(inbox.template);
+        assert!(!merged.families["jobs"].template);
+    }
+
+    #[test]
+    fn late_messages_are_ignored_and_old_shards_are_stale() {
+        let mut agg = Aggregator::default();
+        agg.receive(&message(0, 5, vec![queue("jobs", 2)]))
+            .expect("receive");
+        agg.receive(&message(0, 6, vec![queue("jobs", 7)]))
+            .expect("receive");
+        agg.receive(&message(0, 5, vec![queue("jobs", 100)]))
+            .expect("receive");
+        agg.receive(&message(0, 7, vec![])).expect("receive");
+        let merged = agg.merged(now(), Duration::from_secs(3));
+        assert_eq!(merged.families["jobs"].counts.ready, 7);
+        assert_eq!(merged.stale, [(0, Duration::from_secs(4))]);
+    }
+
+    #[test]
+    fn families_past_the_cap_go_to_the_overflow() {
+        let mut agg = Aggregator::default();
+        let many = (0..MAX_FAMILIES + 5)
+            .map(|i| queue(&format!("q{i:06}"), 1))
+            .collect();
+        agg.receive(&message(0, 1, many)).expect("receive");
+        agg.receive(&message(0, 2, vec![])).expect("receive");
+        let merged = agg.merged(now(), Duration::MAX);
+        assert_eq!(merged.families.len(), MAX_FAMILIES);
+        assert_eq!(
+            (merged.overflow.queues, merged.overflow.counts.ready),
+            (5, 5)
+        );
+    }
+}

@@ -1,0 +1,198 @@
+//! What `/status.json` answers (and what the page is first drawn from): each pipeline's
+//! stages with their counts and history, then the other queues, by family. Bounded: at most
+//! [`MAX_PIPELINES`] pipelines and [`MAX_QUEUE_ROWS`] rows, with how many more there are.
+
+use std::collections::HashSet;
+use std::sync::Arc;
+
+use cascade_core::{Pipeline, Timestamp};
+use serde::Serialize;
+
+use super::aggregate::{Counts, Family, MAX_FAMILIES, Merged};
+use super::history::{HISTORY_POINTS, History, Point, SAMPLE_EVERY};
+
+pub(crate) const MAX_PIPELINES: usize = 50;
+pub(crate) const MAX_QUEUE_ROWS: usize = 200;
+
+#[derive(Debug, Serialize)]
+pub(crate) struct StatusView {
+    pub generated_at_ms: u64,
+    pub sample_every_secs: u64,
+    pub history_points: usize,
+    pub pipelines: Vec<PipelineView>,
+    pub pipelines_more: usize,
+    pub queues: Vec<QueueView>,
+    /// Rows left out of `queues` (those with the smallest backlogs).
+    pub queues_more: usize,
+    /// Why the numbers may be incomplete or old.
+    pub warnings: Vec<String>,
+}
+
+#[derive(Debug, Serialize)]
+pub(crate) struct PipelineView {
+    pub name: String,
+    pub stages: Vec<StageView>,
+}
+
+#[derive(Debug, Serialize)]
+pub(crate) struct StageView {
+    pub name: String,
+    pub queue: String,
+    /// The stage `advance` goes to; `None` after the last.
+    pub next: Option<String>,
+    pub priority: u32,
+    #[serde(flatten)]
+    pub counts: Counts,
+    pub history: Vec<Point>,
+}
+
+#[derive(Debug, Serialize)]
+pub(crate) struct QueueView {
+    pub name: String,
+    /// A template: the row sums its `queues` queues.
+    pub template: bool,
+    pub queues: u64,
+    #[serde(flatten)]
+    pub counts: Counts,
+}
+
+/// The inputs of a view, as the status task keeps them.
+pub(crate) struct Inputs<'a> {
+    pub now: Timestamp,
+    pub pipelines: &'a [Arc<Pipeline>],
+    pub merged: Merged,
+    pub history: &'a History,
+    pub warnings: Vec<String>,
+}
+
+pub(crate) fn build(inputs: Inputs<'_>) -> StatusView {
+    let Inputs {
+        now,
+        pipelines,
+        merged,
+        history,
+        mut warnings,
+    } = inputs;
+    let stage_queues: HashSet<String> = pipelines
+        .iter()
+        .flat_map(|p| p.stages.iter().map(|s| p.stage_queue(&s.name).to_string()))
+        .collect();
+    let shown = pipelines
+        .iter()
+        .take(MAX_PIPELINES)
+        .map(|pipeline| pipeline_view(pipeline, &merged, history))
+        .collect();
+    let mut rows: Vec<QueueView> = merged
+        .families
+        .iter()
+        .filter(|(name, _)| !stage_queues.contains(name.as_str()))
+        .map(|(name, family)| queue_view(name, family))
+        .collect();
+    let queues_more = cap_rows(&mut rows);
+    if merged.overflow.queues > 0 {
+        warnings.push(format!(
+            "{} queues past the first {MAX_FAMILIES} of a shard are not itemised; they hold {} ready, {} delayed, {} leased",
+            merged.overflow.queues,
+            merged.overflow.counts.ready,
+            merged.overflow.counts.delayed,
+            merged.overflow.counts.leased
+        ));
+    }
+    for (shard, age) in &merged.stale {
+        warnings.push(format!(
+            "shard {shard} has published no stats for {}s: its numbers are old",
+            age.as_secs()
+        ));
+    }
+    StatusView {
+        generated_at_ms: now.as_millis(),
+        sample_every_secs: SAMPLE_EVERY.as_secs(),
+        history_points: HISTORY_POINTS,
+        pipelines: shown,
+        pipelines_more: pipelines.len().saturating_sub(MAX_PIPELINES),
+        queues: rows,
+        queues_more,
+        warnings,
+    }
+}
+
+fn pipeline_view(pipeline: &Pipeline, merged: &Merged, history: &History) -> PipelineView {
+    let stages = pipeline
+        .stages
+        .iter()
+        .map(|stage| {
+            let queue = pipeline.stage_queue(&stage.name).to_string();
+            let counts = merged
+                .families
+                .get(&queue)
+                .map(|family| family.counts)
+                .unwrap_or_default();
+            StageView {
+                name: stage.name.clone(),
+                next: pipeline.next_stage(&stage.name).map(|s| s.name.clone()),
+                priority: stage.priority,
+                counts,
+                history: history.of(&queue),
+                queue,
+            }
+        })
+        .collect();
+    PipelineView {
+        name: pipeline.name.clone(),
+        stages,
+    }
+}
+
+fn queue_view(name: &str, family: &Family) -> QueueView {
+    QueueView {
+        name: name.to_owned(),
+        template: family.template,
+        queues: family.queues,
+        counts: family.counts,
+    }
+}
+
+/// Keeps the [`MAX_QUEUE_ROWS`] rows with the largest backlogs, in name order; returns how
+/// many were left out.
+fn cap_rows(rows: &mut Vec<QueueView>) -> usize {
+    let more = rows.len().saturating_sub(MAX_QUEUE_ROWS);
+    if more > 0 {
+        let backlog = |row: &QueueView| row.counts.ready + row.counts.delayed + row.counts.leased;
+        rows.sort_by(|a, b| {
+            backlog(b)
+                .cmp(&backlog(a))
+                .then_with(|| a.name.cmp(&b.name))
+        });
+        rows.truncate(MAX_QUEUE_ROWS);
+        rows.sort_by(|a, b| a.name.cmp(&b.name));
+    }
+    more
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(name: &str, ready: u64) -> QueueView {
+        QueueView {
+            name: name.to_owned(),
+            template: false,
+            queues: 1,
+            counts: Counts {
+                ready,
+                ..Counts::default()
+            },
+        }
+    }
+
+    #[test]
+    fn the_table_keeps_the_largest_backlogs_in_name_order() {
+        let mut rows: Vec<QueueView> = (0..MAX_QUEUE_ROWS + 3)
+            .map(|i| row(&format!("q{i:04}"), i as u64))
+            .collect();
+        assert_eq!(cap_rows(&mut rows), 3);
+        assert_eq!(rows.len(), MAX_QUEUE_ROWS);
+        assert_eq!(rows[0].name, "q0003");
+        assert!(rows.windows(2).all(|w| w[0].name < w[1].name));
+    }
+}

@@ -1,0 +1,185 @@
+//! The Kubernetes executor: each stage runs as its own Deployment of the stage worker, and a
+//! decision sets that Deployment's replicas through its `scale` subresource — the only
+//! thing it reads or writes (RBAC: `get` and `patch` on `deployments/scale`). A handler is
+//! one replica; the batch size is not applied here (each replica takes what its own
+//! settings say).
+//!
+//! A stage's replicas are read once (when first decided, and again after a failure), then
+//! remembered; a stage is patched, with the merge patch `{"spec":{"replicas":n}}`, only when
+//! the decision differs from what its Deployment was last seen or set at. So a steady
+//! cluster costs the API server nothing, and a count changed by hand is put back only at the
+//! next change of decision. The handlers reported running are those remembered replicas.
+//!
+//! Failure policy: a stage whose read or patch fails is logged, forgotten (read again next
+//! round) and tried again next round; the other stages are still applied. Nothing here ends the
+//! loop. Scaling in kills no work: Kubernetes sends SIGTERM, and the stage worker drains
+//! (finishes or releases what it holds) within the pod's grace period.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+
+use cascade_core::{Pipeline, QueueName};
+use k8s_openapi::api::apps::v1::Deployment;
+use kube::api::{Patch, PatchParams};
+use kube::{Api, Client};
+
+use crate::settings::KubernetesSettings;
+use crate::{Current, Decision, Executor, ResourceManagerError};
+
+/// Patches the scale of each stage's Deployment. Cheap to clone.
+#[derive(Clone)]
+pub struct KubernetesExecutor {
+    api: Api<Deployment>,
+    names: DeploymentNames,
+    /// Replicas per stage as last read or patched.
+    known: Arc<Mutex<BTreeMap<QueueName, u32>>>,
+}
+
+impl KubernetesExecutor {
+    /// Scales the Deployments of `namespace` with `client`; names from `settings`.
+    pub fn new(
+        client: Client,
+        namespace: &str,
+        settings: &KubernetesSettings,
+    ) -> KubernetesExecutor {
+        KubernetesExecutor {
+            api: Api::namespaced(client, namespace),
+            names: DeploymentNames::new(settings),
+            known: Arc::default(),
+        }
+    }
+
+    /// Patches the stage's replicas to `handlers` if they differ from what they were last
+    /// seen at, reading them first when unknown.
+    async fn apply_one(&self, decision: &Decision) -> Result<(), ResourceManagerError> {
+        let stage = &decision.stage;
+        let name = self.names.of(stage);
+        let failed = |what: &str, e: kube::Error| ResourceManagerError::Apply {
+            stage: stage.to_string(),
+            reason: format!("{what} the scale of deployment {name}: {e}"),
+        };
+        let known = self.lock().get(stage).copied();
+        let replicas = match known {
+            Some(replicas) => replicas,
+            None => {
+                let scale = self
+                    .api
+                    .get_scale(&name)
+                    .await
+                    .map_err(|e| failed("read", e))?;
+                let replicas = scale.spec.and_then(|spec| spec.replicas).unwrap_or(0);
+                let replicas = u32::try_from(replicas).unwrap_or(0);
+                self.lock().insert(stage.clone(), replicas);
+                replicas
+            }
+        };
+        if replicas == decision.handlers {
+            return Ok(());
+        }
+        let patch = serde_json::json!({ "spec": { "replicas": decision.handlers } });
+        let patched = self
+            .api
+            .patch_scale(&name, &PatchParams::default(), &Patch::Merge(&patch))
+            .await;
+        if let Err(e) = patched {
+            // Whether it took effect is unknown: read it again next round.
+            self.lock().remove(stage);
+            return Err(failed("patch", e));
+        }
+        tracing::info!(
+            stage = %stage,
+            deployment = %name,
+            from = replicas,
+            to = decision.handlers,
+            "resource_manager.kubernetes.scaled"
+        );
+        self.lock().insert(stage.clone(), decision.handlers);
+        Ok(())
+    }
+
+    /// Each write is one insert, so a lock poisoned by a panic still holds whole values.
+    fn lock(&self) -> MutexGuard<'_, BTreeMap<QueueName, u32>> {
+        self.known.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+impl Executor for KubernetesExecutor {
+    async fn apply(&self, decisions: &[Decision]) -> Result<(), ResourceManagerError> {
+        self.lock()
+            .retain(|stage, _| decisions.iter().any(|d| d.stage == *stage));
+        let mut first_error = None;
+        for decision in decisions {
+            if let Err(e) = self.apply_one(decision).await {
+                tracing::warn!(stage = %decision.stage, error = %e, "resource_manager.kubernetes.apply");
+                first_error.get_or_insert(e);
+            }
+        }
+        first_error.map_or(Ok(()), Err)
+    }
+
+    fn current(&self) -> Current {
+        self.lock()
+            .iter()
+            .map(|(stage, &replicas)| (stage.clone(), replicas))
+            .collect()
+    }
+}
+
+/// The Deployment of each stage: an override from `deployments`, or the `deployment`
+/// template with `{pipeline}` and `{stage}` filled in.
+#[derive(Clone, Debug)]
+pub struct DeploymentNames {
+    template: String,
+    overrides: BTreeMap<String, String>,
+}
+
+impl DeploymentNames {
+    pub fn new(settings: &KubernetesSettings) -> DeploymentNames {
+        DeploymentNames {
+            template: settings.deployment.clone(),
+            overrides: settings.deployments.clone(),
+        }
+    }
+
+    pub fn of(&self, stage: &QueueName) -> String {
+        if let Some(name) = self.overrides.get(stage.as_str()) {
+            return name.clone();
+        }
+        // A managed stage's queue is always `<pipeline>.<stage>`; anything else is used whole.
+        let (pipeline, stage) =
+            Pipeline::split_stage_queue(stage.as_str()).unwrap_or(("", stage.as_str()));
+        self.template
+            .replace("{pipeline}", &dns_label(pipeline))
+            .replace("{stage}", &dns_label(stage))
+    }
+}
+
+/// Lowercase, with each character outside `a-z0-9-` turned into `-`.
+fn dns_label(name: &str) -> String {
+    name.chars()
+        .map(|c| match c.to_ascii_lowercase() {
+            c @ ('a'..='z' | '0'..='9' | '-') => c,
+            _ => '-',
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_follow_the_template_unless_overridden() {
+        let mut settings = KubernetesSettings::default();
+        settings
+            .deployments
+            .insert("orders.Ship".into(), "shipping-worker".into());
+        let names = DeploymentNames::new(&settings);
+        let queue = |name: &str| QueueName::parse(name).expect("valid queue name");
+        assert_eq!(
+            names.of(&queue("Orders.check_stock")),
+            "cascade-stage-orders-check-stock"
+        );
+        assert_eq!(names.of(&queue("orders.Ship")), "shipping-worker");
+    }
+}

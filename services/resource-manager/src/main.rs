@@ -1,0 +1,61 @@
+//! `cascade-resource-manager`: decides how many handlers each pipeline stage gets, from the
+//! stats the dispatcher shards publish on NATS, and applies it through
+//! `resource_manager.executor` (`kubernetes`: the scale of each stage's Deployment; `none`:
+//! decide and publish only). Serves `/metrics`, `/healthz`, `/readyz` and `/rm/explain` on
+//! its admin port (`http.addr`).
+
+use anyhow::Context;
+use axum::Router;
+use axum::http::header::CONTENT_TYPE;
+use axum::routing::get;
+use cascade_resource_manager::{Board, ServeDeps};
+use cascade_service::{Process, ServiceFlags, Settings};
+use clap::Parser;
+
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
+#[derive(Parser)]
+#[command(
+    version,
+    about = "Cascade resource manager: shares the handler budget among pipeline stages by priority and backlog"
+)]
+struct Flags {
+    #[command(flatten)]
+    service: ServiceFlags,
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let flags = Flags::parse();
+    let settings = Settings::load(flags.service.config.as_deref(), &flags.service.overrides())?;
+    let board = Board::new();
+    let process = Process::start_with_routes(
+        "cascade-resource-manager",
+        env!("CARGO_PKG_VERSION"),
+        &settings,
+        explain_route(board.clone()),
+    )
+    .await?;
+    let deps = ServeDeps {
+        bus: process.bus.clone(),
+        metrics: process.metrics.clone(),
+        board,
+        readiness: process.readiness.clone(),
+    };
+    let served = cascade_resource_manager::serve(settings, deps, process.shutdown.clone()).await;
+    process.finish().await;
+    served.context("resource manager")?;
+    Ok(())
+}
+
+/// `GET /rm/explain`: the latest decisions with why (what `cascade rm explain` prints).
+fn explain_route(board: Board) -> Router {
+    Router::new().route(
+        "/rm/explain",
+        get(move || {
+            let text = board.render();
+            async move { ([(CONTENT_TYPE, "text/plain; charset=utf-8")], text) }
+        }),
+    )
+}

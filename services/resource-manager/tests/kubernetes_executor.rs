@@ -1,0 +1,259 @@
+//! The Kubernetes executor against an HTTP server playing the API server on loopback: the
+//! exact requests it makes (path, verb, content type, merge-patch body, bearer token), that
+//! it reads a Deployment's scale once and patches only a changed count, and that a failing
+//! stage neither stops the others nor is forgotten.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use axum::Router;
+use axum::body::Bytes;
+use axum::extract::{Request, State};
+use axum::http::{Method, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use cascade_resource_manager::{
+    Decision, Executor, Explanation, Inputs, KubernetesExecutor, KubernetesSettings, Throughput,
+    ThroughputSource,
+};
+use common::{current, stage};
+use serde_json::{Value, json};
+
+const NAMESPACE: &str = "jobs";
+const TOKEN: &str = "test-token-1234";
+const SHIP: &str = "/apis/apps/v1/namespaces/jobs/deployments/cascade-stage-orders-ship/scale";
+const PACK: &str = "/apis/apps/v1/namespaces/jobs/deployments/packer/scale";
+
+/// One request as the API server saw it.
+#[derive(Clone, Debug, PartialEq)]
+struct Seen {
+    method: Method,
+    path: String,
+    query: Option<String>,
+    content_type: Option<String>,
+    authorization: Option<String>,
+    body: Option<Value>,
+}
+
+#[derive(Default)]
+struct ApiServer {
+    seen: Vec<Seen>,
+    /// Replicas per scale path.
+    replicas: BTreeMap<String, i64>,
+    /// Scale paths whose PATCH answers 500.
+    failing: Vec<String>,
+}
+
+type Shared = Arc<Mutex<ApiServer>>;
+
+async fn api_server(State(server): State<Shared>, request: Request) -> Response {
+    let (parts, body) = request.into_parts();
+    let body: Bytes = axum::body::to_bytes(body, 1 << 20)
+        .await
+        .expect("a small body");
+    let header_of = |name: header::HeaderName| {
+        parts
+            .headers
+            .get(name)
+            .map(|v| v.to_str().expect("ascii header").to_owned())
+    };
+    let path = parts.uri.path().to_owned();
+    let mut server = server.lock().expect("not poisoned");
+    server.seen.push(Seen {
+        method: parts.method.clone(),
+        path: path.clone(),
+        // kube writes a bare `?` when there are no parameters: the same as none.
+        query: parts
+            .uri
+            .query()
+            .filter(|q| !q.is_empty())
+            .map(str::to_owned),
+        content_type: header_of(header::CONTENT_TYPE),
+        authorization: header_of(header::AUTHORIZATION),
+        body: (!body.is_empty()).then(|| serde_json::from_slice(&body).expect("a JSON body")),
+    });
+    if parts.method == Method::PATCH && server.failing.contains(&path) {
+        return (StatusCode::INTERNAL_SERVER_ERROR, "{}").into_response();
+    }
+    let Some(&replicas) = server.replicas.get(&path) else {
+        return (StatusCode::NOT_FOUND, "{}").into_response();
+    };
+    let replicas = match parts.method {
+        Method::GET => replicas,
+        Method::PATCH => {
+            let patch: Value = serde_json::from_slice(&body).expect("a JSON patch");
+            let to = patch["spec"]["replicas"].as_i64().expect("replicas");
+            server.replicas.insert(path.clone(), to);
+            to
+        }
+        _ => return (StatusCode::METHOD_NOT_ALLOWED, "{}").into_response(),
+    };
+    let name = path.rsplit('/').nth(1).expect("a deployment name");
+    let scale = json!({
+        "apiVersion": "autoscaling/v1",
+        "kind": "Scale",
+        "metadata": { "name": name, "namespace": NAMESPACE },
+        "spec": { "replicas": replicas },
+        "status": { "replicas": replicas },
+    });
+    (
+        [(header::CONTENT_TYPE, "application/json")],
+        scale.to_string(),
+    )
+        .into_response()
+}
+
+/// The executor, talking plain HTTP with a bearer token to a fake API server where the
+/// ship Deployment runs 1 replica and the packer 2.
+async fn start() -> (KubernetesExecutor, Shared) {
+    let server = Shared::default();
+    {
+        let mut s = server.lock().expect("not poisoned");
+        s.replicas.insert(SHIP.into(), 1);
+        s.replicas.insert(PACK.into(), 2);
+    }
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind loopback");
+    let addr = listener.local_addr().expect("bound address");
+    let app = Router::new()
+        .fallback(api_server)
+        .with_state(server.clone());
+    tokio::spawn(async move { axum::serve(listener, app).await });
+
+    let url = format!("http://{addr}").parse().expect("a URI");
+    let mut config = kube::Config::new(url);
+    config.default_namespace = "elsewhere".into();
+    config.auth_info = serde_json::from_value(json!({ "token": TOKEN })).expect("auth info");
+    config.default_retry = false;
+    config.read_timeout = Some(Duration::from_secs(10));
+    let client = kube::Client::try_from(config).expect("a client");
+    let mut settings = KubernetesSettings::default();
+    settings
+        .deployments
+        .insert("orders.pack".into(), "packer".into());
+    (
+        KubernetesExecutor::new(client, NAMESPACE, &settings),
+        server,
+    )
+}
+
+fn taken(server: &Shared) -> Vec<Seen> {
+    std::mem::take(&mut server.lock().expect("not poisoned").seen)
+}
+
+fn get(path: &str) -> Seen {
+    Seen {
+        method: Method::GET,
+        path: path.into(),
+        query: None,
+        content_type: None,
+        authorization: Some(format!("Bearer {TOKEN}")),
+        body: None,
+    }
+}
+
+fn patch(path: &str, replicas: u32) -> Seen {
+    Seen {
+        method: Method::PATCH,
+        path: path.into(),
+        query: None,
+        content_type: Some("application/merge-patch+json".into()),
+        authorization: Some(format!("Bearer {TOKEN}")),
+        body: Some(json!({ "spec": { "replicas": replicas } })),
+    }
+}
+
+fn decision(name: &str, handlers: u32) -> Decision {
+    Decision {
+        stage: stage(name),
+        priority: 1,
+        current: 0,
+        wanted: handlers,
+        handlers,
+        batch: 10,
+        explanation: Explanation {
+            inputs: Inputs {
+                stats_at: None,
+                ready: 0,
+                leased: 0,
+                due_soon: 0.0,
+                oldest_ready_age: Duration::ZERO,
+                arrivals_per_sec: 0.0,
+                throughput: Throughput {
+                    per_handler: 1.0,
+                    source: ThroughputSource::Assumed,
+                },
+                expired_leases: 0,
+                work: 0.0,
+                need: 0.0,
+                target_drain: Duration::from_secs(60),
+            },
+            reasons: Vec::new(),
+        },
+    }
+}
+
+#[tokio::test]
+async fn reads_each_scale_once_and_patches_only_changed_counts() {
+    let (executor, server) = start().await;
+
+    let round = [decision("orders.ship", 3), decision("orders.pack", 2)];
+    executor.apply(&round).await.expect("applied");
+    assert_eq!(
+        taken(&server),
+        vec![get(SHIP), patch(SHIP, 3), get(PACK)],
+        "the packer already runs 2: read, not patched"
+    );
+    assert_eq!(
+        executor.current(),
+        current(&[("orders.ship", 3), ("orders.pack", 2)])
+    );
+
+    executor.apply(&round).await.expect("applied again");
+    assert_eq!(taken(&server), vec![], "nothing changed: no request at all");
+
+    let round = [decision("orders.ship", 0), decision("orders.pack", 2)];
+    executor.apply(&round).await.expect("scaled to zero");
+    assert_eq!(taken(&server), vec![patch(SHIP, 0)]);
+    assert_eq!(
+        executor.current(),
+        current(&[("orders.ship", 0), ("orders.pack", 2)])
+    );
+}
+
+#[tokio::test]
+async fn a_failing_stage_does_not_stop_the_others_and_is_read_again() {
+    let (executor, server) = start().await;
+    server
+        .lock()
+        .expect("not poisoned")
+        .failing
+        .push(SHIP.into());
+
+    let round = [decision("orders.ship", 4), decision("orders.pack", 5)];
+    let err = executor
+        .apply(&round)
+        .await
+        .expect_err("the ship patch fails");
+    assert!(
+        err.to_string()
+            .contains("patch the scale of deployment cascade-stage-orders-ship"),
+        "{err}"
+    );
+    assert_eq!(
+        taken(&server),
+        vec![get(SHIP), patch(SHIP, 4), get(PACK), patch(PACK, 5)]
+    );
+    assert_eq!(executor.current(), current(&[("orders.pack", 5)]));
+
+    server.lock().expect("not poisoned").failing.clear();
+    executor.apply(&round).await.expect("applied");
+    assert_eq!(
+        taken(&server),
+        vec![get(SHIP), patch(SHIP, 4)],
+        "the failed stage is read again; the other is known"
+    );
+}

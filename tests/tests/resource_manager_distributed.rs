@@ -1,0 +1,116 @@
+//! `cascade-resource-manager` as its own process on NATS (executor `none`): it learns the
+//! stages from the pipelines the shards hold, reads the stats they publish, and publishes
+//! each round of decisions on `cascade.<cluster>.rm.decisions`, with the gauges on its
+//! `/metrics` and the table on `/rm/explain`.
+
+use std::time::{Duration, Instant};
+
+use cascade_bus::Bus;
+use cascade_client::api;
+use cascade_e2e::{Cluster, Mode};
+
+const STAGE: &str = "waves.work";
+
+/// The body of `GET http://addr/path`, or `None` if nothing answers.
+fn http_get(addr: &str, path: &str) -> Option<String> {
+    use std::io::{Read, Write};
+    let mut stream = std::net::TcpStream::connect(addr).ok()?;
+    stream.set_read_timeout(Some(Duration::from_secs(2))).ok()?;
+    write!(stream, "GET {path} HTTP/1.0\r\nHost: {addr}\r\n\r\n").ok()?;
+    let mut response = String::new();
+    stream.read_to_string(&mut response).ok()?;
+    response
+        .split_once("\r\n\r\n")
+        .map(|(_, body)| body.to_owned())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_manager_process_publishes_decisions_from_the_shards_stats() {
+    let env = [
+        ("CASCADE__DISPATCHER__STATS_INTERVAL", "100ms"),
+        ("CASCADE__RESOURCE_MANAGER__INTERVAL", "250ms"),
+        ("CASCADE__RESOURCE_MANAGER__THROUGHPUT_WINDOW", "1s"),
+        ("CASCADE__RESOURCE_MANAGER__TARGET_DRAIN", "2s"),
+    ];
+    let mut cluster =
+        tokio::task::spawn_blocking(move || Cluster::start_with(Mode::Distributed, None, &env))
+            .await
+            .expect("start the cluster");
+    let c = cluster.client().await;
+    c.admin()
+        .apply_pipeline(api::Pipeline {
+            name: "waves".into(),
+            stages: vec![api::Stage {
+                name: "work".into(),
+                handler: Some(api::HandlerSpec {
+                    kind: Some(api::handler_spec::Kind::Builtin("noop".into())),
+                    concurrency: 1,
+                    ..Default::default()
+                }),
+                min_handlers: 0,
+                max_handlers: 3,
+                priority: 1,
+                ..Default::default()
+            }],
+        })
+        .await
+        .expect("apply the pipeline");
+    // A backlog nobody works off: the stage wants handlers.
+    let items = (0..50)
+        .map(|i| api::EnqueueRequest {
+            pipeline: "waves".into(),
+            payload: format!("event {i}").into_bytes(),
+            ..Default::default()
+        })
+        .collect();
+    c.ingest()
+        .enqueue_batch(api::EnqueueBatchRequest { items })
+        .await
+        .expect("enqueue");
+
+    let url = cluster.nats_url().expect("a NATS URL").to_owned();
+    let bus = Bus::connect_nats(&url, "rm-test").await.expect("connect");
+    let mut decisions = bus
+        .subscribe("cascade.default.rm.decisions")
+        .await
+        .expect("subscribe to the decisions");
+    let admin = tokio::task::block_in_place(|| {
+        cluster.start_resource_manager(&[("CASCADE__RESOURCE_MANAGER__EXECUTOR", "none")])
+    });
+
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let decided = loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        let message = tokio::time::timeout(left, decisions.next())
+            .await
+            .expect("a decision for the stage within 30 s")
+            .expect("the bus is open");
+        let round: serde_json::Value =
+            serde_json::from_slice(&message.payload).expect("a round is JSON");
+        let stage = round["stages"]
+            .as_array()
+            .and_then(|stages| stages.iter().find(|s| s["stage"] == STAGE))
+            .cloned();
+        if let Some(stage) = stage
+            && stage["handlers"].as_u64() > Some(0)
+        {
+            break stage;
+        }
+    };
+    assert!(decided["handlers"].as_u64() <= Some(3), "{decided}");
+    assert!(
+        decided["why"].as_str().is_some_and(|why| !why.is_empty()),
+        "{decided}"
+    );
+    let metrics = http_get(&admin, "/metrics").expect("GET /metrics");
+    assert!(
+        metrics.contains(&format!("cascade_rm_desired_handlers{{stage=\"{STAGE}\"}}")),
+        "{metrics}"
+    );
+    let explain = http_get(&admin, "/rm/explain").expect("GET /rm/explain");
+    assert!(explain.contains(STAGE), "{explain}");
+
+    tokio::task::spawn_blocking(move || cluster.stop())
+        .await
+        .expect("stop");
+}
