@@ -17,6 +17,7 @@ use opentelemetry_sdk::Resource;
 use opentelemetry_sdk::propagation::TraceContextPropagator;
 use opentelemetry_sdk::resource::TelemetryResourceDetector;
 use opentelemetry_sdk::trace::{Sampler, SdkTracerProvider};
+use tracing::Level;
 use tracing_subscriber::filter::{EnvFilter, filter_fn};
 use tracing_subscriber::layer::SubscriberExt;
 use tracing_subscriber::util::SubscriberInitExt;
@@ -167,19 +168,22 @@ fn install_subscriber(
     let logs = match resolved.log_format {
         LogFormat::Text => fmt::layer().with_writer(std::io::stderr).boxed(),
         LogFormat::Json => fmt::layer().json().with_writer(std::io::stderr).boxed(),
-    };
+    }
+    .with_filter(filter);
     let traces = provider.map(|provider| {
         let scope = InstrumentationScope::builder("cascade")
             .with_version(service_version.to_owned())
             .build();
         tracing_opentelemetry::layer()
             .with_tracer(provider.tracer_with_scope(scope))
+            // Its own filter, not the log level's: `log_level = "warn"` must not stop the
+            // per-event spans (all INFO) from being exported.
             .with_filter(filter_fn(|meta| {
-                !NOT_EXPORTED.iter().any(|t| meta.target().starts_with(t))
+                *meta.level() <= Level::INFO
+                    && !NOT_EXPORTED.iter().any(|t| meta.target().starts_with(t))
             }))
     });
     tracing_subscriber::registry()
-        .with(filter)
         .with(logs)
         .with(traces)
         .try_init()

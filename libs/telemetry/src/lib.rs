@@ -27,8 +27,8 @@ pub use error::TelemetryError;
 pub use init::{Telemetry, init};
 pub use metrics::{Metrics, queue_family};
 pub use propagation::{
-    context_from_headers, context_from_http, context_from_map, context_from_metadata,
-    has_valid_span, inject_into_headers, inject_into_http, inject_into_map, inject_into_metadata,
+    HeaderMapLike, context_from_headers, context_from_http, context_from_metadata, has_valid_span,
+    inject_into_headers, inject_into_http, inject_into_metadata,
 };
 pub use resolve::{SERVICE_NAME, SERVICE_VERSION};
 pub use settings::{LogFormat, TelemetrySettings};

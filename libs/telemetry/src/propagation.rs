@@ -25,28 +25,16 @@ fn propagator() -> TraceContextPropagator {
     TraceContextPropagator::new()
 }
 
-/// The context carried by an event's headers; empty (no span) when they carry none or a
-/// malformed one.
-pub fn context_from_headers(headers: &BTreeMap<String, String>) -> Context {
+/// The context carried by an event's headers (the domain's `BTreeMap` or a protobuf
+/// message's `map<string, string>`); empty (no span) when they carry none or a malformed one.
+pub fn context_from_headers(headers: &impl HeaderMapLike) -> Context {
     propagator().extract(&EventHeaders(headers))
 }
 
 /// Writes `cx`'s span into an event's headers.
-pub fn inject_into_headers(cx: &Context, headers: &mut BTreeMap<String, String>) {
+pub fn inject_into_headers(cx: &Context, headers: &mut impl HeaderMapLike) {
     if has_valid_span(cx) {
         propagator().inject_context(cx, &mut EventHeadersMut(headers));
-    }
-}
-
-/// `context_from_headers` for a protobuf message's headers (`map<string, string>`).
-pub fn context_from_map(headers: &HashMap<String, String>) -> Context {
-    propagator().extract(&MapHeaders(headers))
-}
-
-/// `inject_into_headers` for a protobuf message's headers (`map<string, string>`).
-pub fn inject_into_map(cx: &Context, headers: &mut HashMap<String, String>) {
-    if has_valid_span(cx) {
-        propagator().inject_context(cx, &mut MapHeadersMut(headers));
     }
 }
 
@@ -75,17 +63,55 @@ pub fn has_valid_span(cx: &Context) -> bool {
     cx.span().span_context().is_valid()
 }
 
-struct EventHeaders<'a>(&'a BTreeMap<String, String>);
+/// The two string maps an event's headers live in: the domain's and prost's.
+pub trait HeaderMapLike {
+    fn get_exact(&self, key: &str) -> Option<&String>;
+    fn entries(&self) -> impl Iterator<Item = (&String, &String)>;
+    fn retain_keys(&mut self, keep: impl FnMut(&String) -> bool);
+    fn put(&mut self, key: String, value: String);
+}
 
-impl Extractor for EventHeaders<'_> {
+impl HeaderMapLike for BTreeMap<String, String> {
+    fn get_exact(&self, key: &str) -> Option<&String> {
+        self.get(key)
+    }
+    fn entries(&self) -> impl Iterator<Item = (&String, &String)> {
+        self.iter()
+    }
+    fn retain_keys(&mut self, mut keep: impl FnMut(&String) -> bool) {
+        self.retain(|k, _| keep(k));
+    }
+    fn put(&mut self, key: String, value: String) {
+        self.insert(key, value);
+    }
+}
+
+impl HeaderMapLike for HashMap<String, String> {
+    fn get_exact(&self, key: &str) -> Option<&String> {
+        self.get(key)
+    }
+    fn entries(&self) -> impl Iterator<Item = (&String, &String)> {
+        self.iter()
+    }
+    fn retain_keys(&mut self, mut keep: impl FnMut(&String) -> bool) {
+        self.retain(|k, _| keep(k));
+    }
+    fn put(&mut self, key: String, value: String) {
+        self.insert(key, value);
+    }
+}
+
+struct EventHeaders<'a, M>(&'a M);
+
+impl<M: HeaderMapLike> Extractor for EventHeaders<'_, M> {
     /// Exact key first; producers that wrote `Traceparent` are still understood, since HTTP
     /// and gRPC treat the name case-insensitively.
     fn get(&self, key: &str) -> Option<&str> {
         self.0
-            .get(key)
+            .get_exact(key)
             .or_else(|| {
                 self.0
-                    .iter()
+                    .entries()
                     .find(|(k, _)| k.eq_ignore_ascii_case(key))
                     .map(|(_, v)| v)
             })
@@ -93,50 +119,18 @@ impl Extractor for EventHeaders<'_> {
     }
 
     fn keys(&self) -> Vec<&str> {
-        self.0.keys().map(String::as_str).collect()
+        self.0.entries().map(|(k, _)| k.as_str()).collect()
     }
 }
 
-struct EventHeadersMut<'a>(&'a mut BTreeMap<String, String>);
+struct EventHeadersMut<'a, M>(&'a mut M);
 
-impl Injector for EventHeadersMut<'_> {
+impl<M: HeaderMapLike> Injector for EventHeadersMut<'_, M> {
     fn set(&mut self, key: &str, value: String) {
         // Drop differently-cased copies so that one reader cannot see a stale trace.
-        self.0.retain(|k, _| !k.eq_ignore_ascii_case(key));
+        self.0.retain_keys(|k| !k.eq_ignore_ascii_case(key));
         if !value.is_empty() {
-            self.0.insert(key.to_owned(), value);
-        }
-    }
-}
-
-struct MapHeaders<'a>(&'a HashMap<String, String>);
-
-impl Extractor for MapHeaders<'_> {
-    /// Exact key first, then any case (as `EventHeaders`).
-    fn get(&self, key: &str) -> Option<&str> {
-        self.0
-            .get(key)
-            .or_else(|| {
-                self.0
-                    .iter()
-                    .find(|(k, _)| k.eq_ignore_ascii_case(key))
-                    .map(|(_, v)| v)
-            })
-            .map(String::as_str)
-    }
-
-    fn keys(&self) -> Vec<&str> {
-        self.0.keys().map(String::as_str).collect()
-    }
-}
-
-struct MapHeadersMut<'a>(&'a mut HashMap<String, String>);
-
-impl Injector for MapHeadersMut<'_> {
-    fn set(&mut self, key: &str, value: String) {
-        self.0.retain(|k, _| !k.eq_ignore_ascii_case(key));
-        if !value.is_empty() {
-            self.0.insert(key.to_owned(), value);
+            self.0.put(key.to_owned(), value);
         }
     }
 }

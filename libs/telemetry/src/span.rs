@@ -7,7 +7,6 @@
 //! `span_context` returns it for the span and its children, so the service forwards the
 //! producer's `traceparent` unchanged, as W3C asks of a hop that does not participate.
 
-use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use opentelemetry::Context;
@@ -17,7 +16,7 @@ use tracing_subscriber::Registry;
 use tracing_subscriber::registry::LookupSpan;
 
 use crate::TelemetryError;
-use crate::propagation::{context_from_headers, has_valid_span};
+use crate::propagation::{HeaderMapLike, context_from_headers, has_valid_span};
 
 /// Span attribute (and `tracing` field) names shared by every service. In the `tracing`
 /// macros write them as dotted fields, `cascade.queue = %queue`, or `{ attr::QUEUE } = ..`.
@@ -77,7 +76,7 @@ pub fn set_parent(span: &tracing::Span, cx: Context) -> Result<(), TelemetryErro
 /// `set_parent` with the context an event's headers carry.
 pub fn set_parent_from_headers(
     span: &tracing::Span,
-    headers: &BTreeMap<String, String>,
+    headers: &impl HeaderMapLike,
 ) -> Result<(), TelemetryError> {
     set_parent(span, context_from_headers(headers))
 }
@@ -101,11 +100,11 @@ pub fn current_context() -> Context {
 /// Links `span` to the span an event's headers carry (a `take` of many events links to
 /// each); returns whether there was one. The SDK keeps 128 links per span by default
 /// (`OTEL_SPAN_LINK_COUNT_LIMIT`).
-pub fn add_link_from_headers(span: &tracing::Span, headers: &BTreeMap<String, String>) -> bool {
+pub fn add_link_from_headers(span: &tracing::Span, headers: &impl HeaderMapLike) -> bool {
     link_to(span, &context_from_headers(headers))
 }
 
-/// Links `span` to the span in `cx` (from `context_from_map`, `span_context`…); returns
+/// Links `span` to the span in `cx` (from `context_from_headers`, `span_context`…); returns
 /// whether there was one.
 pub fn link_to(span: &tracing::Span, cx: &Context) -> bool {
     let linked = cx.span().span_context().clone();

@@ -7,8 +7,8 @@ use std::collections::{BTreeMap, HashMap};
 
 use axum::http::HeaderMap;
 use cascade_telemetry::{
-    Context, context_from_headers, context_from_http, context_from_map, context_from_metadata,
-    has_valid_span, inject_into_headers, inject_into_http, inject_into_map, inject_into_metadata,
+    Context, context_from_headers, context_from_http, context_from_metadata, has_valid_span,
+    inject_into_headers, inject_into_http, inject_into_metadata,
 };
 use common::{REMOTE_SPAN_ID, REMOTE_TRACE_ID, remote_traceparent};
 use opentelemetry::trace::TraceContextExt;
@@ -60,7 +60,7 @@ fn protobuf_header_maps_round_trip_and_replace_other_cases() {
     ])
     .into_iter()
     .collect();
-    let cx = context_from_map(&incoming);
+    let cx = context_from_headers(&incoming);
     assert!(has_valid_span(&cx));
     assert_eq!(ids(&cx).0, REMOTE_TRACE_ID);
 
@@ -68,15 +68,15 @@ fn protobuf_header_maps_round_trip_and_replace_other_cases() {
         ("Traceparent".to_owned(), "00-old".to_owned()),
         ("user".to_owned(), "kept".to_owned()),
     ]);
-    inject_into_map(&cx, &mut outgoing);
+    inject_into_headers(&cx, &mut outgoing);
     assert_eq!(outgoing.get("traceparent"), Some(&remote_traceparent()));
     assert_eq!(outgoing.get("tracestate").map(String::as_str), Some(STATE));
     assert_eq!(outgoing.len(), 3, "{outgoing:?}");
 
     let mut untouched = HashMap::from([("traceparent".to_owned(), "x".to_owned())]);
-    inject_into_map(&Context::new(), &mut untouched);
+    inject_into_headers(&Context::new(), &mut untouched);
     assert_eq!(untouched["traceparent"], "x");
-    assert!(!has_valid_span(&context_from_map(&untouched)));
+    assert!(!has_valid_span(&context_from_headers(&untouched)));
 }
 
 #[test]

@@ -37,7 +37,7 @@ pub(crate) async fn call_handler<H: Handler>(
     if !cascade_telemetry::is_recording() {
         return run(handler, event, attempt, timeout).instrument(span).await;
     }
-    let parent = cascade_telemetry::context_from_map(&event.headers);
+    let parent = cascade_telemetry::context_from_headers(&event.headers);
     // Fails only for a span already entered; this one is new.
     let _ = cascade_telemetry::set_parent(&span, parent);
     let mut outcome = run(handler, event, attempt, timeout)

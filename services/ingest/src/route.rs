@@ -54,7 +54,7 @@ impl Shards {
         timeout: Duration,
     ) -> Result<Reply, IngestError> {
         let subject = cascade_bus::subject::dispatcher(&self.cluster, shard);
-        let name = op_name(&op);
+        let name = op.name();
         let request = DispatcherRequest { op: Some(op) };
         let reply: DispatcherReply = self
             .bus
@@ -76,32 +76,6 @@ impl Shards {
     pub async fn call_all(&self, op: Op) -> Vec<Result<Reply, IngestError>> {
         let calls = (0..self.count).map(|shard| self.call(shard, op.clone()));
         futures::future::join_all(calls).await
-    }
-}
-
-/// The operation's name, the `op` label of `cascade_bus_request_duration_seconds`.
-fn op_name(op: &Op) -> &'static str {
-    match op {
-        Op::Enqueue(_) => "enqueue",
-        Op::Get(_) => "get",
-        Op::Update(_) => "update",
-        Op::Delete(_) => "delete",
-        Op::Take(_) => "take",
-        Op::Complete(_) => "complete",
-        Op::Extend(_) => "extend",
-        Op::CreateQueue(_) => "create_queue",
-        Op::GetQueue(_) => "get_queue",
-        Op::ListQueues(_) => "list_queues",
-        Op::DeleteQueue(_) => "delete_queue",
-        Op::PurgeQueue(_) => "purge_queue",
-        Op::QueueStats(_) => "queue_stats",
-        Op::ListDeadLetters(_) => "list_dead_letters",
-        Op::Redrive(_) => "redrive",
-        Op::Activate(_) => "activate",
-        Op::Deliver(_) => "deliver",
-        Op::ApplyPipeline(_) => "apply_pipeline",
-        Op::GetPipeline(_) => "get_pipeline",
-        Op::ListPipelines(_) => "list_pipelines",
     }
 }
 

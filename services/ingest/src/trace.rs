@@ -13,8 +13,8 @@
 use cascade_proto::v1::completion::Outcome as ProtoOutcome;
 use cascade_proto::v1::{Completion, EnqueueRequest, LeasedEvent};
 use cascade_telemetry::{
-    Context, attr, context_from_map, context_from_metadata, has_valid_span, inject_into_map,
-    is_recording, link_to, set_parent, span_context,
+    Context, attr, context_from_headers, context_from_metadata, has_valid_span,
+    inject_into_headers, is_recording, link_to, set_parent, span_context,
 };
 use tonic::metadata::MetadataMap;
 use tracing::{Span, field};
@@ -25,20 +25,20 @@ use tracing::{Span, field};
 pub(crate) fn enqueue_span(metadata: &MetadataMap, item: &mut EnqueueRequest) -> Span {
     let incoming = context_from_metadata(metadata);
     if !is_recording() {
-        inject_into_map(&incoming, &mut item.headers);
+        inject_into_headers(&incoming, &mut item.headers);
         return Span::none();
     }
     let span = event_span();
     let parent = if has_valid_span(&incoming) {
         incoming
     } else {
-        context_from_map(&item.headers)
+        context_from_headers(&item.headers)
     };
     join(&span, parent.clone());
     if !item.pipeline.is_empty() {
         span.record(attr::PIPELINE, item.pipeline.as_str());
     }
-    inject_into_map(&context_of(&span, parent), &mut item.headers);
+    inject_into_headers(&context_of(&span, parent), &mut item.headers);
     span
 }
 
@@ -58,7 +58,7 @@ pub(crate) fn enqueue_batch_spans(
     if !is_recording() {
         if producer_traced {
             for item in items.iter_mut().filter(|i| !has_traceparent(i)) {
-                inject_into_map(&incoming, &mut item.headers);
+                inject_into_headers(&incoming, &mut item.headers);
             }
         }
         return (Span::none(), Vec::new());
@@ -68,9 +68,9 @@ pub(crate) fn enqueue_batch_spans(
     let batch_context = context_of(&batch, incoming);
     let mut spans = Vec::with_capacity(items.len());
     for item in items.iter_mut() {
-        let own = context_from_map(&item.headers);
+        let own = context_from_headers(&item.headers);
         if producer_traced && !has_valid_span(&own) {
-            inject_into_map(&batch_context, &mut item.headers);
+            inject_into_headers(&batch_context, &mut item.headers);
             spans.push(None);
             continue;
         }
@@ -81,7 +81,7 @@ pub(crate) fn enqueue_batch_spans(
         if !item.pipeline.is_empty() {
             span.record(attr::PIPELINE, item.pipeline.as_str());
         }
-        inject_into_map(&context_of(&span, own), &mut item.headers);
+        inject_into_headers(&context_of(&span, own), &mut item.headers);
         spans.push(Some(span));
     }
     (batch, spans)
@@ -112,7 +112,7 @@ pub(crate) fn advance_spans(completions: &mut [Completion]) -> Vec<Span> {
         let Some(ProtoOutcome::Advance(advance)) = &mut completion.outcome else {
             continue;
         };
-        let parent = context_from_map(&advance.headers);
+        let parent = context_from_headers(&advance.headers);
         if !has_valid_span(&parent) {
             continue;
         }
@@ -123,7 +123,7 @@ pub(crate) fn advance_spans(completions: &mut [Completion]) -> Vec<Span> {
             cascade.outcome = "advance",
         );
         join(&span, parent);
-        inject_into_map(&span_context(&span), &mut advance.headers);
+        inject_into_headers(&span_context(&span), &mut advance.headers);
         spans.push(span);
     }
     spans
@@ -137,7 +137,7 @@ pub(crate) fn record_take(queue: &str, events: &[LeasedEvent]) {
     }
     let span = tracing::info_span!("ingest.take", cascade.queue = queue, events = events.len());
     for event in events.iter().filter_map(|e| e.event.as_ref()) {
-        link_to(&span, &context_from_map(&event.headers));
+        link_to(&span, &context_from_headers(&event.headers));
     }
 }
 

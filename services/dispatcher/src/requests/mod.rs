@@ -29,7 +29,7 @@ pub(crate) async fn answer(ctx: &ShardContext, payload: &[u8]) -> Vec<u8> {
             reason: "op: must be set".into(),
         }),
         Ok(DispatcherRequest { op: Some(op) }) => {
-            let name = op_name(&op);
+            let name = op.name();
             let result = dispatch(ctx, op).await;
             if let Err(e) = &result {
                 tracing::debug!(shard = ctx.shard, op = name, code = e.code().as_str(), error = %e, "dispatcher.request.failed");
@@ -82,32 +82,6 @@ async fn dispatch(ctx: &ShardContext, op: Op) -> Result<Answer, DispatcherError>
         Op::GetPipeline(r) => Answer::Pipeline(pipelines::get(ctx, r).await?),
         Op::ListPipelines(_) => Answer::Pipelines(pipelines::list(ctx).await?),
     })
-}
-
-/// For logs: bounded values, never a queue name.
-fn op_name(op: &Op) -> &'static str {
-    match op {
-        Op::Enqueue(_) => "enqueue",
-        Op::Get(_) => "get",
-        Op::Update(_) => "update",
-        Op::Delete(_) => "delete",
-        Op::Take(_) => "take",
-        Op::Complete(_) => "complete",
-        Op::Extend(_) => "extend",
-        Op::CreateQueue(_) => "create_queue",
-        Op::GetQueue(_) => "get_queue",
-        Op::ListQueues(_) => "list_queues",
-        Op::DeleteQueue(_) => "delete_queue",
-        Op::PurgeQueue(_) => "purge_queue",
-        Op::QueueStats(_) => "queue_stats",
-        Op::ListDeadLetters(_) => "list_dead_letters",
-        Op::Redrive(_) => "redrive",
-        Op::Activate(_) => "activate",
-        Op::Deliver(_) => "deliver",
-        Op::ApplyPipeline(_) => "apply_pipeline",
-        Op::GetPipeline(_) => "get_pipeline",
-        Op::ListPipelines(_) => "list_pipelines",
-    }
 }
 
 /// A store error of item `prefix` of a batch: a field it names is put under the item's path
