@@ -11,6 +11,7 @@
 //! - `process`: all of the above around a service binary's `run`.
 
 pub mod admin;
+mod deps;
 pub mod error;
 pub mod flags;
 mod layers;
@@ -22,6 +23,7 @@ pub mod shutdown;
 pub mod store;
 
 pub use admin::{Readiness, serve_admin};
+pub use deps::Deps;
 pub use error::{ServiceError, ShardError};
 pub use flags::{DataFlags, ServiceFlags};
 pub use layers::load_layers;

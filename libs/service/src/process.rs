@@ -9,7 +9,7 @@ use cascade_telemetry::{Metrics, Telemetry};
 use tokio::task::JoinHandle;
 
 use crate::settings::BusKind;
-use crate::{Readiness, ServiceError, Settings, Shutdown, serve_admin, shutdown_channel};
+use crate::{Deps, Readiness, ServiceError, Settings, Shutdown, serve_admin, shutdown_channel};
 
 pub struct Process {
     pub bus: Bus,
@@ -71,6 +71,15 @@ impl Process {
             admin,
             telemetry,
         })
+    }
+
+    /// What the service's `run` works with: this process's bus, readiness and metrics.
+    pub fn deps(&self) -> Deps {
+        Deps {
+            bus: self.bus.clone(),
+            readiness: self.readiness.clone(),
+            metrics: self.metrics.clone(),
+        }
     }
 
     /// After the service's `run` returned: waits for the admin port to close and flushes

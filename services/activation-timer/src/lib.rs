@@ -14,37 +14,20 @@ mod firing;
 mod serve;
 mod shard;
 
-use cascade_bus::Bus;
-use cascade_service::{Readiness, Settings, ShardSupervisor, Shutdown};
-use cascade_telemetry::Metrics;
+use cascade_service::{Deps, Settings, ShardSupervisor, Shutdown};
 
 pub use error::TimerError;
 
 /// Serves every shard of `settings.timer_shards()` until `shutdown`, then stops them
-/// gracefully: no more requests, no more firing, stores closed (checkpointed).
-pub async fn run(settings: Settings, bus: Bus, shutdown: Shutdown) -> Result<(), TimerError> {
-    run_with_readiness(settings, bus, shutdown, Readiness::default()).await
-}
-
-/// [`run`], marking `readiness` ready once every shard serves, and not ready once they stop.
-pub async fn run_with_readiness(
-    settings: Settings,
-    bus: Bus,
-    shutdown: Shutdown,
-    readiness: Readiness,
-) -> Result<(), TimerError> {
-    run_with_metrics(settings, bus, shutdown, readiness, Metrics::new()).await
-}
-
-/// [`run_with_readiness`], reporting the schedule stores' group commits and fsyncs
-/// (`store="timer"`) to `metrics`, the process's registry.
-pub async fn run_with_metrics(
-    settings: Settings,
-    bus: Bus,
-    shutdown: Shutdown,
-    readiness: Readiness,
-    metrics: Metrics,
-) -> Result<(), TimerError> {
+/// gracefully: no more requests, no more firing, stores closed (checkpointed). Marks
+/// `deps.readiness` ready once every shard serves, and reports the schedule stores' group
+/// commits and fsyncs (`store="timer"`) to `deps.metrics`.
+pub async fn run(settings: Settings, deps: Deps, shutdown: Shutdown) -> Result<(), TimerError> {
+    let Deps {
+        bus,
+        readiness,
+        metrics,
+    } = deps;
     let supervisor = ShardSupervisor {
         service: shard::SERVICE,
         cluster: &settings.cluster.name,

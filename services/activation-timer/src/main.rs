@@ -30,14 +30,8 @@ async fn main() -> anyhow::Result<()> {
         &settings,
     )
     .await?;
-    let served = cascade_activation_timer::run_with_metrics(
-        settings,
-        process.bus.clone(),
-        process.shutdown.clone(),
-        process.readiness.clone(),
-        process.metrics.clone(),
-    )
-    .await;
+    let served =
+        cascade_activation_timer::run(settings, process.deps(), process.shutdown.clone()).await;
     process.finish().await;
     served.context("activation timer")?;
     Ok(())

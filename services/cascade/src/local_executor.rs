@@ -177,7 +177,7 @@ mod tests {
         let config =
             StageWorkerConfig::for_stage("http://127.0.0.1:1", &pipeline(per_handler), "s")
                 .expect("a valid stage");
-        StageWorker::new(config, &Registry::new())
+        StageWorker::new(config, &Registry::new(), cascade_telemetry::Metrics::new())
             .expect("a valid worker")
             .handle()
     }

@@ -122,14 +122,13 @@ fn reconcile(
             continue;
         }
         // A worker that cannot be built is tried again at the next poll.
-        let worker =
-            match StageWorker::with_metrics(config, &Registry::new(), managed.metrics.clone()) {
-                Ok(worker) => worker,
-                Err(e) => {
-                    tracing::error!(queue = %queue, error = %e, "stages.worker_failed");
-                    continue;
-                }
-            };
+        let worker = match StageWorker::new(config, &Registry::new(), managed.metrics.clone()) {
+            Ok(worker) => worker,
+            Err(e) => {
+                tracing::error!(queue = %queue, error = %e, "stages.worker_failed");
+                continue;
+            }
+        };
         tracing::info!(queue = %queue, "stages.start");
         // Registered before it runs, so that it starts with the manager's last decision.
         executor.register(queue.clone(), worker.handle(), per_handler);

@@ -12,7 +12,7 @@ use crate::{rm, stages};
 use anyhow::Context;
 use cascade_bus::Bus;
 use cascade_service::{
-    Readiness, Settings, Shutdown, ShutdownTrigger, serve_admin, shutdown_channel,
+    Deps, Readiness, Settings, Shutdown, ShutdownTrigger, serve_admin, shutdown_channel,
 };
 use tokio::task::{JoinHandle, JoinSet};
 
@@ -102,25 +102,19 @@ pub async fn run_with(
 
     let mut services = JoinSet::new();
     let (dispatcher_ready, timer_ready) = (Readiness::default(), Readiness::default());
+    // Every service on the one bus and the one registry, each with its own readiness.
+    let deps = |readiness: &Readiness| Deps {
+        bus: bus.clone(),
+        readiness: readiness.clone(),
+        metrics: metrics.clone(),
+    };
     services.spawn(named(
         "dispatcher",
-        cascade_dispatcher::run_with_metrics(
-            settings.clone(),
-            bus.clone(),
-            stopping.clone(),
-            dispatcher_ready.clone(),
-            metrics.clone(),
-        ),
+        cascade_dispatcher::run(settings.clone(), deps(&dispatcher_ready), stopping.clone()),
     ));
     services.spawn(named(
         "activation timer",
-        cascade_activation_timer::run_with_metrics(
-            settings.clone(),
-            bus.clone(),
-            stopping.clone(),
-            timer_ready.clone(),
-            metrics.clone(),
-        ),
+        cascade_activation_timer::run(settings.clone(), deps(&timer_ready), stopping.clone()),
     ));
     // The gateway opens only once every shard serves, so no request meets an absent shard.
     while !(dispatcher_ready.is_ready() && timer_ready.is_ready()) {
@@ -138,12 +132,11 @@ pub async fn run_with(
     }
     services.spawn(named(
         "ingest",
-        cascade_ingest::serve_with_metrics(
+        cascade_ingest::serve(
             grpc,
             settings.clone(),
-            bus.clone(),
+            deps(&Readiness::default()),
             stopping.clone(),
-            metrics.clone(),
         ),
     ));
     services.spawn(named(

@@ -23,38 +23,24 @@ mod stats;
 mod take;
 mod wakeups;
 
-use cascade_bus::Bus;
-use cascade_service::{Readiness, Settings, ShardSupervisor, Shutdown};
-use cascade_telemetry::Metrics;
+use cascade_service::{Deps, Settings, ShardSupervisor, Shutdown};
 
 pub use error::DispatcherError;
 
 /// Serves every shard of `settings.dispatcher_shards()` until `shutdown`, then stops them
-/// gracefully (see `shard`).
-pub async fn run(settings: Settings, bus: Bus, shutdown: Shutdown) -> Result<(), DispatcherError> {
-    run_with_readiness(settings, bus, shutdown, Readiness::default()).await
-}
-
-/// [`run`], marking `readiness` ready once every shard serves, and not ready once they stop.
-pub async fn run_with_readiness(
+/// gracefully (see `shard`). Marks `deps.readiness` ready once every shard serves, and
+/// reports to `deps.metrics` the shards' enqueues, dead letters, lease expiries, activation
+/// lateness, queue depths and group commits (docs/metrics.md).
+pub async fn run(
     settings: Settings,
-    bus: Bus,
+    deps: Deps,
     shutdown: Shutdown,
-    readiness: Readiness,
 ) -> Result<(), DispatcherError> {
-    run_with_metrics(settings, bus, shutdown, readiness, Metrics::new()).await
-}
-
-/// [`run_with_readiness`], reporting to `metrics` (the process's registry) the shards'
-/// enqueues, dead letters, lease expiries, activation lateness, queue depths and group
-/// commits (docs/metrics.md).
-pub async fn run_with_metrics(
-    settings: Settings,
-    bus: Bus,
-    shutdown: Shutdown,
-    readiness: Readiness,
-    metrics: Metrics,
-) -> Result<(), DispatcherError> {
+    let Deps {
+        bus,
+        readiness,
+        metrics,
+    } = deps;
     let supervisor = ShardSupervisor {
         service: shard::SERVICE,
         cluster: &settings.cluster.name,

@@ -26,14 +26,7 @@ async fn main() -> anyhow::Result<()> {
     let settings = Settings::load(flags.service.config.as_deref(), &overrides)?;
     let process =
         Process::start("cascade-dispatcher", env!("CARGO_PKG_VERSION"), &settings).await?;
-    let served = cascade_dispatcher::run_with_metrics(
-        settings,
-        process.bus.clone(),
-        process.shutdown.clone(),
-        process.readiness.clone(),
-        process.metrics.clone(),
-    )
-    .await;
+    let served = cascade_dispatcher::run(settings, process.deps(), process.shutdown.clone()).await;
     process.finish().await;
     served.context("dispatcher")?;
     Ok(())

@@ -27,5 +27,5 @@ mod worker;
 
 pub use error::IngestError;
 pub use pipelines::apply_pipeline;
-pub use server::{bind, run, run_with_metrics, serve, serve_with_metrics};
+pub use server::{bind, run, serve};
 pub use status::StatusPage;

@@ -40,17 +40,9 @@ async fn main() -> anyhow::Result<()> {
         process.bus.clone(),
         process.shutdown.clone(),
     ));
-    // Ready once the gRPC port is bound, not before: a client told "ready" must connect.
-    let listener = cascade_ingest::bind(&settings).await?;
-    process.readiness.set(true);
-    let served = cascade_ingest::serve_with_metrics(
-        listener,
-        settings,
-        process.bus.clone(),
-        process.shutdown.clone(),
-        process.metrics.clone(),
-    )
-    .await;
+    // Ready once the gRPC port is bound (`serve` says so), not before: a client told
+    // "ready" must connect.
+    let served = cascade_ingest::run(settings, process.deps(), process.shutdown.clone()).await;
     // The status page stops with the gateway (which may have ended without a signal); it
     // never fails the process.
     if !process.shutdown.is_triggered() {

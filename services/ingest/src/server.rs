@@ -9,12 +9,10 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use cascade_bus::Bus;
 use cascade_proto::v1::admin_server::AdminServer;
 use cascade_proto::v1::ingest_server::IngestServer;
 use cascade_proto::v1::worker_server::WorkerServer;
-use cascade_service::{Settings, Shutdown};
-use cascade_telemetry::Metrics;
+use cascade_service::{Deps, Settings, Shutdown};
 use tokio::net::TcpListener;
 use tokio::task::JoinSet;
 use tonic::server::NamedService;
@@ -44,23 +42,12 @@ const SERVED: [&str; 3] = [
 ];
 
 /// Binds `grpc.addr` and serves until `shutdown`; see [`serve`].
-pub async fn run(settings: Settings, bus: Bus, shutdown: Shutdown) -> Result<(), IngestError> {
-    run_with_metrics(settings, bus, shutdown, Metrics::new()).await
-}
-
-/// [`run`], timing enqueues into `metrics`, the process's registry.
-pub async fn run_with_metrics(
-    settings: Settings,
-    bus: Bus,
-    shutdown: Shutdown,
-    metrics: Metrics,
-) -> Result<(), IngestError> {
+pub async fn run(settings: Settings, deps: Deps, shutdown: Shutdown) -> Result<(), IngestError> {
     let listener = bind(&settings).await?;
-    serve_with_metrics(listener, settings, bus, shutdown, metrics).await
+    serve(listener, settings, deps, shutdown).await
 }
 
-/// Binds `grpc.addr`. Once bound, clients can connect (the kernel queues them until the
-/// server accepts), so a process is ready from here on.
+/// Binds `grpc.addr`.
 pub async fn bind(settings: &Settings) -> Result<TcpListener, IngestError> {
     let addr = settings.grpc.addr.clone();
     TcpListener::bind(&addr)
@@ -69,24 +56,20 @@ pub async fn bind(settings: &Settings) -> Result<TcpListener, IngestError> {
 }
 
 /// Serves on an already bound `listener` (port 0 in tests, `cascade standalone`) until
-/// `shutdown`, then drains: returns once every accepted RPC has been answered.
+/// `shutdown`, then drains: returns once every accepted RPC has been answered. Ready from
+/// the start (a bound port queues connections until they are accepted) until `shutdown`;
+/// enqueues are timed (`cascade_enqueue_duration_seconds`) into `deps.metrics`.
 pub async fn serve(
     listener: TcpListener,
     settings: Settings,
-    bus: Bus,
+    deps: Deps,
     shutdown: Shutdown,
 ) -> Result<(), IngestError> {
-    serve_with_metrics(listener, settings, bus, shutdown, Metrics::new()).await
-}
-
-/// [`serve`], timing enqueues (`cascade_enqueue_duration_seconds`) into `metrics`.
-pub async fn serve_with_metrics(
-    listener: TcpListener,
-    settings: Settings,
-    bus: Bus,
-    shutdown: Shutdown,
-    metrics: Metrics,
-) -> Result<(), IngestError> {
+    let Deps {
+        bus,
+        readiness,
+        metrics,
+    } = deps;
     let local = listener.local_addr().ok();
     let request_limit = request_limit(&settings);
     let reflection = reflection_service()?;
@@ -98,12 +81,15 @@ pub async fn serve_with_metrics(
     let stopping = {
         let health = health.clone();
         let shutdown = shutdown.clone();
+        let readiness = readiness.clone();
         async move {
             shutdown.wait().await;
+            readiness.set(false);
             tracing::info!("ingest.stopping");
             stop_health(health).await;
         }
     };
+    readiness.set(true);
     tracing::info!(
         addr = ?local,
         cluster = %settings.cluster.name,

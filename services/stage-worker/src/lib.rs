@@ -38,7 +38,7 @@ pub use stage::{StageContext, StageHandler};
 
 /// Runs the stage worker `config` describes until `shutdown`, then drains and returns.
 pub async fn run(config: StageWorkerConfig, shutdown: Shutdown) -> Result<(), StageWorkerError> {
-    StageWorker::new(config, &Registry::new())?
+    StageWorker::new(config, &Registry::new(), Metrics::new())?
         .run(shutdown)
         .await
 }
@@ -53,18 +53,11 @@ pub struct StageWorker {
 }
 
 impl StageWorker {
-    /// Checks `config` and builds its handler (in-process ones from `registry`). Connects
-    /// to the gateway lazily, so it may start first. Call it inside a Tokio runtime.
+    /// Checks `config` and builds its handler (in-process ones from `registry`), timing its
+    /// calls into `metrics`, the process's registry (`cascade standalone` shares one among
+    /// its stage workers). Connects to the gateway lazily, so it may start first. Call it
+    /// inside a Tokio runtime.
     pub fn new(
-        config: StageWorkerConfig,
-        registry: &Registry,
-    ) -> Result<StageWorker, StageWorkerError> {
-        StageWorker::with_metrics(config, registry, Metrics::new())
-    }
-
-    /// [`StageWorker::new`], timing handler calls into `metrics`: the process's registry
-    /// (`cascade standalone` shares one among its stage workers).
-    pub fn with_metrics(
         config: StageWorkerConfig,
         registry: &Registry,
         metrics: Metrics,

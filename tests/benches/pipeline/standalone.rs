@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use cascade_bus::Bus;
 use cascade_core::Pipeline;
-use cascade_service::{Readiness, Settings, Shutdown, ShutdownTrigger, shutdown_channel};
+use cascade_service::{Deps, Readiness, Settings, Shutdown, ShutdownTrigger, shutdown_channel};
 use cascade_stage_worker::{Registry, StageWorker, StageWorkerConfig};
 use tokio::task::JoinHandle;
 
@@ -34,24 +34,18 @@ impl Standalone {
         let (stop_services, stopping) = shutdown_channel();
         let (dispatcher_ready, timer_ready) = (Readiness::default(), Readiness::default());
         let mut services: Vec<Service> = Vec::new();
-        let (s, b, d, r) = (
-            settings.clone(),
-            bus.clone(),
-            stopping.clone(),
-            dispatcher_ready.clone(),
-        );
+        let deps = |readiness: &Readiness| Deps {
+            readiness: readiness.clone(),
+            ..Deps::new(bus.clone())
+        };
+        let (s, p, d) = (settings.clone(), deps(&dispatcher_ready), stopping.clone());
         services.push(tokio::spawn(async move {
-            let ran = cascade_dispatcher::run_with_readiness(s, b, d, r).await;
+            let ran = cascade_dispatcher::run(s, p, d).await;
             ran.map_err(|e| format!("dispatcher: {e}"))
         }));
-        let (s, b, d, r) = (
-            settings.clone(),
-            bus.clone(),
-            stopping.clone(),
-            timer_ready.clone(),
-        );
+        let (s, p, d) = (settings.clone(), deps(&timer_ready), stopping.clone());
         services.push(tokio::spawn(async move {
-            let ran = cascade_activation_timer::run_with_readiness(s, b, d, r).await;
+            let ran = cascade_activation_timer::run(s, p, d).await;
             ran.map_err(|e| format!("activation timer: {e}"))
         }));
         let started = tokio::time::Instant::now();
@@ -68,7 +62,7 @@ impl Standalone {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
         let gateway = format!("http://{}", listener.local_addr()?);
         services.push(tokio::spawn(async move {
-            let served = cascade_ingest::serve(listener, settings, bus, stopping).await;
+            let served = cascade_ingest::serve(listener, settings, Deps::new(bus), stopping).await;
             served.map_err(|e| format!("ingest: {e}"))
         }));
         let (stop_workers, workers_stopping) = shutdown_channel();
@@ -98,7 +92,7 @@ impl Standalone {
             config.concurrency = Some(concurrency);
             config.batch = batch;
             config.poll_wait = Duration::from_secs(1);
-            let worker = StageWorker::new(config, registry)?;
+            let worker = StageWorker::new(config, registry, cascade_telemetry::Metrics::new())?;
             let stopping = self.workers_stopping.clone();
             self.workers.push(tokio::spawn(async move {
                 let ran = worker.run(stopping).await;

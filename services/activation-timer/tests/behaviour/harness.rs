@@ -15,7 +15,7 @@ use cascade_proto::bus::v1::{
 };
 use cascade_proto::convert::timestamp_to_proto;
 use cascade_service::settings::DurabilityKind;
-use cascade_service::{Readiness, Settings, ShutdownTrigger, shutdown_channel};
+use cascade_service::{Deps, Readiness, Settings, ShutdownTrigger, shutdown_channel};
 use prost::Message;
 use tokio::task::JoinHandle;
 
@@ -78,11 +78,14 @@ impl Harness {
     async fn run(&mut self) {
         let (trigger, shutdown) = shutdown_channel();
         let ready = Readiness::default();
-        let timer = tokio::spawn(cascade_activation_timer::run_with_readiness(
+        let deps = Deps {
+            readiness: ready.clone(),
+            ..Deps::new(self.bus.clone())
+        };
+        let timer = tokio::spawn(cascade_activation_timer::run(
             self.settings.clone(),
-            self.bus.clone(),
+            deps,
             shutdown,
-            ready.clone(),
         ));
         wait_until("the timer serves", || ready.is_ready()).await;
         self.running = Some(Running { trigger, timer });

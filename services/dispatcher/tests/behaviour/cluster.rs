@@ -13,7 +13,7 @@ use cascade_proto::bus::v1::dispatcher_request::Op;
 use cascade_proto::bus::v1::{DispatcherReply, DispatcherRequest};
 use cascade_proto::v1;
 use cascade_service::settings::DurabilityKind;
-use cascade_service::{Readiness, Settings, Shutdown, ShutdownTrigger, shutdown_channel};
+use cascade_service::{Deps, Readiness, Settings, Shutdown, ShutdownTrigger, shutdown_channel};
 use tokio::task::JoinHandle;
 
 /// How long a test waits for anything before it fails.
@@ -73,11 +73,10 @@ impl Cluster {
     async fn run_dispatcher(&mut self) {
         let (trigger, shutdown) = shutdown_channel();
         let ready = Readiness::default();
-        let dispatcher = tokio::spawn(cascade_dispatcher::run_with_readiness(
+        let dispatcher = tokio::spawn(cascade_dispatcher::run(
             self.settings.clone(),
-            self.bus.clone(),
+            self.deps(&ready),
             shutdown.clone(),
-            ready.clone(),
         ));
         wait_until("the dispatcher shards serve", || ready.is_ready()).await;
         self.running = Some(Running {
@@ -88,14 +87,22 @@ impl Cluster {
         });
     }
 
+    /// This cluster's bus, with `ready` to learn when the service serves.
+    fn deps(&self, ready: &Readiness) -> Deps {
+        Deps {
+            readiness: ready.clone(),
+            ..Deps::new(self.bus.clone())
+        }
+    }
+
     pub async fn start_timer(&mut self) {
-        let running = self.running.as_mut().expect("running");
         let ready = Readiness::default();
-        running.timer = Some(tokio::spawn(cascade_activation_timer::run_with_readiness(
+        let deps = self.deps(&ready);
+        let running = self.running.as_mut().expect("running");
+        running.timer = Some(tokio::spawn(cascade_activation_timer::run(
             self.settings.clone(),
-            self.bus.clone(),
+            deps,
             running.shutdown.clone(),
-            ready.clone(),
         )));
         wait_until("the timer shards serve", || ready.is_ready()).await;
     }

@@ -18,7 +18,7 @@ use cascade_proto::v1::{
     Event, ExtendLeaseResponse, ListDeadLettersResponse, ListPipelinesResponse, ListQueuesResponse,
     PurgeQueueResponse, Queue, QueueStats, RedriveResponse, TakeResponse,
 };
-use cascade_service::{Settings, ShutdownTrigger, shutdown_channel};
+use cascade_service::{Deps, Settings, ShutdownTrigger, shutdown_channel};
 use futures::future::BoxFuture;
 use tokio::task::JoinHandle;
 use tonic::transport::Channel;
@@ -53,7 +53,7 @@ impl Gateway {
         let served = tokio::spawn(cascade_ingest::serve(
             listener,
             settings,
-            bus.clone(),
+            Deps::new(bus.clone()),
             shutdown,
         ));
         Gateway {

@@ -14,7 +14,7 @@ use cascade_proto::bus::v1::{DispatcherReply, DispatcherRequest, dispatcher_requ
 use cascade_proto::convert::queue_config_to_proto;
 use cascade_proto::v1;
 use cascade_service::settings::DurabilityKind;
-use cascade_service::{Settings, ShutdownTrigger, shutdown_channel};
+use cascade_service::{Deps, Settings, ShutdownTrigger, shutdown_channel};
 use tokio::task::JoinHandle;
 
 pub struct Cascade {
@@ -40,13 +40,13 @@ impl Cascade {
         let mut services = Vec::new();
         let (s, b, d) = (settings.clone(), bus.clone(), shutdown.clone());
         services.push(tokio::spawn(async move {
-            cascade_dispatcher::run(s, b, d)
+            cascade_dispatcher::run(s, Deps::new(b), d)
                 .await
                 .map_err(|e| e.to_string())
         }));
         let (s, b, d) = (settings.clone(), bus.clone(), shutdown.clone());
         services.push(tokio::spawn(async move {
-            cascade_activation_timer::run(s, b, d)
+            cascade_activation_timer::run(s, Deps::new(b), d)
                 .await
                 .map_err(|e| e.to_string())
         }));
@@ -56,7 +56,7 @@ impl Cascade {
             .expect("bind port 0");
         let addr = listener.local_addr().expect("bound address");
         services.push(tokio::spawn(async move {
-            cascade_ingest::serve(listener, settings, bus, shutdown)
+            cascade_ingest::serve(listener, settings, Deps::new(bus), shutdown)
                 .await
                 .map_err(|e| e.to_string())
         }));
@@ -220,8 +220,12 @@ impl RunningStage {
         config: cascade_stage_worker::StageWorkerConfig,
         registry: &cascade_stage_worker::Registry,
     ) -> RunningStage {
-        let stage =
-            cascade_stage_worker::StageWorker::new(config, registry).expect("a valid stage");
+        let stage = cascade_stage_worker::StageWorker::new(
+            config,
+            registry,
+            cascade_telemetry::Metrics::new(),
+        )
+        .expect("a valid stage");
         let handle = stage.handle();
         let (trigger, shutdown) = shutdown_channel();
         let task = tokio::spawn(stage.run(shutdown));

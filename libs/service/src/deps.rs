@@ -1,0 +1,28 @@
+//! What a service's `run(settings, deps, shutdown)` works with besides its settings: the
+//! process's bus, readiness flag and metrics registry, so that `cascade standalone` can hand
+//! every composed service the same bus and the same `/metrics`.
+
+use cascade_bus::Bus;
+use cascade_telemetry::Metrics;
+
+use crate::Readiness;
+
+#[derive(Clone)]
+pub struct Deps {
+    pub bus: Bus,
+    /// Set by the service once it serves, cleared when it stops.
+    pub readiness: Readiness,
+    /// The process's registry (`/metrics`).
+    pub metrics: Metrics,
+}
+
+impl Deps {
+    /// A service on `bus` with a readiness flag and a registry of its own (tests, tools).
+    pub fn new(bus: Bus) -> Deps {
+        Deps {
+            bus,
+            readiness: Readiness::default(),
+            metrics: Metrics::new(),
+        }
+    }
+}
