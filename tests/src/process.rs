@@ -111,15 +111,28 @@ impl Drop for Process {
     }
 }
 
-/// GETs `http://addr/path` and returns the status code, or `None` if nothing answers.
-pub fn http_status(addr: &str, path: &str) -> Option<u16> {
+/// GETs `http://addr/path` (HTTP/1.0, so the body ends with the connection) and returns
+/// the status code and the body, or `None` if nothing answers within 5 s.
+pub fn http_get(addr: &str, path: &str) -> Option<(u16, String)> {
     use std::io::{Read, Write};
     let mut stream = std::net::TcpStream::connect(addr).ok()?;
-    stream.set_read_timeout(Some(Duration::from_secs(2))).ok()?;
+    stream.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
     write!(stream, "GET {path} HTTP/1.0\r\nHost: {addr}\r\n\r\n").ok()?;
     let mut response = String::new();
     stream.read_to_string(&mut response).ok()?;
-    response.split_whitespace().nth(1)?.parse().ok()
+    let (head, body) = response.split_once("\r\n\r\n")?;
+    let status = head.split_whitespace().nth(1)?.parse().ok()?;
+    Some((status, body.to_owned()))
+}
+
+/// The body of `GET http://addr/path` if it answers 200.
+pub fn http_body(addr: &str, path: &str) -> Option<String> {
+    http_get(addr, path).and_then(|(status, body)| (status == 200).then_some(body))
+}
+
+/// The status code of `GET http://addr/path`, or `None` if nothing answers.
+pub fn http_status(addr: &str, path: &str) -> Option<u16> {
+    http_get(addr, path).map(|(status, _)| status)
 }
 
 /// Waits until `addr` answers 200 on `/readyz`.

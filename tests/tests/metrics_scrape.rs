@@ -8,6 +8,7 @@ use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use cascade_client::{Client, api};
+use cascade_e2e::process::http_get;
 use cascade_e2e::scenarios::{
     ack, complete, config, create, enqueue, item, seconds, spread_over_shards, stats, take_n,
 };
@@ -58,28 +59,13 @@ fn parse_labels(text: &str) -> BTreeMap<String, String> {
         .collect()
 }
 
-/// GETs `http://addr/path` (HTTP/1.0, so the body ends with the connection).
-fn http_get(addr: &str, path: &str) -> (u16, String) {
-    use std::io::{Read, Write};
-    let mut stream = std::net::TcpStream::connect(addr).expect("connect to the admin port");
-    stream
-        .set_read_timeout(Some(Duration::from_secs(5)))
-        .expect("timeout");
-    write!(stream, "GET {path} HTTP/1.0\r\nHost: {addr}\r\n\r\n").expect("send");
-    let mut response = String::new();
-    stream.read_to_string(&mut response).expect("read");
-    let (head, body) = response.split_once("\r\n\r\n").expect("head and body");
-    let status = head.split_whitespace().nth(1).expect("status").parse();
-    (status.expect("a status code"), body.to_owned())
-}
-
 /// Every process's samples, by process name.
 fn scrape_all(cluster: &Cluster) -> BTreeMap<String, Vec<Sample>> {
     cluster
         .admin_addrs()
         .into_iter()
         .map(|(name, addr)| {
-            let (status, text) = http_get(&addr, "/metrics");
+            let (status, text) = http_get(&addr, "/metrics").expect("an answer to GET /metrics");
             assert_eq!(status, 200, "{name} /metrics:\n{text}");
             assert!(
                 text.trim_end().ends_with("# EOF"),

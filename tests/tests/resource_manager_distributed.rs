@@ -7,22 +7,10 @@ use std::time::{Duration, Instant};
 
 use cascade_bus::Bus;
 use cascade_client::api;
+use cascade_e2e::process::http_body;
 use cascade_e2e::{Cluster, Mode};
 
 const STAGE: &str = "waves.work";
-
-/// The body of `GET http://addr/path`, or `None` if nothing answers.
-fn http_get(addr: &str, path: &str) -> Option<String> {
-    use std::io::{Read, Write};
-    let mut stream = std::net::TcpStream::connect(addr).ok()?;
-    stream.set_read_timeout(Some(Duration::from_secs(2))).ok()?;
-    write!(stream, "GET {path} HTTP/1.0\r\nHost: {addr}\r\n\r\n").ok()?;
-    let mut response = String::new();
-    stream.read_to_string(&mut response).ok()?;
-    response
-        .split_once("\r\n\r\n")
-        .map(|(_, body)| body.to_owned())
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_manager_process_publishes_decisions_from_the_shards_stats() {
@@ -102,12 +90,12 @@ async fn the_manager_process_publishes_decisions_from_the_shards_stats() {
         decided["why"].as_str().is_some_and(|why| !why.is_empty()),
         "{decided}"
     );
-    let metrics = http_get(&admin, "/metrics").expect("GET /metrics");
+    let metrics = http_body(&admin, "/metrics").expect("GET /metrics");
     assert!(
         metrics.contains(&format!("cascade_rm_desired_handlers{{stage=\"{STAGE}\"}}")),
         "{metrics}"
     );
-    let explain = http_get(&admin, "/rm/explain").expect("GET /rm/explain");
+    let explain = http_body(&admin, "/rm/explain").expect("GET /rm/explain");
     assert!(explain.contains(STAGE), "{explain}");
 
     tokio::task::spawn_blocking(move || cluster.stop())

@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 
 use cascade_client::api;
 use cascade_client::api::enqueue_request::When;
+use cascade_e2e::process::http_body;
 use cascade_e2e::{Cluster, Mode};
 
 const STAGE: &str = "burst.slow";
@@ -46,22 +47,9 @@ min_handlers = 1
 max_handlers = 8
 "#;
 
-/// The body of `GET http://addr/path`, or `None` if nothing answers.
-fn http_get(addr: &str, path: &str) -> Option<String> {
-    use std::io::{Read, Write};
-    let mut stream = std::net::TcpStream::connect(addr).ok()?;
-    stream.set_read_timeout(Some(Duration::from_secs(2))).ok()?;
-    write!(stream, "GET {path} HTTP/1.0\r\nHost: {addr}\r\n\r\n").ok()?;
-    let mut response = String::new();
-    stream.read_to_string(&mut response).ok()?;
-    response
-        .split_once("\r\n\r\n")
-        .map(|(_, body)| body.to_owned())
-}
-
 /// The value of `metric{stage="burst.slow"}` on the admin port, if it is there.
 fn gauge(cluster: &Cluster, metric: &str) -> Option<u64> {
-    let text = http_get(cluster.http(), "/metrics")?;
+    let text = http_body(cluster.http(), "/metrics")?;
     let prefix = format!("{metric}{{stage=\"{STAGE}\"}} ");
     text.lines()
         .find_map(|line| line.strip_prefix(&prefix))
@@ -166,7 +154,7 @@ async fn a_burst_and_a_known_wave_scale_a_slow_stage_up_and_back_down() {
         most <= BUDGET,
         "{most} handlers, over the budget of {BUDGET}"
     );
-    let explain = http_get(cluster.http(), "/rm/explain").expect("GET /rm/explain");
+    let explain = http_body(cluster.http(), "/rm/explain").expect("GET /rm/explain");
     assert!(explain.contains(STAGE), "{explain}");
 
     wait_for(

@@ -6,12 +6,13 @@
 //! distributed cluster serves the same `/status.json`.
 
 use std::collections::HashMap;
-use std::io::{Read, Write};
+use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use cascade_client::{Client, api};
+use cascade_e2e::process::http_body;
 use cascade_e2e::scenarios::{config, create, enqueue, item, seconds, take};
 use cascade_e2e::{Cluster, Mode};
 
@@ -315,19 +316,8 @@ fn elements(dom: &str, open: &str) -> Vec<HashMap<String, String>> {
 
 /// `GET http://addr/path`, its body as JSON.
 fn get_json(addr: &str, path: &str) -> serde_json::Value {
-    let mut stream = std::net::TcpStream::connect(addr).expect("connect to the admin port");
-    stream
-        .set_read_timeout(Some(Duration::from_secs(5)))
-        .expect("timeout");
-    write!(stream, "GET {path} HTTP/1.0\r\nHost: {addr}\r\n\r\n").expect("request");
-    let mut response = String::new();
-    stream.read_to_string(&mut response).expect("response");
-    let (head, body) = response.split_once("\r\n\r\n").expect("a body");
-    assert!(
-        head.starts_with("HTTP/1.0 200") || head.starts_with("HTTP/1.1 200"),
-        "{head}"
-    );
-    serde_json::from_str(body).unwrap_or_else(|e| panic!("{path} is not JSON ({e}): {body}"))
+    let body = http_body(addr, path).unwrap_or_else(|| panic!("no 200 answer to GET {path}"));
+    serde_json::from_str(&body).unwrap_or_else(|e| panic!("{path} is not JSON ({e}): {body}"))
 }
 
 /// The distribution's Chromium; fails the test when there is none.
