@@ -1,10 +1,12 @@
-//! Cascade's domain: events, ids, queue names and configs, pipelines, outcomes and clocks.
+//! Cascade's domain: events, ids, queue names and configs, pipelines, outcomes, clocks, and the
+//! commands and answers of a shard.
 //!
 //! No I/O: every type here is plain data with validation, so the store, the services and the
 //! edge conversions share one definition of what is valid. Validation errors name the field.
 
 pub mod backoff;
 pub mod clock;
+pub mod commands;
 pub mod config;
 pub mod error;
 pub mod event;
@@ -19,6 +21,10 @@ pub mod units;
 
 pub use backoff::{retry_delay, retry_delay_base};
 pub use clock::{Clock, SimClock, SystemClock};
+pub use commands::{
+    Delivery, EnqueueCmd, Enqueued, EventUpdate, LeaseToken, LeasedEvent, Queue, QueueStats,
+    RedriveSelection, ScheduleEntry,
+};
 pub use config::QueueConfig;
 pub use error::{Code, Error};
 pub use event::{Event, EventState, validate_headers};

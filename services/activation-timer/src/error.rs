@@ -5,6 +5,7 @@ use cascade_proto::bus::v1 as bus;
 use cascade_proto::convert::{self, ConvertError};
 use cascade_service::ShardError;
 use cascade_store::StoreError;
+use cascade_store::error::with_causes;
 
 #[derive(Debug, thiserror::Error)]
 pub enum TimerError {
@@ -40,7 +41,8 @@ impl TimerError {
     /// The status a requester receives.
     pub fn to_status(&self) -> bus::Status {
         match self {
-            TimerError::Store(e) => convert::error_status(e),
+            // A store error's message carries every cause, down to the OS's word for it.
+            TimerError::Store(e) => convert::status(e.code(), with_causes(e)),
             other => convert::status(other.code(), other.to_string()),
         }
     }

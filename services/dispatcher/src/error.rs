@@ -6,6 +6,7 @@ use cascade_proto::bus::v1 as bus;
 use cascade_proto::convert::{self, ConvertError};
 use cascade_service::ShardError;
 use cascade_store::StoreError;
+use cascade_store::error::with_causes;
 
 #[derive(Debug, thiserror::Error)]
 pub enum DispatcherError {
@@ -59,8 +60,25 @@ impl DispatcherError {
     /// The status a requester receives.
     pub fn to_status(&self) -> bus::Status {
         match self {
-            DispatcherError::Store(e) => convert::error_status(e),
+            // A store error's message carries every cause, down to the OS's word for it.
+            DispatcherError::Store(e) => convert::status(e.code(), with_causes(e)),
             other => convert::status(other.code(), other.to_string()),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn store_errors_keep_code_and_message() {
+        let stale = DispatcherError::from(StoreError::StaleLease {
+            queue: "jobs".into(),
+            id: "a".into(),
+        });
+        let sent = stale.to_status();
+        assert_eq!(sent.code, 9);
+        assert!(sent.message.contains("not current"), "{}", sent.message);
     }
 }

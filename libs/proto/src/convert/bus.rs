@@ -2,9 +2,7 @@
 //! entries for the activation timer, and the timer's activations. The receiver validates
 //! them like any input: a peer of another build must not be able to corrupt a store.
 
-use cascade_core::{EventId, QueueName, validate_headers};
-use cascade_store::ScheduleEntry;
-use cascade_store::codec::records::Delivery;
+use cascade_core::{Delivery, EventId, QueueName, ScheduleEntry, validate_headers};
 
 use super::time::{timestamp_from_proto, timestamp_to_proto};
 use super::{ConvertError, field_at, headers_from_proto, headers_to_proto, invalid, under};

@@ -9,8 +9,9 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use cascade_core::{EventId, IdempotencyKey, Pipeline, QueueName, Timestamp, validate_headers};
-use cascade_store::shard::{EnqueueCmd, Enqueued};
+use cascade_core::{
+    EnqueueCmd, Enqueued, EventId, IdempotencyKey, Pipeline, QueueName, Timestamp, validate_headers,
+};
 
 use super::time::{
     duration_from_proto, duration_to_proto, timestamp_from_proto, timestamp_to_proto,

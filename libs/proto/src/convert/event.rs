@@ -1,8 +1,7 @@
 //! Events: domain [`Event`] and leased events to their messages, and an event as a worker
 //! receives it back to the domain's [`Event`].
 
-use cascade_core::{Event, EventId, EventState, QueueName};
-use cascade_store::shard::LeasedEvent;
+use cascade_core::{Event, EventId, EventState, LeasedEvent, QueueName};
 
 use super::time::{timestamp_from_proto, timestamp_to_proto};
 use super::{ConvertError, invalid};
@@ -92,8 +91,7 @@ pub fn leased_event_into_proto(leased: LeasedEvent) -> v1::LeasedEvent {
 mod tests {
     use std::collections::BTreeMap;
 
-    use cascade_core::Timestamp;
-    use cascade_store::shard::LeaseToken;
+    use cascade_core::{LeaseToken, Timestamp};
 
     use super::*;
 

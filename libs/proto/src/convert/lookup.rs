@@ -7,8 +7,9 @@
 
 use std::collections::BTreeMap;
 
-use cascade_core::{EventId, QueueName, Timestamp, validate_headers};
-use cascade_store::shard::{EventUpdate, RedriveSelection};
+use cascade_core::{
+    EventId, EventUpdate, QueueName, RedriveSelection, Timestamp, validate_headers,
+};
 
 use super::enqueue::When;
 use super::queue::queue_name_from_proto;

@@ -45,7 +45,7 @@ pub use queue::{
     create_queue_from_proto, queue_config_from_proto, queue_config_to_proto, queue_name_from_proto,
     queue_stats_from_proto, queue_stats_to_proto, queue_to_proto,
 };
-pub use status::{code_from_grpc, error_status, status};
+pub use status::{code_from_grpc, status};
 pub use time::{
     duration_from_proto, duration_to_proto, optional_duration_from_proto, timestamp_from_proto,
     timestamp_to_proto,

@@ -10,8 +10,7 @@
 //!
 //! A request without any `config` message gets every default, `max_attempts` = 10 included.
 
-use cascade_core::{QueueConfig, QueueName};
-use cascade_store::shard::{Queue, QueueStats};
+use cascade_core::{Queue, QueueConfig, QueueName, QueueStats};
 
 use super::time::{duration_to_proto, optional_duration_from_proto};
 use super::{ConvertError, field_at};

@@ -1,8 +1,8 @@
 //! Failures on the bus: any error with a [`Code`] becomes a `bus::v1::Status`, and a status
-//! received becomes a [`ConvertError::Status`] again with the same code and message.
+//! received becomes a [`ConvertError::Status`] again with the same code and message. Each
+//! service maps its own error enum with [`status`]; this crate knows no store.
 
 use cascade_core::Code;
-use cascade_store::StoreError;
 
 use super::ConvertError;
 use crate::bus::v1 as bus;
@@ -13,11 +13,6 @@ pub fn status(code: Code, message: impl Into<String>) -> bus::Status {
         code: code.grpc_code(),
         message: message.into(),
     }
-}
-
-/// The status of a store error (its code, its message with every cause).
-pub fn error_status(err: &StoreError) -> bus::Status {
-    status(err.code(), cascade_store::error::with_causes(err))
 }
 
 impl From<&ConvertError> for bus::Status {
@@ -83,17 +78,6 @@ mod tests {
         assert_eq!(back.code(), Code::InvalidArgument);
         assert_eq!(back.to_string(), "items[2].id: too long");
         assert_eq!(back.to_tonic().code(), tonic::Code::InvalidArgument);
-    }
-
-    #[test]
-    fn store_errors_keep_code_and_message() {
-        let stale = StoreError::StaleLease {
-            queue: "jobs".into(),
-            id: "a".into(),
-        };
-        let sent = error_status(&stale);
-        assert_eq!(sent.code, 9);
-        assert!(sent.message.contains("not current"), "{}", sent.message);
     }
 
     #[test]

@@ -3,8 +3,7 @@
 
 use std::time::Duration;
 
-use cascade_core::{EventId, Outcome, QueueConfig, QueueName, units::format_duration};
-use cascade_store::shard::LeaseToken;
+use cascade_core::{EventId, LeaseToken, Outcome, QueueConfig, QueueName, units::format_duration};
 
 use super::queue::queue_name_from_proto;
 use super::time::{

@@ -89,16 +89,8 @@ pub enum HandOff {
     Deliver(Delivery),
 }
 
-/// A new event for another queue, carried by a hand-off or applied locally.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Delivery {
-    pub queue: QueueName,
-    pub id: EventId,
-    pub payload: Vec<u8>,
-    pub headers: BTreeMap<String, String>,
-    pub activate_at: Timestamp,
-    pub created_at: Timestamp,
-}
+// A hand-off's delivery is a domain value; the encoding below is the store's.
+pub use cascade_core::commands::Delivery;
 
 pub fn encode_queue(rec: &QueueRecord) -> Vec<u8> {
     let mut w = Writer::with_capacity(96);

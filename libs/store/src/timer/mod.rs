@@ -14,35 +14,23 @@ use crate::durable::Maintenance;
 use crate::error::StoreError;
 use crate::kv::{Batch, Flow, Kv, Txn};
 
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub struct ScheduleEntry {
-    pub at: Timestamp,
-    pub queue: QueueName,
-    pub id: EventId,
-    pub version: u64,
+pub use cascade_core::commands::ScheduleEntry;
+
+/// The entry's key in the schedule keyspace (see `keys::schedule`).
+fn entry_key(e: &ScheduleEntry) -> Vec<u8> {
+    keys::schedule(e.at.as_micros(), e.queue.as_str(), e.id.as_str(), e.version)
 }
 
-impl ScheduleEntry {
-    fn key(&self) -> Vec<u8> {
-        keys::schedule(
-            self.at.as_micros(),
-            self.queue.as_str(),
-            self.id.as_str(),
-            self.version,
-        )
-    }
-
-    fn decode(key: &[u8], kv: &Kv) -> Result<ScheduleEntry, StoreError> {
-        let bad = |reason: String| StoreError::corrupt(kv.dir(), format!("schedule key: {reason}"));
-        let (at, queue, id, version) =
-            keys::decode_schedule(key).map_err(|e| bad(e.to_string()))?;
-        Ok(ScheduleEntry {
-            at: Timestamp::from_micros(at),
-            queue: QueueName::parse(&queue).map_err(|e| bad(e.to_string()))?,
-            id: EventId::parse(&id).map_err(|e| bad(e.to_string()))?,
-            version,
-        })
-    }
+/// The entry a schedule key names; a key that does not decode is corruption.
+fn decode_entry(key: &[u8], kv: &Kv) -> Result<ScheduleEntry, StoreError> {
+    let bad = |reason: String| StoreError::corrupt(kv.dir(), format!("schedule key: {reason}"));
+    let (at, queue, id, version) = keys::decode_schedule(key).map_err(|e| bad(e.to_string()))?;
+    Ok(ScheduleEntry {
+        at: Timestamp::from_micros(at),
+        queue: QueueName::parse(&queue).map_err(|e| bad(e.to_string()))?,
+        id: EventId::parse(&id).map_err(|e| bad(e.to_string()))?,
+        version,
+    })
 }
 
 /// What [`Timer::due_counts`] found: per queue, a count for each bound.
@@ -82,7 +70,7 @@ impl Timer {
     pub fn schedule(&mut self, entries: &[ScheduleEntry]) {
         let mut txn = Txn::new(&self.kv);
         for e in entries {
-            let key = e.key();
+            let key = entry_key(e);
             txn.put(
                 keys::scheduled_event(e.queue.as_str(), e.id.as_str(), e.version),
                 records::encode_u64(e.at.as_micros()),
@@ -131,7 +119,7 @@ impl Timer {
             let Some(first) = self.near.first() else {
                 break;
             };
-            let entry = ScheduleEntry::decode(first, &self.kv)?;
+            let entry = decode_entry(first, &self.kv)?;
             if entry.at.as_micros() > now {
                 break;
             }
@@ -146,7 +134,7 @@ impl Timer {
     pub fn acknowledge(&mut self, entries: &[ScheduleEntry]) {
         let mut txn = Txn::new(&self.kv);
         for e in entries {
-            let key = e.key();
+            let key = entry_key(e);
             self.in_flight.remove(&key);
             self.near.remove(&key);
             txn.delete(key);
@@ -163,7 +151,7 @@ impl Timer {
     /// These activations were not delivered: hand them out again.
     pub fn release(&mut self, entries: &[ScheduleEntry]) {
         for e in entries {
-            let key = e.key();
+            let key = entry_key(e);
             if self.in_flight.remove(&key) {
                 self.near.insert(key);
             }
@@ -213,7 +201,7 @@ impl Timer {
                 return Ok(Flow::Stop);
             }
             read += 1;
-            let entry = ScheduleEntry::decode(key, &self.kv)?;
+            let entry = decode_entry(key, &self.kv)?;
             while bounds[bucket] < entry.at {
                 bucket += 1;
             }
