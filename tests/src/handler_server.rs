@@ -87,6 +87,15 @@ impl HandlerServer {
     }
 }
 
+/// The value of header `name`, empty when absent or not text.
+pub fn header(headers: &HeaderMap, name: &str) -> String {
+    headers
+        .get(name)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default()
+        .to_owned()
+}
+
 impl Drop for HandlerServer {
     fn drop(&mut self) {
         self.task.abort();
@@ -98,13 +107,7 @@ async fn handle(
     Path(path_stage): Path<String>,
     headers: HeaderMap,
 ) -> StatusCode {
-    let header = |name: &str| {
-        headers
-            .get(name)
-            .and_then(|v| v.to_str().ok())
-            .unwrap_or_default()
-            .to_owned()
-    };
+    let header = |name: &str| header(&headers, name);
     let stage = header("cascade-stage");
     let fail = shared.rng.lock().expect("rng").u32(0..100) < shared.fail_percent;
     // A call without the protocol's headers, or on another stage's path, is answered 400

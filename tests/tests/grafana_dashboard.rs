@@ -88,18 +88,7 @@ fn dashboard_queries_only_documented_metrics_and_covers_them() {
             used.insert(metric);
         }
     }
-    for metric in [
-        "cascade_enqueue_total",
-        "cascade_enqueue_duration_seconds",
-        "cascade_queue_depth",
-        "cascade_dead_letter_total",
-        "cascade_lease_expired_total",
-        "cascade_activation_lateness_seconds",
-        "cascade_commit_batch_size",
-        "cascade_fsync_duration_seconds",
-        "cascade_handler_duration_seconds",
-        "cascade_bus_request_duration_seconds",
-    ] {
+    for &metric in cascade_telemetry::metrics::METRIC_NAMES {
         assert!(used.contains(metric), "the dashboard shows no {metric}");
     }
 }

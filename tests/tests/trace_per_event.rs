@@ -14,6 +14,7 @@ use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::routing::post;
 use cascade_client::api;
+use cascade_e2e::handler_server::header;
 use cascade_e2e::scenarios::{seconds, spread_over_shards};
 use cascade_e2e::{Cluster, Mode, StageWorkerSpec};
 use opentelemetry_proto::tonic::collector::trace::v1::trace_service_server::{
@@ -91,13 +92,7 @@ async fn handle(
     Path(stage): Path<String>,
     headers: HeaderMap,
 ) -> StatusCode {
-    let header = |name: &str| {
-        headers
-            .get(name)
-            .and_then(|v| v.to_str().ok())
-            .unwrap_or_default()
-            .to_owned()
-    };
+    let header = |name: &str| header(&headers, name);
     let call = (stage, header("cascade-event-id"), header("traceparent"));
     handler.0.lock().expect("calls").push(call);
     StatusCode::OK
@@ -261,17 +256,26 @@ async fn one_trace_per_event(mode: Mode) {
     let spans = loop {
         let spans = receiver.in_trace(PRODUCER_TRACE);
         let everything = receiver.all();
+        // Take spans come from other processes' exporters (the workers' in distributed
+        // mode): wait for one of each kind per stage linked into the producer's trace.
+        let takes_linked = |kind: &str| {
+            everything
+                .iter()
+                .filter(|s| s.name == kind)
+                .filter(|s| s.links.iter().any(|l| hex(&l.trace_id) == PRODUCER_TRACE))
+                .count()
+        };
         let complete = STAGES.iter().all(|s| handle_span(&spans, &id, s).is_some())
             && !named(&spans, "dispatcher.activate", &id).is_empty()
+            && takes_linked("worker.take") >= STAGES.len()
+            && takes_linked("ingest.take") >= STAGES.len()
             && batch_ids.iter().all(|b| {
                 STAGES
                     .iter()
                     .all(|s| handle_span(&everything, b, s).is_some())
             });
         if complete {
-            // The take spans are exported by the same batches; give stragglers a beat.
-            tokio::time::sleep(Duration::from_millis(500)).await;
-            break receiver.in_trace(PRODUCER_TRACE);
+            break spans;
         }
         assert!(
             tokio::time::Instant::now() < deadline,
