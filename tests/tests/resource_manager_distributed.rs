@@ -59,7 +59,7 @@ async fn the_manager_process_publishes_decisions_from_the_shards_stats() {
     let url = cluster.nats_url().expect("a NATS URL").to_owned();
     let bus = Bus::connect_nats(&url, "rm-test").await.expect("connect");
     let mut decisions = bus
-        .subscribe("cascade.default.rm.decisions")
+        .subscribe(&cascade_bus::subject::rm_decisions("default"))
         .await
         .expect("subscribe to the decisions");
     let admin = tokio::task::block_in_place(|| {

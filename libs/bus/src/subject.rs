@@ -50,6 +50,12 @@ pub fn all_stats(cluster: &str) -> String {
     format!("cascade.{cluster}.stats.*")
 }
 
+/// `cascade.<cluster>.rm.decisions`: each round of the resource manager's decisions (JSON).
+pub fn rm_decisions(cluster: &str) -> String {
+    debug_assert_valid(cluster);
+    format!("cascade.{cluster}.rm.decisions")
+}
+
 fn build(cluster: &str, role: &str, shard: u32) -> String {
     debug_assert_valid(cluster);
     format!("cascade.{cluster}.{role}.{shard}")

@@ -37,9 +37,8 @@ pub(crate) async fn call_handler<H: Handler>(
     if !cascade_telemetry::is_recording() {
         return run(handler, event, attempt, timeout).instrument(span).await;
     }
-    let parent = cascade_telemetry::context_from_headers(&event.headers);
     // Fails only for a span already entered; this one is new.
-    let _ = cascade_telemetry::set_parent(&span, parent);
+    let _ = cascade_telemetry::set_parent_from_headers(&span, &event.headers);
     let mut outcome = run(handler, event, attempt, timeout)
         .instrument(span.clone())
         .await;

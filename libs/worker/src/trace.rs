@@ -5,7 +5,7 @@
 //! is parsed per event.
 
 use cascade_proto::v1;
-use cascade_telemetry::{context_from_headers, is_recording, link_to};
+use cascade_telemetry::{add_link_from_headers, is_recording};
 
 pub(crate) fn record_take(queue: &str, taken: &v1::TakeResponse) {
     if taken.events.is_empty() || !is_recording() {
@@ -17,6 +17,6 @@ pub(crate) fn record_take(queue: &str, taken: &v1::TakeResponse) {
         events = taken.events.len()
     );
     for event in taken.events.iter().filter_map(|e| e.event.as_ref()) {
-        link_to(&span, &context_from_headers(&event.headers));
+        add_link_from_headers(&span, &event.headers);
     }
 }

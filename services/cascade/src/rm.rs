@@ -8,21 +8,17 @@ use std::sync::Arc;
 
 use axum::Router;
 use axum::http::StatusCode;
-use axum::http::header::CONTENT_TYPE;
 use axum::routing::get;
 use cascade_bus::Bus;
 use cascade_core::SystemClock;
 use cascade_resource_manager::{
-    Board, Deps, ExecutorKind, ResourceManagerError, Stages, StagesFeed,
+    Board, Deps, EXPLAIN_PATH, ExecutorKind, ResourceManagerError, Stages, StagesFeed,
 };
 use cascade_service::{Settings, Shutdown};
 use cascade_telemetry::Metrics;
 
 use crate::local_executor::LocalExecutor;
 use crate::stages::Managed;
-
-/// The admin path of the explanation table.
-pub const EXPLAIN_PATH: &str = "/rm/explain";
 
 /// The manager's pieces in this process: made before the admin port (which serves its
 /// board), then shared between the stage supervisor (which feeds the stages and registers
@@ -51,19 +47,16 @@ impl Local {
     /// `GET /rm/explain`: the latest decisions with why, as plain text; 404 when the
     /// manager is off.
     pub fn explain_route(&self) -> Router {
-        let board = self.enabled.then(|| self.board.clone());
+        if self.enabled {
+            return self.board.router();
+        }
         Router::new().route(
             EXPLAIN_PATH,
-            get(move || {
-                let (status, text) = match &board {
-                    Some(board) => (StatusCode::OK, board.render()),
-                    None => (
-                        StatusCode::NOT_FOUND,
-                        "the resource manager is off here (resource_manager.enabled = false)\n"
-                            .to_owned(),
-                    ),
-                };
-                async move { (status, [(CONTENT_TYPE, "text/plain; charset=utf-8")], text) }
+            get(|| async {
+                (
+                    StatusCode::NOT_FOUND,
+                    "the resource manager is off here (resource_manager.enabled = false)\n",
+                )
             }),
         )
     }

@@ -8,7 +8,7 @@ use anyhow::{Context, bail};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
-use crate::rm::EXPLAIN_PATH;
+use cascade_resource_manager::EXPLAIN_PATH;
 
 /// How long the whole exchange may take: the answer is a small table, already rendered.
 const HTTP_TIMEOUT: Duration = Duration::from_secs(10);

@@ -13,8 +13,8 @@
 use cascade_proto::v1::completion::Outcome as ProtoOutcome;
 use cascade_proto::v1::{Completion, EnqueueRequest, LeasedEvent};
 use cascade_telemetry::{
-    Context, attr, context_from_headers, context_from_metadata, has_valid_span,
-    inject_into_headers, is_recording, link_to, set_parent, span_context,
+    Context, add_link_from_headers, attr, context_from_headers, context_from_metadata,
+    has_valid_span, inject_into_headers, is_recording, link_to, set_parent, span_context,
 };
 use tonic::metadata::MetadataMap;
 use tracing::{Span, field};
@@ -137,7 +137,7 @@ pub(crate) fn record_take(queue: &str, events: &[LeasedEvent]) {
     }
     let span = tracing::info_span!("ingest.take", cascade.queue = queue, events = events.len());
     for event in events.iter().filter_map(|e| e.event.as_ref()) {
-        link_to(&span, &context_from_headers(&event.headers));
+        add_link_from_headers(&span, &event.headers);
     }
 }
 

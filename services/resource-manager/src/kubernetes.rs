@@ -128,7 +128,7 @@ impl Executor for KubernetesExecutor {
 /// The Deployment of each stage: an override from `deployments`, or the `deployment`
 /// template with `{pipeline}` and `{stage}` filled in.
 #[derive(Clone, Debug)]
-pub struct DeploymentNames {
+pub(crate) struct DeploymentNames {
     template: String,
     overrides: BTreeMap<String, String>,
 }

@@ -42,14 +42,13 @@ pub use decide::Planner;
 pub use error::ResourceManagerError;
 pub use history::{History, Sample};
 #[cfg(feature = "kubernetes")]
-pub use kubernetes::{DeploymentNames, KubernetesExecutor};
+pub use kubernetes::KubernetesExecutor;
 pub use model::{
     Current, Decision, DueBucket, Explanation, Inputs, Reason, StageSpec, StageStats, Throughput,
     ThroughputSource,
 };
-pub use server::{DryRun, ServeDeps, serve};
+pub use server::{ServeDeps, serve};
 pub use service::{
-    Board, DecisionsMessage, Deps, Executor, StageDecision, Stages, StagesFeed, decisions_subject,
-    run,
+    Board, DecisionsMessage, Deps, EXPLAIN_PATH, Executor, StageDecision, Stages, StagesFeed, run,
 };
 pub use settings::{ExecutorKind, KubernetesSettings, ResourceManagerSettings};

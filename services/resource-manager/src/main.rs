@@ -5,9 +5,6 @@
 //! its admin port (`http.addr`).
 
 use anyhow::Context;
-use axum::Router;
-use axum::http::header::CONTENT_TYPE;
-use axum::routing::get;
 use cascade_resource_manager::{Board, ServeDeps};
 use cascade_service::{Process, ServiceFlags, Settings};
 use clap::Parser;
@@ -34,7 +31,7 @@ async fn main() -> anyhow::Result<()> {
         "cascade-resource-manager",
         env!("CARGO_PKG_VERSION"),
         &settings,
-        explain_route(board.clone()),
+        board.router(),
     )
     .await?;
     let deps = ServeDeps {
@@ -47,15 +44,4 @@ async fn main() -> anyhow::Result<()> {
     process.finish().await;
     served.context("resource manager")?;
     Ok(())
-}
-
-/// `GET /rm/explain`: the latest decisions with why (what `cascade rm explain` prints).
-fn explain_route(board: Board) -> Router {
-    Router::new().route(
-        "/rm/explain",
-        get(move || {
-            let text = board.render();
-            async move { ([(CONTENT_TYPE, "text/plain; charset=utf-8")], text) }
-        }),
-    )
 }

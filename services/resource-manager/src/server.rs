@@ -150,7 +150,7 @@ impl Executor for AnyExecutor {
 /// `executor = "none"`: changes nothing, and reports each decision as if it had been
 /// applied, so that the decisions published are the ones a real executor would get.
 #[derive(Clone, Debug, Default)]
-pub struct DryRun(Arc<Mutex<Current>>);
+pub(crate) struct DryRun(Arc<Mutex<Current>>);
 
 impl DryRun {
     fn lock(&self) -> MutexGuard<'_, Current> {
@@ -199,7 +199,10 @@ async fn list_pipelines(bus: &Bus, settings: &Settings) -> Result<Vec<Pipeline>,
     let mut last_error = String::from("no shard");
     for shard in 0..settings.cluster.shards {
         let subject = subject::dispatcher(&settings.cluster.name, shard);
-        let reply: DispatcherReply = match bus.call(&subject, &request, timeout).await {
+        let reply: DispatcherReply = match bus
+            .call_as("list_pipelines", &subject, &request, timeout)
+            .await
+        {
             Ok(reply) => reply,
             Err(e) => {
                 last_error = format!("shard {shard}: {e}");

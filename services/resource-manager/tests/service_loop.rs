@@ -15,7 +15,7 @@ use cascade_proto::convert::timestamp_to_proto;
 use cascade_proto::v1::QueueStats;
 use cascade_resource_manager::{
     Board, Current, Decision, DecisionsMessage, Deps, Executor, ResourceManagerError,
-    ResourceManagerSettings, Stages, decisions_subject, run,
+    ResourceManagerSettings, Stages, run,
 };
 use cascade_telemetry::Metrics;
 use common::{spec, stage};
@@ -104,7 +104,7 @@ async fn the_loop_decides_applies_and_reports_every_interval() {
         .set(stage("orders.charge"), 1);
     let (metrics, board) = (Metrics::new(), Board::new());
     let mut published = bus
-        .subscribe(&decisions_subject(CLUSTER))
+        .subscribe(&cascade_bus::subject::rm_decisions(CLUSTER))
         .await
         .expect("subscribe to the decisions");
     let deps = Deps {

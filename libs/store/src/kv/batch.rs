@@ -51,10 +51,6 @@ impl Batch {
         self.ops.is_empty()
     }
 
-    pub fn ops(&self) -> &[Op] {
-        &self.ops
-    }
-
     pub fn into_ops(self) -> Vec<Op> {
         self.ops
     }

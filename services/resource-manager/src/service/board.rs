@@ -3,10 +3,16 @@
 
 use std::sync::{Arc, Mutex, PoisonError};
 
+use axum::Router;
+use axum::http::header::CONTENT_TYPE;
+use axum::routing::get;
 use cascade_core::Timestamp;
 
 use crate::explain::render;
 use crate::{Decision, ResourceManagerSettings};
+
+/// The admin path of the explanation table.
+pub const EXPLAIN_PATH: &str = "/rm/explain";
 
 /// Where the service loop posts each round of decisions. Cheap to clone.
 #[derive(Clone, Debug, Default)]
@@ -33,11 +39,16 @@ impl Board {
         }
     }
 
-    /// The latest decisions and when they were made.
-    pub fn latest(&self) -> Option<(Timestamp, Vec<Decision>)> {
-        self.lock()
-            .as_ref()
-            .map(|posted| (posted.at, posted.decisions.clone()))
+    /// `GET /rm/explain`: [`Board::render`] as plain text (what `cascade rm explain` prints).
+    pub fn router(&self) -> Router {
+        let board = self.clone();
+        Router::new().route(
+            EXPLAIN_PATH,
+            get(move || {
+                let text = board.render();
+                async move { ([(CONTENT_TYPE, "text/plain; charset=utf-8")], text) }
+            }),
+        )
     }
 
     pub(crate) fn post(

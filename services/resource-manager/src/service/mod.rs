@@ -30,9 +30,9 @@ use cascade_core::{Clock, QueueName, Timestamp};
 use cascade_telemetry::Metrics;
 use tokio::time::{Instant, MissedTickBehavior};
 
-pub use board::Board;
+pub use board::{Board, EXPLAIN_PATH};
 pub use executor::Executor;
-pub use publish::{DecisionsMessage, StageDecision, decisions_subject};
+pub use publish::{DecisionsMessage, StageDecision};
 pub use stages::{Stages, StagesFeed};
 
 use crate::{Decision, History, Planner, ResourceManagerError, ResourceManagerSettings};
@@ -80,7 +80,7 @@ pub async fn run<E: Executor>(
         "resource_manager.running"
     );
     let mut manager = Manager {
-        decisions_subject: decisions_subject(&cluster),
+        decisions_subject: cascade_bus::subject::rm_decisions(&cluster),
         cluster: cluster.clone(),
         history: History::new(settings.throughput_window),
         settings,

@@ -7,11 +7,6 @@ use serde::{Deserialize, Serialize};
 
 use crate::Decision;
 
-/// `cascade.<cluster>.rm.decisions`; `cluster` is validated with the settings.
-pub fn decisions_subject(cluster: &str) -> String {
-    format!("cascade.{cluster}.rm.decisions")
-}
-
 /// One round of decisions.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct DecisionsMessage {
