@@ -31,6 +31,6 @@ pub use event::{Event, EventState, validate_headers};
 pub use id::{EventId, IdempotencyKey};
 pub use outcome::Outcome;
 pub use pipeline::{HandlerKind, HandlerSpec, Pipeline, Stage};
-pub use queue::QueueName;
+pub use queue::{QueueName, queue_family};
 pub use shard::shard_of;
 pub use time::{Timestamp, parse_duration, parse_size};

@@ -1,7 +1,7 @@
 //! Queue names. A name is 1-200 bytes of `[A-Za-z0-9._:-]`; a template (`inbox:*`) ends in
 //! one `*` and gives the config of every queue whose name extends its prefix.
 
-use std::borrow::Borrow;
+use std::borrow::{Borrow, Cow};
 use std::fmt;
 use std::str::FromStr;
 
@@ -141,6 +141,41 @@ impl Borrow<str> for QueueName {
     fn borrow(&self) -> &str {
         &self.0
     }
+}
+
+/// `queue`'s family: what metrics label it with and the status page sums it under, so that
+/// per-user queues (`inbox:alice`) count under their template (`inbox:*`). A queue a
+/// template covers (it extends the template's prefix by at least one character) gets the
+/// template's name; with several, the most specific (longest prefix). The dead-letter queue
+/// of a covered queue (`inbox:alice.dlq`) gets `<template>.dlq` (`inbox:*.dlq`), so dead
+/// letters do not count as its family's backlog. Any other queue is named as it is. Entries
+/// of `templates` that do not end in `*` are ignored.
+pub fn queue_family<'a, T>(queue: &'a str, templates: T) -> Cow<'a, str>
+where
+    T: IntoIterator<Item = &'a str> + Clone,
+{
+    // The dead-letter rule first: `inbox:alice.dlq` also extends `inbox:`.
+    if let Some(stem) = queue.strip_suffix(DEAD_LETTER_SUFFIX)
+        && let Some(template) = covering_template(stem, templates.clone())
+    {
+        return Cow::Owned(format!("{template}{DEAD_LETTER_SUFFIX}"));
+    }
+    Cow::Borrowed(covering_template(queue, templates).unwrap_or(queue))
+}
+
+fn covering_template<'a>(
+    queue: &str,
+    templates: impl IntoIterator<Item = &'a str>,
+) -> Option<&'a str> {
+    if queue.ends_with('*') {
+        return None;
+    }
+    templates
+        .into_iter()
+        .filter_map(|t| t.strip_suffix('*').map(|prefix| (t, prefix)))
+        .filter(|(_, prefix)| queue.len() > prefix.len() && queue.starts_with(prefix))
+        .max_by_key(|(_, prefix)| prefix.len())
+        .map(|(template, _)| template)
 }
 
 #[cfg(test)]

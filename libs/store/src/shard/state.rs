@@ -124,20 +124,11 @@ impl State {
         StoreError::corrupt(kv.dir(), e.to_string())
     }
 
-    /// `name`'s family for metrics (`observe::ShardObserver`): the covering template's name,
-    /// `<template>.dlq` for the dead-letter queue of a covered queue, else the name itself.
-    /// The same rule as `cascade_telemetry::queue_family`, over this shard's templates.
+    /// `name`'s family for metrics (`observe::ShardObserver`), by
+    /// [`cascade_core::queue_family`] over this shard's templates.
     pub fn family<'a>(&'a self, name: &'a QueueName) -> Cow<'a, str> {
-        if let Some(stem) = name.as_str().strip_suffix(DEAD_LETTER_SUFFIX)
-            && let Ok(stem) = QueueName::parse(stem)
-            && let Some(template) = self.template_for(&stem)
-        {
-            return Cow::Owned(format!("{}{DEAD_LETTER_SUFFIX}", template.name));
-        }
-        match self.template_for(name) {
-            Some(template) => Cow::Borrowed(template.name.as_str()),
-            None => Cow::Borrowed(name.as_str()),
-        }
+        let templates = self.templates.iter().map(|t| t.name.as_str());
+        cascade_core::queue_family(name.as_str(), templates)
     }
 
     pub fn template_for(&self, name: &QueueName) -> Option<&QueueRecord> {
@@ -408,8 +399,6 @@ impl State {
             .expect("a prefix of a valid ID plus '.' and digits is valid")
     }
 }
-
-const DEAD_LETTER_SUFFIX: &str = ".dlq";
 
 pub fn not_found(name: &QueueName) -> StoreError {
     let s = name.as_str();

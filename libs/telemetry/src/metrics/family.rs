@@ -1,40 +1,14 @@
 //! The `queue` label: a queue's family, so that per-user queues (`inbox:alice`) are counted
 //! under their template (`inbox:*`) and never become series of their own.
 
-/// `queue`'s label value. A queue a template covers (it extends the template's prefix by at
-/// least one character) gets the template's name; with several, the most specific (longest
-/// prefix). The dead-letter queue of a covered queue (`inbox:alice.dlq`) gets
-/// `<template>.dlq` (`inbox:*.dlq`), so dead letters do not count as its family's backlog.
-/// Any other queue is named as it is: plain queues and stages are created explicitly, so
-/// they are few. Entries of `templates` that do not end in `*` are ignored.
+/// `queue`'s label value: its family by [`cascade_core::queue_family`] (a covered queue
+/// under its template, `inbox:alice` → `inbox:*`, its dead-letter queue under
+/// `<template>.dlq`, any other queue as it is).
 ///
 /// Call it only for queues that exist or match a template: the name of a refused request
 /// is the caller's, and could be anything.
 pub fn queue_family(queue: &str, templates: &[String]) -> String {
-    // The dead-letter rule first: `inbox:alice.dlq` also extends `inbox:`.
-    if let Some(stem) = queue.strip_suffix(DEAD_LETTER_SUFFIX)
-        && let Some(template) = covering_template(stem, templates)
-    {
-        return format!("{template}{DEAD_LETTER_SUFFIX}");
-    }
-    match covering_template(queue, templates) {
-        Some(template) => template.to_owned(),
-        None => queue.to_owned(),
-    }
-}
-
-const DEAD_LETTER_SUFFIX: &str = ".dlq";
-
-fn covering_template<'t>(queue: &str, templates: &'t [String]) -> Option<&'t str> {
-    if queue.ends_with('*') {
-        return None;
-    }
-    templates
-        .iter()
-        .filter_map(|t| t.strip_suffix('*').map(|prefix| (t.as_str(), prefix)))
-        .filter(|(_, prefix)| queue.len() > prefix.len() && queue.starts_with(prefix))
-        .max_by_key(|(_, prefix)| prefix.len())
-        .map(|(template, _)| template)
+    cascade_core::queue_family(queue, templates.iter().map(String::as_str)).into_owned()
 }
 
 #[cfg(test)]
