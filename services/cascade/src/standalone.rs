@@ -5,45 +5,34 @@
 //! calls, the shards finish what they hold and checkpoint, and the process exits 0.
 
 use std::net::SocketAddr;
-use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use crate::{rm, stages};
 use anyhow::Context;
 use cascade_bus::Bus;
 use cascade_service::{
-    Deps, Readiness, Settings, Shutdown, ShutdownTrigger, serve_admin, shutdown_channel,
+    DataFlags, Deps, Readiness, ServiceFlags, Settings, Shutdown, ShutdownTrigger, serve_admin,
+    shutdown_channel,
 };
 use tokio::task::{JoinHandle, JoinSet};
 
 #[derive(clap::Args)]
 pub struct Flags {
-    /// Settings file (TOML); see deploy/config/cascade.toml.
-    #[arg(long)]
-    config: Option<PathBuf>,
-    /// Where the shards keep their stores [default: ./cascade-data].
-    #[arg(long)]
-    data_dir: Option<PathBuf>,
-    /// The gRPC address [default: 127.0.0.1:7700].
-    #[arg(long)]
+    #[command(flatten)]
+    service: ServiceFlags,
+    #[command(flatten)]
+    data: DataFlags,
+    /// The gRPC address (grpc.addr) [default: 127.0.0.1:7700].
+    #[arg(long, value_name = "ADDR")]
     grpc_addr: Option<String>,
-    /// The HTTP admin address [default: 127.0.0.1:7701].
-    #[arg(long)]
-    http_addr: Option<String>,
 }
 
 pub async fn main(flags: Flags) -> anyhow::Result<()> {
-    let mut overrides = Vec::new();
-    if let Some(dir) = &flags.data_dir {
-        overrides.push(("data.dir", dir.display().to_string()));
-    }
+    let mut overrides = [flags.service.overrides(), flags.data.overrides()].concat();
     if let Some(addr) = flags.grpc_addr {
         overrides.push(("grpc.addr", addr));
     }
-    if let Some(addr) = flags.http_addr {
-        overrides.push(("http.addr", addr));
-    }
-    let mut settings = Settings::load(flags.config.as_deref(), &overrides)?;
+    let mut settings = Settings::load(flags.service.config.as_deref(), &overrides)?;
     // Standalone is every shard over the in-process bus, whatever a shared file says.
     settings.bus.kind = cascade_service::settings::BusKind::Local;
     settings.dispatcher.shards.clear();
@@ -95,9 +84,7 @@ pub async fn run_with(
         stopping.clone(),
     )
     .await?;
-    let grpc = tokio::net::TcpListener::bind(&settings.grpc.addr)
-        .await
-        .with_context(|| format!("cannot listen on grpc.addr {}", settings.grpc.addr))?;
+    let grpc = cascade_ingest::bind(&settings).await?;
     let grpc_addr = grpc.local_addr()?;
 
     let mut services = JoinSet::new();
