@@ -30,7 +30,11 @@ macro_rules! scenario_tests {
         $(
             #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
             async fn $name() {
-                let mut cluster = tokio::task::spawn_blocking(|| $crate::Cluster::start($mode))
+                // The scenarios take and complete stage events themselves: standalone's own
+                // stage workers would compete with them.
+                let env = [("CASCADE__STANDALONE__STAGE_WORKERS", "false")];
+                let mut cluster =
+                    tokio::task::spawn_blocking(move || $crate::Cluster::start_with($mode, None, &env))
                     .await
                     .expect("start the cluster");
                 $crate::scenarios::$name(&mut cluster).await;

@@ -37,6 +37,7 @@ pub struct Settings {
     /// The resource manager: the handler budget shared by priority, and how fast it reacts;
     /// see `cascade_resource_manager`.
     pub resource_manager: ResourceManagerSettings,
+    pub standalone: StandaloneSettings,
     /// Pipelines applied at start (re-applied each time: a changed stage config takes effect,
     /// events stay). More can be applied at run time with `Admin.ApplyPipeline`.
     pub pipelines: Vec<cascade_core::Pipeline>,
@@ -80,6 +81,16 @@ pub struct GrpcSettings {
 #[serde(deny_unknown_fields, default)]
 pub struct HttpSettings {
     pub addr: String,
+}
+
+/// What `cascade standalone` runs besides the shards and the gateway.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct StandaloneSettings {
+    /// A stage worker for every stage of every pipeline (and the resource manager over
+    /// them). Off when the stages are served by workers of one's own (the SDK, or the
+    /// `cascade-stage-worker` binary): standalone's would compete with them for events.
+    pub stage_workers: bool,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -195,6 +206,14 @@ impl Default for HttpSettings {
     fn default() -> Self {
         HttpSettings {
             addr: "127.0.0.1:7701".into(),
+        }
+    }
+}
+
+impl Default for StandaloneSettings {
+    fn default() -> Self {
+        StandaloneSettings {
+            stage_workers: true,
         }
     }
 }

@@ -55,7 +55,8 @@ impl Local {
             get(|| async {
                 (
                     StatusCode::NOT_FOUND,
-                    "the resource manager is off here (resource_manager.enabled = false)\n",
+                    "the resource manager is off here (resource_manager.enabled = false, or \
+                     standalone.stage_workers = false)\n",
                 )
             }),
         )

@@ -71,7 +71,9 @@ pub async fn run_with(
     // One registry for every service here, so that one `/metrics` shows them all.
     let metrics = cascade_telemetry::Metrics::new();
     cascade_service::observe::observe_bus(&bus, &metrics);
-    let local_rm = rm::Local::new(settings.resource_manager.enabled);
+    // The manager turns standalone's stage workers: without them it has nothing to run.
+    let local_rm =
+        rm::Local::new(settings.resource_manager.enabled && settings.standalone.stage_workers);
     let status = cascade_ingest::StatusPage::new(&settings);
     let admin_routes = metrics
         .router()
@@ -176,7 +178,8 @@ pub async fn run_with(
     }
 }
 
-/// Starts the stage supervisor and, when enabled, the resource manager over its workers.
+/// Starts the stage supervisor and, when enabled, the resource manager over its workers
+/// (neither with `standalone.stage_workers = false`).
 /// Stage workers are clients of the gateway, like any other worker. They stop first on
 /// shutdown (the trigger returned), so that what they release and complete still reaches
 /// the shards; the manager stops with them, as there is nothing left to manage.
@@ -189,6 +192,9 @@ fn start_stage_workers(
     services: &mut JoinSet<anyhow::Result<()>>,
 ) -> (ShutdownTrigger, JoinHandle<()>) {
     let (stop_stages, stages_stopping) = shutdown_channel();
+    if !settings.standalone.stage_workers {
+        return (stop_stages, tokio::spawn(async {}));
+    }
     let (managed, manager) = local_rm.split(settings, bus, metrics, stages_stopping.clone());
     if let Some(manager) = manager {
         services.spawn(named("resource manager", manager));
