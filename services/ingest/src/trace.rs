@@ -57,7 +57,11 @@ pub(crate) fn enqueue_batch_spans(
     let producer_traced = has_valid_span(&incoming);
     if !is_recording() {
         if producer_traced {
-            for item in items.iter_mut().filter(|i| !has_traceparent(i)) {
+            // Items without a context of their own (as below, when spans are made).
+            for item in items
+                .iter_mut()
+                .filter(|i| !has_valid_span(&context_from_headers(&i.headers)))
+            {
                 inject_into_headers(&incoming, &mut item.headers);
             }
         }
@@ -166,12 +170,6 @@ fn join(span: &Span, parent: Context) {
         // Only if the span was entered already: a bug here, not a reason to fail a request.
         tracing::debug!(error = %err, "ingest.trace.parent_not_set");
     }
-}
-
-fn has_traceparent(item: &EnqueueRequest) -> bool {
-    item.headers
-        .keys()
-        .any(|k| k.eq_ignore_ascii_case("traceparent"))
 }
 
 #[cfg(test)]

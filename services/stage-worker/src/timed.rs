@@ -14,7 +14,7 @@ use cascade_worker::{BoxedHandler, Handler, HandlerError};
 /// an `Instant` and one observation.
 pub(crate) struct TimedHandler {
     inner: BoxedHandler,
-    /// Indexed by `HandlerOutcome::ALL`'s order.
+    /// One histogram per outcome.
     durations: Vec<(HandlerOutcome, Histogram)>,
 }
 
