@@ -27,10 +27,14 @@ if [ "${#PACKAGES[@]}" -gt 0 ]; then
     $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y "${PACKAGES[@]}"
 fi
 
+# One build of a clean checkout: incremental caches would only cost disk (GBs) here.
+export CARGO_INCREMENTAL=0
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets -- -D warnings
 # The model-based property test runs PROPTEST_CASES seeds (each a long random sequence).
 export PROPTEST_CASES="${PROPTEST_CASES:-128}"
-# The end-to-end tests (tests/) start the binaries as processes: build them first.
-cargo build --workspace --bins
+# The end-to-end tests (tests/) start the binaries as processes: build them first, with every
+# target in the same invocation so that the test run below reuses the same artifacts (a separate
+# `--bins` build resolves features without dev-dependencies and compiles half the tree twice).
+cargo build --workspace --all-targets
 cargo test --workspace --all-targets
