@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use cascade_client::{Client, api};
 use cascade_e2e::process::http_body;
-use cascade_e2e::scenarios::{config, create, enqueue, item, seconds, take};
+use cascade_e2e::scenarios::{config, create, enqueue, item, seconds, stats, take};
 use cascade_e2e::{Cluster, Mode};
 
 const STAGES: [&str; 3] = ["receive", "enrich", "deliver"];
@@ -78,7 +78,8 @@ async fn status_page_shows_stages_and_counts_in_a_browser() {
 }
 
 /// `cascade-ingest` of a distributed cluster serves the same data: it follows the stats the
-/// dispatcher processes publish over NATS, a template's queues summed under it.
+/// dispatcher processes publish over NATS, a template's queues summed under it (and so does
+/// `QueueStats` of the template).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_gateway_serves_status_json_over_nats() {
     let cluster = tokio::task::spawn_blocking(|| Cluster::start(Mode::Distributed))
@@ -110,6 +111,9 @@ async fn the_gateway_serves_status_json_over_nats() {
         );
         tokio::time::sleep(Duration::from_millis(250)).await;
     }
+    // The template's stats over gRPC: every shard's share, summed by the gateway.
+    let inbox = stats(&c, "inbox:*").await;
+    assert_eq!((inbox.ready, inbox.enqueued_total), (4, 4), "{inbox:?}");
     tokio::task::spawn_blocking(move || cluster.stop())
         .await
         .expect("stop");

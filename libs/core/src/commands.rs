@@ -80,6 +80,32 @@ pub struct QueueStats {
     pub retries_total: u64,
 }
 
+impl QueueStats {
+    /// Adds `other`'s counts and totals (two shares of one template's queues); the oldest
+    /// ready age is the older of the two.
+    pub fn add(&mut self, other: &QueueStats) {
+        self.ready += other.ready;
+        self.delayed += other.delayed;
+        self.leased += other.leased;
+        self.dead_lettered += other.dead_lettered;
+        self.oldest_ready_age = self.oldest_ready_age.max(other.oldest_ready_age);
+        self.enqueued_total += other.enqueued_total;
+        self.completed_total += other.completed_total;
+        self.expired_leases_total += other.expired_leases_total;
+        self.retries_total += other.retries_total;
+    }
+}
+
+/// The sums of the queues one template covers (`inbox:*`), or of their dead-letter queues
+/// (`inbox:*.dlq`), on one shard. `oldest_ready_age` is not tracked for a family (zero).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct FamilyStats {
+    pub name: String,
+    pub stats: QueueStats,
+    /// Member queues with counts (a per-user queue has them while it holds events).
+    pub queues: u64,
+}
+
 /// What an update changes; headers are merged into the event's.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct EventUpdate {

@@ -148,8 +148,10 @@ impl Borrow<str> for QueueName {
 /// template covers (it extends the template's prefix by at least one character) gets the
 /// template's name; with several, the most specific (longest prefix). The dead-letter queue
 /// of a covered queue (`inbox:alice.dlq`) gets `<template>.dlq` (`inbox:*.dlq`), so dead
-/// letters do not count as its family's backlog. Any other queue is named as it is. Entries
-/// of `templates` that do not end in `*` are ignored.
+/// letters do not count as its family's backlog. Any other queue is named as it is, and so is
+/// a family's own name (`inbox:*`, `inbox:*.dlq`: no queue name holds a `*` but at its end),
+/// so sums the shards already made pass through unchanged. Entries of `templates` that do not
+/// end in `*` are ignored.
 pub fn queue_family<'a, T>(queue: &'a str, templates: T) -> Cow<'a, str>
 where
     T: IntoIterator<Item = &'a str> + Clone,
@@ -167,7 +169,7 @@ fn covering_template<'a>(
     queue: &str,
     templates: impl IntoIterator<Item = &'a str>,
 ) -> Option<&'a str> {
-    if queue.ends_with('*') {
+    if queue.contains('*') {
         return None;
     }
     templates
@@ -239,6 +241,41 @@ mod tests {
         }
         let err = QueueName::parse_field("bad name", "advance.to").expect_err("space");
         assert_eq!(err.field(), "advance.to");
+    }
+
+    #[test]
+    fn families() {
+        let templates: Vec<String> = ["inbox:*", "inbox:vip:*", "plain", "*"]
+            .into_iter()
+            .map(String::from)
+            .collect();
+        let only_inbox = vec!["inbox:*".to_owned()];
+        let table: [(&str, &[String], &str); 13] = [
+            ("inbox:alice", &only_inbox, "inbox:*"),
+            ("inbox:a", &only_inbox, "inbox:*"),
+            // The bare prefix is not covered (a template needs 1+ more characters).
+            ("inbox:", &only_inbox, "inbox:"),
+            ("outbox:alice", &only_inbox, "outbox:alice"),
+            ("orders.validate", &only_inbox, "orders.validate"),
+            ("inbox:alice.dlq", &only_inbox, "inbox:*.dlq"),
+            ("orders.dlq", &only_inbox, "orders.dlq"),
+            ("inbox:*", &only_inbox, "inbox:*"),
+            // A family's own name, as a shard publishes its sums.
+            ("inbox:*.dlq", &only_inbox, "inbox:*.dlq"),
+            ("anything", &[], "anything"),
+            // The most specific template wins, whatever the order.
+            ("inbox:vip:bob", &templates, "inbox:vip:*"),
+            ("inbox:bob", &templates, "inbox:*"),
+            // The catch-all template covers everything else; "plain" is no template.
+            ("plain", &templates, "*"),
+        ];
+        for (queue, templates, family) in table {
+            assert_eq!(
+                queue_family(queue, templates.iter().map(String::as_str)),
+                family,
+                "{queue} with {templates:?}"
+            );
+        }
     }
 
     #[test]

@@ -4,8 +4,8 @@
 //! machines.
 //!
 //! Run: `cargo bench -p cascade-store --bench engine [-- SCENARIO...]`
-//! Scenarios: fsync, enqueue-1, enqueue-64, steady-single, steady-batch, fill, drain
-//! (default: all, in that order; `drain` drains the backlog `fill` left).
+//! Scenarios: fsync, enqueue-1, enqueue-64, steady-single, steady-batch, fill, drain,
+//! stats-round (default: all, in that order; `drain` drains the backlog `fill` left).
 //! Environment: `CASCADE_BENCH_DIR` (default `bench-data/` in the working directory; keep it
 //! on the disk you want to measure, not on tmpfs), `CASCADE_BENCH_SECS` (length of the short
 //! scenarios, default 10), `CASCADE_BENCH_FILL_SECS` (default 60).
@@ -26,6 +26,8 @@ const BATCH: usize = 100;
 const SUBMITTERS: usize = 64;
 const CONSUMERS: usize = 4;
 const DRAIN_EVENTS: u64 = 1_000_000;
+/// Per-user queues (one event each) in `stats-round`.
+const STATS_USERS: u64 = 200_000;
 /// Events enqueued and not yet acked at most during `steady`: a steady flow, not a fill.
 const STEADY_BACKLOG: u64 = 20_000;
 
@@ -124,6 +126,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     if run("drain") {
         let r = runtime.block_on(with_store(&dir, "backlog", |s| drain(s, drain_events)))?;
         report("drain", r);
+    }
+    if run("stats-round") {
+        let users = if plan.brief { 1_000 } else { STATS_USERS };
+        let r = runtime.block_on(with_store(&dir, "stats-round", |s| stats_round(s, users)))?;
+        report("stats-round", r);
     }
     Ok(())
 }
@@ -404,5 +411,73 @@ async fn drain(store: Shared, events: u64) -> Result<String, StoreError> {
         "{:>9.0} events/s ({acked} of a backlog of {} taken and acked in {elapsed:.1} s, {CONSUMERS} consumers x {BATCH})",
         acked as f64 / elapsed,
         stats.ready
+    ))
+}
+
+/// A stats round of a shard holding `users` per-user queues of `inbox:*` (one event each)
+/// beside the bench queue: what the dispatcher publishes each `dispatcher.stats_interval`
+/// (the queues no template covers, then the families), against reading the stats of every
+/// queue, which is what a round cost before the shard kept family sums.
+async fn stats_round(store: Shared, users: u64) -> Result<String, StoreError> {
+    let template = QueueName::parse("inbox:*").expect("a valid name");
+    store
+        .run(move |s, now| s.create_queue(now, template, QueueConfig::default()))
+        .await?;
+    for first in (0..users).step_by(1_000) {
+        store
+            .run(move |s, now| {
+                for user in first..(first + 1_000).min(users) {
+                    let queue = QueueName::parse(&format!("inbox:user-{user}")).expect("name");
+                    s.enqueue(
+                        now,
+                        EnqueueCmd {
+                            queue,
+                            ..enqueue_cmd()
+                        },
+                    )?;
+                }
+                Ok(())
+            })
+            .await?;
+    }
+    let started = Instant::now();
+    let (queues, families) = store
+        .run(|s, now| {
+            let (mut queues, mut token) = (0, String::new());
+            loop {
+                let page = s.list_uncovered_queues(256, &token)?;
+                for name in &page.items {
+                    s.queue_stats(now, name)?;
+                    queues += 1;
+                }
+                if page.next_page_token.is_empty() {
+                    return Ok((queues, s.family_stats().len()));
+                }
+                token = page.next_page_token;
+            }
+        })
+        .await?;
+    let round = started.elapsed();
+    let started = Instant::now();
+    let every = store
+        .run(|s, now| {
+            let (mut read, mut token) = (0u64, String::new());
+            loop {
+                let page = s.list_queues("", 256, &token)?;
+                for queue in page.items.iter().filter(|q| !q.name.is_template()) {
+                    s.queue_stats(now, &queue.name)?;
+                    read += 1;
+                }
+                if page.next_page_token.is_empty() {
+                    return Ok(read);
+                }
+                token = page.next_page_token;
+            }
+        })
+        .await?;
+    let per_queue = started.elapsed();
+    Ok(format!(
+        "{users} per-user queues: a round reads {queues} queue(s) + {families} family in {round:?}; \
+         reading every queue's stats ({every}) takes {per_queue:?}"
     ))
 }

@@ -14,7 +14,8 @@
 //! idempotency key answers the original within the queue's dedup window; an advance onto a
 //! taken ID is refused and a dead letter onto one renamed; redrive returns dead letters to
 //! their queue; template-made and dead-letter queues appear on first use and vanish when
-//! empty; a version changes exactly when its event does; a checkpoint changes nothing.
+//! empty, and a template's family sums its members, keeping the totals of those that
+//! vanished; a version changes exactly when its event does; a checkpoint changes nothing.
 
 use std::collections::BTreeMap;
 use std::fmt::Debug;
@@ -28,7 +29,7 @@ use cascade_store::codec::records::HandOff;
 use cascade_store::durable::Maintenance;
 use cascade_store::kv::{Kv, Layer, checkpoint};
 use cascade_store::shard::{DEAD_LETTER_FROM as FROM, DEAD_LETTER_REASON as REASON};
-use cascade_store::shard::{EnqueueCmd, EventUpdate, LeaseToken, RedriveSelection};
+use cascade_store::shard::{EnqueueCmd, EventUpdate, LeaseToken, QueueStats, RedriveSelection};
 use cascade_store::{Shard, ShardSettings, StoreError};
 use proptest::collection::vec;
 use proptest::option::weighted as some;
@@ -201,6 +202,8 @@ struct Model {
     outbox: Vec<Sched>,
     /// Dead letters renamed since the last check, under a placeholder ID: (queue, placeholder).
     renamed: Vec<(String, String)>,
+    /// What the members of each template family counted, those that vanished included.
+    family_totals: BTreeMap<String, Totals>,
 }
 
 impl Model {
@@ -229,6 +232,14 @@ impl Model {
 
     fn mq(&mut self, q: &str) -> &mut MQueue {
         self.queues.get_mut(q).expect("known queue")
+    }
+
+    /// Counts in `q`'s totals and in its template family's.
+    fn tally(&mut self, q: &str, count: fn(&mut Totals)) {
+        count(&mut self.mq(q).totals);
+        if let Some(family) = family_of(q) {
+            count(self.family_totals.entry(family.into()).or_default());
+        }
     }
 
     fn ev(&self, q: &str, id: &str) -> Option<&MEvent> {
@@ -263,7 +274,7 @@ impl Model {
             return Err(Fail::IdTaken);
         }
         mq.totals = mq.shown_totals();
-        mq.totals.enqueued += 1;
+        self.tally(q, |t| t.enqueued += 1);
         self.seq = seq;
         let state = state_at(e.activate_at, now);
         (e.queue, e.state, e.attempts, e.lease_expires_at) = (qn(q), state, 0, None);
@@ -288,7 +299,7 @@ impl Model {
     fn dead_letter(&mut self, q: &str, ev: MEvent) {
         let mq = self.mq(q);
         mq.events.remove(ev.e.id.as_str());
-        mq.totals.dead_lettered += 1;
+        self.tally(q, |t| t.dead_lettered += 1);
         let dlq = format!("{q}.dlq");
         let made = match q.starts_with("t:") {
             true => MQueue::new(Kind::Template, QUEUES[3]),
@@ -373,9 +384,8 @@ impl Model {
         ev.e.lease_expires_at = None;
         match outcome {
             Outcome::Ack | Outcome::Advance { .. } => {
-                let mq = self.mq(q);
-                mq.events.remove(id);
-                mq.totals.completed += 1;
+                self.mq(q).events.remove(id);
+                self.tally(q, |t| t.completed += 1);
                 if let Outcome::Advance {
                     to, payload, delay, ..
                 } = outcome
@@ -389,7 +399,7 @@ impl Model {
             Outcome::Retry { .. } if exhausted => self.dead_letter(q, ev),
             Outcome::Retry { delay } => {
                 ev.e.activate_at = ts(now).saturating_add(delay.expect("explicit delay"));
-                self.mq(q).totals.retries += 1;
+                self.tally(q, |t| t.retries += 1);
                 self.requeue(ev);
             }
             Outcome::Reschedule { activate_at } => {
@@ -420,8 +430,8 @@ impl Model {
         }
         due.sort_by(|x, y| (x.0, &x.1, &x.2.e.id).cmp(&(y.0, &y.1, &y.2.e.id)));
         for (_, q, ev) in due.clone() {
+            self.tally(&q, |t| t.expired += 1);
             let mq = self.mq(&q);
-            mq.totals.expired += 1;
             if mq.config.1 != 0 && ev.e.attempts >= mq.config.1 {
                 self.dead_letter(&q, ev);
             } else {
@@ -871,17 +881,7 @@ impl World {
                 oldest.unwrap_or_default(),
             );
             same(real, want, "ready, delayed, leased, oldest ready age");
-            let (enqueued, completed) = (s.enqueued_total, s.completed_total);
-            let (dead_lettered, expired, retries) =
-                (s.dead_lettered, s.expired_leases_total, s.retries_total);
-            let totals = Totals {
-                enqueued,
-                completed,
-                dead_lettered,
-                expired,
-                retries,
-            };
-            same(totals, mq.shown_totals(), "totals");
+            same(totals_of(&s), mq.shown_totals(), "totals");
             for (id, ev) in &mq.events {
                 let got = self.shard.get(&q, id).expect("get");
                 same(norm(&got), ev.e.clone(), "get");
@@ -899,6 +899,66 @@ impl World {
                 }
             }
         }
+        self.check_families(t);
+    }
+
+    /// A template family's stats are its members' summed, with the totals of the members that
+    /// vanished kept; `queue_stats` of the template shows the same.
+    fn check_families(&self, t: Timestamp) {
+        let families = self.shard.family_stats();
+        let names: Vec<&str> = families.iter().map(|f| f.name.as_str()).collect();
+        assert!(
+            names.contains(&"t:*"),
+            "every template has a family: {names:?}"
+        );
+        for family in ["t:*", "t:*.dlq"] {
+            let real = families.iter().find(|f| f.name == family);
+            let real = real
+                .map(|f| (f.queues, f.stats.clone()))
+                .unwrap_or_default();
+            let members = self.model.queues.iter();
+            let members: Vec<&MQueue> = members
+                .filter(|(name, mq)| family_of(name) == Some(family) && !mq.events.is_empty())
+                .map(|(_, mq)| mq)
+                .collect();
+            let count = |state| {
+                let events = members.iter().flat_map(|mq| mq.events.values());
+                events.filter(|ev| ev.e.state == state).count() as u64
+            };
+            let totals = self.model.family_totals.get(family).copied();
+            same(
+                (real.0, [real.1.ready, real.1.delayed, real.1.leased]),
+                (members.len() as u64, [Ready, Delayed, Leased].map(count)),
+                &format!("{family}: members; ready, delayed, leased"),
+            );
+            same(totals_of(&real.1), totals.unwrap_or_default(), family);
+        }
+        let template = self
+            .shard
+            .queue_stats(t, &qn("t:*"))
+            .expect("template stats");
+        let summed = families.iter().find(|f| f.name == "t:*").map(|f| &f.stats);
+        same(Some(&template), summed, "queue_stats of the template");
+    }
+}
+
+fn totals_of(s: &QueueStats) -> Totals {
+    Totals {
+        enqueued: s.enqueued_total,
+        completed: s.completed_total,
+        dead_lettered: s.dead_lettered,
+        expired: s.expired_leases_total,
+        retries: s.retries_total,
+    }
+}
+
+/// The template family `q` belongs to: `t:*` makes `t:1`, and `t:1.dlq` counts under
+/// `t:*.dlq`.
+fn family_of(q: &str) -> Option<&'static str> {
+    match (q.starts_with("t:"), q.ends_with(".dlq")) {
+        (false, _) => None,
+        (true, false) => Some("t:*"),
+        (true, true) => Some("t:*.dlq"),
     }
 }
 

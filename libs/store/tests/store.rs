@@ -149,6 +149,38 @@ async fn writer_expires_leases_as_the_clock_passes_their_deadline() {
         .expect("shutdown");
 }
 
+/// A template family's sums are kept in memory: after a restart they are summed again from
+/// the stored counters of its queues.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn template_families_are_summed_again_on_reopen() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let clock = SimClock::new(Timestamp::from_micros(1_700_000_000_000_000));
+    let store = start(dir.path(), Durability::Fsync, clock);
+    store
+        .run(|s, now| s.create_queue(now, q("inbox:*"), QueueConfig::default()))
+        .await
+        .expect("template");
+    for (n, user) in ["alice", "alice", "bob"].into_iter().enumerate() {
+        let cmd = EnqueueCmd {
+            queue: q(&format!("inbox:{user}")),
+            ..enqueue_cmd(format!("e{n}"))
+        };
+        store
+            .run(move |s, now| s.enqueue(now, cmd))
+            .await
+            .expect("enqueue");
+    }
+    let before = store.run(|s, _| Ok(s.family_stats())).await.expect("stats");
+    tokio::task::spawn_blocking(move || store.shutdown())
+        .await
+        .expect("join")
+        .expect("clean shutdown");
+    let shard = reopen(dir.path()).expect("reopen");
+    let after = shard.family_stats();
+    assert_eq!(after, before);
+    assert_eq!((after[0].queues, after[0].stats.ready), (2, 3));
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn timer_schedule_survives_a_restart() {
     let dir = tempfile::tempdir().expect("tempdir");

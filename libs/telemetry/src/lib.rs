@@ -9,7 +9,8 @@
 //!   metadata and HTTP headers. `span`: joining a `tracing` span to a remote trace, linking
 //!   spans to events, and the `cascade.*` attribute names.
 //! - `metrics`: every Prometheus metric of the system in one `Metrics` registry per process,
-//!   its `/metrics` router, and `queue_family` for the bounded `queue` label.
+//!   its `/metrics` router. The bounded `queue` label is a family by
+//!   `cascade_core::queue_family`.
 //!
 //! Failure policy: bad settings fail `init` with an error naming the key or variable;
 //! a collector that is down never fails or blocks the service (spans are dropped, the SDK
@@ -25,7 +26,7 @@ pub mod span;
 
 pub use error::TelemetryError;
 pub use init::{Telemetry, init};
-pub use metrics::{Metrics, queue_family};
+pub use metrics::Metrics;
 pub use propagation::{
     HeaderMapLike, context_from_headers, context_from_http, context_from_metadata, has_valid_span,
     inject_into_headers, inject_into_http, inject_into_metadata,

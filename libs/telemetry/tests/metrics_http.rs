@@ -1,15 +1,14 @@
 //! `/metrics` served over HTTP by the router services merge into their admin port.
 
 use cascade_telemetry::Metrics;
-use cascade_telemetry::metrics::{EnqueueResult, OPENMETRICS_CONTENT_TYPE, queue_family};
+use cascade_telemetry::metrics::{EnqueueResult, OPENMETRICS_CONTENT_TYPE};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 #[tokio::test]
 async fn metrics_are_scraped_over_http() {
     let metrics = Metrics::new();
-    let templates = vec!["inbox:*".to_owned()];
     metrics
-        .enqueue_total(&queue_family("inbox:alice", &templates), EnqueueResult::Ok)
+        .enqueue_total("inbox:*", EnqueueResult::Ok)
         .inc_by(3);
 
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")

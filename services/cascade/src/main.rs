@@ -49,7 +49,7 @@ enum Command {
     Take(client::TakeArgs),
     /// Acknowledge a taken event with its lease token.
     Ack(client::AckArgs),
-    /// Show a queue's counts and totals.
+    /// Show a queue's counts and totals; for a template, its queues' summed.
     Stats(client::StatsArgs),
     /// Ask the resource manager of a running `cascade standalone`.
     Rm {

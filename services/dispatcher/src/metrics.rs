@@ -10,10 +10,11 @@ use std::collections::{HashMap, HashSet};
 use std::sync::Mutex;
 
 use cascade_core::{Clock, SystemClock, Timestamp};
+use cascade_proto::bus::v1::FamilyStats;
 use cascade_proto::v1;
 use cascade_store::{DeadLetterCause, ShardObserver};
+use cascade_telemetry::Metrics;
 use cascade_telemetry::metrics::{Counter, DeadLetterReason, EnqueueResult, Histogram, QueueState};
-use cascade_telemetry::{Metrics, queue_family};
 
 /// Reports one shard's store events to the process's metrics.
 pub(crate) struct ShardMetrics {
@@ -113,31 +114,27 @@ impl Depth {
         }
     }
 
-    /// Sets every family's depth from one round's stats of every queue, and drops the
-    /// series of the families that no longer have a queue here.
-    pub fn update(&mut self, queues: &[v1::QueueStats], templates: &[String]) {
-        let mut sums: HashMap<String, [u64; 3]> = HashMap::new();
-        for queue in queues {
-            let sum = sums
-                .entry(queue_family(&queue.name, templates))
-                .or_default();
-            sum[0] += queue.delayed;
-            sum[1] += queue.ready;
-            sum[2] += queue.leased;
-        }
-        for (family, [delayed, ready, leased]) in &sums {
+    /// Sets every family's depth from one round: a queue no template covers is a family of
+    /// its own, the rest come summed per template. Drops the series of the families gone.
+    pub fn update(&mut self, queues: &[v1::QueueStats], families: &[FamilyStats]) {
+        let all = queues
+            .iter()
+            .chain(families.iter().filter_map(|f| f.stats.as_ref()));
+        let mut seen = HashSet::new();
+        for stats in all {
             let set = |state, depth| {
                 self.metrics
-                    .set_queue_depth(family, self.shard, state, depth)
+                    .set_queue_depth(&stats.name, self.shard, state, depth)
             };
-            set(QueueState::Delayed, *delayed);
-            set(QueueState::Ready, *ready);
-            set(QueueState::Leased, *leased);
+            set(QueueState::Delayed, stats.delayed);
+            set(QueueState::Ready, stats.ready);
+            set(QueueState::Leased, stats.leased);
+            seen.insert(stats.name.clone());
         }
-        for gone in self.families.iter().filter(|f| !sums.contains_key(*f)) {
+        for gone in self.families.iter().filter(|f| !seen.contains(*f)) {
             self.metrics.forget_queue_depth(gone, self.shard);
         }
-        self.families = sums.into_keys().collect();
+        self.families = seen;
     }
 }
 
@@ -156,18 +153,14 @@ mod tests {
     }
 
     #[test]
-    fn depth_sums_a_template_s_queues_and_forgets_gone_families() {
+    fn depth_per_queue_and_family_and_gone_families_forgotten() {
         let metrics = Metrics::new();
         let mut depth = Depth::new(1, &metrics);
-        let templates = vec!["inbox:*".to_owned()];
-        depth.update(
-            &[
-                stats("inbox:alice", 1, 2, 3),
-                stats("inbox:bob", 10, 20, 30),
-                stats("orders.validate", 0, 5, 0),
-            ],
-            &templates,
-        );
+        let inbox = FamilyStats {
+            stats: Some(stats("inbox:*", 11, 22, 33)),
+            queues: 2,
+        };
+        depth.update(&[stats("orders.validate", 0, 5, 0)], &[inbox]);
         let text = metrics.render();
         for sample in [
             r#"cascade_queue_depth{queue="inbox:*",state="delayed",shard="1"} 11"#,
@@ -175,10 +168,13 @@ mod tests {
             r#"cascade_queue_depth{queue="inbox:*",state="leased",shard="1"} 33"#,
             r#"cascade_queue_depth{queue="orders.validate",state="ready",shard="1"} 5"#,
         ] {
-            assert!(text.contains(sample), "{sample}\n{text}");
+            assert!(
+                text.contains(sample),
+                "{sample}
+{text}"
+            );
         }
-        assert!(!text.contains("alice"), "no per-user series\n{text}");
-        depth.update(&[stats("orders.validate", 0, 1, 0)], &templates);
+        depth.update(&[stats("orders.validate", 0, 1, 0)], &[]);
         let text = metrics.render();
         assert!(!text.contains(r#"queue="inbox:*""#), "forgotten\n{text}");
     }

@@ -1,16 +1,18 @@
-//! Publishes the stats of every queue of the shard on `cascade.<cluster>.stats.<shard>`
-//! every `dispatcher.stats_interval`, for the resource manager. The queues are read a page
-//! at a time (one writer closure each), so other requests run in between; a shard with more
-//! queues than one message carries publishes several `ShardStats` for one round, each with
-//! the same `at` and the shard's template names (for the status page's families).
+//! Publishes the shard's stats on `cascade.<cluster>.stats.<shard>` every
+//! `dispatcher.stats_interval`, for the resource manager and the status page: each queue no
+//! template covers by name, and the queues each template covers summed into one family entry
+//! (the store keeps those sums), so a round costs the same with millions of per-user queues
+//! as with none. The queues are read a page at a time (one writer closure each), so other
+//! requests run in between; a shard with more queues than one message carries publishes
+//! several `ShardStats` for one round, each with the same `at`, the families in the first.
 
 use std::sync::Arc;
 
 use bytes::Bytes;
 use cascade_bus::subject;
 use cascade_core::SystemClock;
-use cascade_proto::bus::v1::ShardStats;
-use cascade_proto::convert::{queue_stats_to_proto, timestamp_to_proto};
+use cascade_proto::bus::v1::{FamilyStats, ShardStats};
+use cascade_proto::convert::{family_stats_to_proto, queue_stats_to_proto, timestamp_to_proto};
 use cascade_proto::v1;
 use cascade_store::StoreError;
 use prost::Message;
@@ -32,65 +34,72 @@ pub(crate) async fn publish(ctx: Arc<ShardContext>) {
             () = ctx.stopping.wait() => return,
         }
         match collect(&ctx).await {
-            Ok((queues, templates)) => {
-                depth.update(&queues, &templates);
-                send(&ctx, queues, templates).await;
+            Ok((queues, families)) => {
+                depth.update(&queues, &families);
+                send(&ctx, queues, families).await;
             }
             Err(e) => tracing::warn!(shard = ctx.shard, error = %e, "dispatcher.stats.collect"),
         }
     }
 }
 
-/// Every queue's stats, and the templates' names.
-async fn collect(ctx: &ShardContext) -> Result<(Vec<v1::QueueStats>, Vec<String>), StoreError> {
+/// The stats of every queue no template covers, and of every family.
+async fn collect(
+    ctx: &ShardContext,
+) -> Result<(Vec<v1::QueueStats>, Vec<FamilyStats>), StoreError> {
     let mut all = Vec::new();
-    let mut templates = Vec::new();
     let mut token = String::new();
     loop {
         let after = std::mem::take(&mut token);
-        let (page, page_templates, next) = ctx
+        let (page, next) = ctx
             .store
             .run(move |shard, now| {
-                let listed = shard.list_queues("", PAGE, &after)?;
+                let listed = shard.list_uncovered_queues(PAGE, &after)?;
                 let mut stats = Vec::with_capacity(listed.items.len());
-                let mut templates = Vec::new();
-                for queue in &listed.items {
-                    if queue.name.is_template() {
-                        templates.push(queue.name.to_string());
-                        continue;
-                    }
-                    let counts = shard.queue_stats(now, &queue.name)?;
-                    stats.push(queue_stats_to_proto(&queue.name, &counts));
+                for name in &listed.items {
+                    let counts = shard.queue_stats(now, name)?;
+                    stats.push(queue_stats_to_proto(name.as_str(), &counts));
                 }
-                Ok((stats, templates, listed.next_page_token))
+                Ok((stats, listed.next_page_token))
             })
             .await?;
         all.extend(page);
-        templates.extend(page_templates);
         if next.is_empty() {
-            return Ok((all, templates));
+            break;
         }
         token = next;
     }
+    let families = ctx
+        .store
+        .run(|shard, _| {
+            Ok(shard
+                .family_stats()
+                .iter()
+                .map(family_stats_to_proto)
+                .collect())
+        })
+        .await?;
+    Ok((all, families))
 }
 
-async fn send(ctx: &ShardContext, queues: Vec<v1::QueueStats>, templates: Vec<String>) {
+async fn send(ctx: &ShardContext, queues: Vec<v1::QueueStats>, families: Vec<FamilyStats>) {
     let subject = subject::stats(&ctx.cluster, ctx.shard);
     let budget = ctx.reply_budget();
     let at = Some(timestamp_to_proto(cascade_core::Clock::now(&SystemClock)));
+    // Families are few (one or two per template, created one by one by operators).
     let mut message = ShardStats {
         shard: ctx.shard,
         at,
         queues: Vec::new(),
-        templates,
+        families,
     };
-    // Templates are few (created one by one by operators); every message carries them.
     let mut bytes = message.encoded_len();
     for stats in queues {
         let cost = repeated_field_cost(stats.encoded_len());
         if !message.queues.is_empty() && bytes + cost > budget {
             publish_one(ctx, &subject, &message).await;
             message.queues.clear();
+            message.families.clear();
             bytes = message.encoded_len();
         }
         bytes += cost;

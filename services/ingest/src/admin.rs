@@ -12,7 +12,8 @@ use cascade_proto::bus::v1::dispatcher_reply::Result as Reply;
 use cascade_proto::bus::v1::dispatcher_request::Op;
 use cascade_proto::convert::{
     create_queue_from_proto, get_pipeline_from_proto, list_dead_letters_from_proto,
-    list_queues_from_proto, pipeline_from_proto, queue_name_from_proto, redrive_from_proto,
+    list_queues_from_proto, pipeline_from_proto, queue_name_from_proto, queue_stats_from_proto,
+    queue_stats_to_proto, redrive_from_proto,
 };
 use cascade_proto::v1::{
     CreateQueueRequest, DeleteQueueRequest, DeleteQueueResponse, GetPipelineRequest,
@@ -169,11 +170,29 @@ impl Admin for Gateway {
         request: Request<QueueStatsRequest>,
     ) -> Result<Response<QueueStats>, Status> {
         let request = request.into_inner();
-        let shard = self.shards.owner(&events_queue(&request.name, "name")?);
-        match self.shards.call(shard, Op::QueueStats(request)).await? {
-            Reply::Stats(stats) => Ok(Response::new(stats)),
-            other => Err(unexpected(shard, "a stats request", &other).into()),
+        let name = queue_name_from_proto(&request.name, "name").map_err(IngestError::from)?;
+        if !name.is_template() {
+            let shard = self.shards.owner(&name);
+            return match self.shards.call(shard, Op::QueueStats(request)).await? {
+                Reply::Stats(stats) => Ok(Response::new(stats)),
+                other => Err(unexpected(shard, "a stats request", &other).into()),
+            };
         }
+        // A template's queues live on every shard, each of which sums its share.
+        let mut sum = cascade_core::QueueStats::default();
+        for (shard, reply) in self.on_every_shard(Op::QueueStats(request)).await? {
+            let Reply::Stats(stats) = reply else {
+                return Err(unexpected(shard, "a stats request", &reply).into());
+            };
+            let (_, share) =
+                queue_stats_from_proto(&stats, "").map_err(|e| IngestError::BadReply {
+                    shard,
+                    asked: "a stats request",
+                    got: format!("stats it could not read ({e})"),
+                })?;
+            sum.add(&share);
+        }
+        Ok(Response::new(queue_stats_to_proto(name.as_str(), &sum)))
     }
 
     async fn apply_pipeline(

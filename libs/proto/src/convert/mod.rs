@@ -42,8 +42,8 @@ pub use lookup::{
 };
 pub use pipeline::{get_pipeline_from_proto, pipeline_from_proto, pipeline_to_proto};
 pub use queue::{
-    create_queue_from_proto, queue_config_from_proto, queue_config_to_proto, queue_name_from_proto,
-    queue_stats_from_proto, queue_stats_to_proto, queue_to_proto,
+    create_queue_from_proto, family_stats_to_proto, queue_config_from_proto, queue_config_to_proto,
+    queue_name_from_proto, queue_stats_from_proto, queue_stats_to_proto, queue_to_proto,
 };
 pub use status::{code_from_grpc, status};
 pub use time::{

@@ -10,10 +10,12 @@
 //!
 //! A request without any `config` message gets every default, `max_attempts` = 10 included.
 
+use cascade_core::commands::FamilyStats;
 use cascade_core::{Queue, QueueConfig, QueueName, QueueStats};
 
 use super::time::{duration_to_proto, optional_duration_from_proto};
 use super::{ConvertError, field_at};
+use crate::bus::v1 as bus;
 use crate::v1;
 
 /// A queue (or template) name given in `field`, e.g. `name` or `items[2].queue`.
@@ -101,9 +103,10 @@ pub fn create_queue_from_proto(
     Ok((name, config))
 }
 
-pub fn queue_stats_to_proto(name: &QueueName, stats: &QueueStats) -> v1::QueueStats {
+/// `name` is a queue's, or a family's (`inbox:*.dlq`, which no queue is named).
+pub fn queue_stats_to_proto(name: &str, stats: &QueueStats) -> v1::QueueStats {
     v1::QueueStats {
-        name: name.to_string(),
+        name: name.to_owned(),
         ready: stats.ready,
         delayed: stats.delayed,
         leased: stats.leased,
@@ -113,6 +116,14 @@ pub fn queue_stats_to_proto(name: &QueueName, stats: &QueueStats) -> v1::QueueSt
         completed_total: stats.completed_total,
         expired_leases_total: stats.expired_leases_total,
         retries_total: stats.retries_total,
+    }
+}
+
+/// One entry of `ShardStats.families`.
+pub fn family_stats_to_proto(family: &FamilyStats) -> bus::FamilyStats {
+    bus::FamilyStats {
+        stats: Some(queue_stats_to_proto(&family.name, &family.stats)),
+        queues: family.queues,
     }
 }
 
@@ -280,7 +291,7 @@ mod tests {
             expired_leases_total: 7,
             retries_total: 8,
         };
-        let sent = queue_stats_to_proto(&name, &stats);
+        let sent = queue_stats_to_proto(name.as_str(), &stats);
         assert_eq!(sent.name, "jobs");
         assert_eq!(
             queue_stats_from_proto(&sent, "queues[0]"),

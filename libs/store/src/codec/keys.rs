@@ -224,6 +224,19 @@ pub fn successor(key: &[u8]) -> Vec<u8> {
     next
 }
 
+/// The first key past every key that starts with `prefix` (which is never all `0xff`: every
+/// key starts with a keyspace byte below it).
+pub fn prefix_end(prefix: &[u8]) -> Vec<u8> {
+    let mut end = prefix.to_vec();
+    while let Some(last) = end.pop() {
+        if last < u8::MAX {
+            end.push(last + 1);
+            break;
+        }
+    }
+    end
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

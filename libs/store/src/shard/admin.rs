@@ -3,10 +3,11 @@
 use cascade_core::{QueueConfig, QueueName, Timestamp};
 
 use super::events::remove_event;
+use super::families::{Families, covered_prefixes, stats_of};
 use super::state::{State, not_found};
-use super::{Page, Queue, QueueStats, Shard, sort_templates};
+use super::{FamilyStats, Page, Queue, QueueStats, Shard, sort_templates};
 use crate::codec::keys;
-use crate::codec::records::{self, EventRecord, QueueKind, QueueRecord};
+use crate::codec::records::{self, Counters, EventRecord, QueueKind, QueueRecord};
 use crate::error::StoreError;
 use crate::kv::{Batch, Flow, Txn};
 
@@ -20,7 +21,7 @@ impl Shard {
         config: QueueConfig,
     ) -> Result<Queue, StoreError> {
         config.validate()?;
-        let mut txn = Txn::new(&self.kv);
+        let mut txn = self.st.begin(&self.kv);
         let existing = self.st.stored_queue(&txn, &name)?;
         if let Some(rec) = &existing
             && matches!(rec.kind, QueueKind::Explicit | QueueKind::Template)
@@ -35,7 +36,7 @@ impl Shard {
         // A queue made from a template or as a dead-letter queue becomes explicit, events kept.
         let rec = self.st.write_queue(&mut txn, now, &name, &config, existing);
         let batch = self.st.seal(txn);
-        self.commit_queue(batch, rec);
+        self.commit_queue(batch, rec)?;
         Ok(Queue { name, config })
     }
 
@@ -49,25 +50,36 @@ impl Shard {
         config: QueueConfig,
     ) -> Result<Queue, StoreError> {
         config.validate()?;
-        let mut txn = Txn::new(&self.kv);
+        let mut txn = self.st.begin(&self.kv);
         let existing = self.st.stored_queue(&txn, &name)?;
         if !State::needs_write(existing.as_ref(), &config) {
             return Ok(Queue { name, config });
         }
         let rec = self.st.write_queue(&mut txn, now, &name, &config, existing);
         let batch = self.st.seal(txn);
-        self.commit_queue(batch, rec);
+        self.commit_queue(batch, rec)?;
         Ok(Queue { name, config })
     }
 
-    /// Commits a write of `rec`, keeping the in-memory templates in step.
-    fn commit_queue(&mut self, batch: Batch, rec: QueueRecord) {
+    /// Commits a write of `rec`, keeping the in-memory templates and families in step.
+    fn commit_queue(&mut self, batch: Batch, rec: QueueRecord) -> Result<(), StoreError> {
         self.st.commit(&mut self.kv, batch);
         if rec.kind == QueueKind::Template {
+            let added = !self.st.templates.iter().any(|t| t.name == rec.name);
             self.st.templates.retain(|t| t.name != rec.name);
             self.st.templates.push(rec);
             sort_templates(&mut self.st.templates);
+            if added {
+                self.reload_families()?;
+            }
         }
+        Ok(())
+    }
+
+    /// A new or removed template moves queues between families: sum them again.
+    fn reload_families(&mut self) -> Result<(), StoreError> {
+        self.st.families = Families::load(&self.kv, &self.st.templates)?;
+        Ok(())
     }
 
     /// A queue's config: its own, or that of the template it matches.
@@ -126,25 +138,38 @@ impl Shard {
 
     /// Deletes a queue with all its events, or a template (the queues it made keep theirs).
     pub fn delete_queue(&mut self, name: &QueueName) -> Result<(), StoreError> {
-        let txn = Txn::new(&self.kv);
+        let txn = self.st.begin(&self.kv);
         let Some(v) = txn.get(&keys::queue(name.as_str()))? else {
             return Err(not_found(name));
         };
         let rec = records::decode_queue(&v).map_err(|e| State::corrupt(&self.kv, e))?;
         let mut txn = txn;
         self.st.remove_all_events(&mut txn, &rec)?;
+        if let Some(left) = State::stored_counters(&txn, rec.id)? {
+            // Its events are gone; its running totals stay in its family's.
+            let gone = Counters {
+                ready: 0,
+                delayed: 0,
+                leased: 0,
+                ..left
+            };
+            self.st.count_in_family(name, Some(&left), &gone, false);
+        }
         txn.delete(keys::queue(name.as_str()));
         txn.delete(keys::counters(rec.id));
         let batch = self.st.seal(txn);
         self.st.commit(&mut self.kv, batch);
-        self.st.templates.retain(|t| t.name != *name);
         self.st.ready_cursor.remove(&rec.id);
+        if rec.kind == QueueKind::Template {
+            self.st.templates.retain(|t| t.name != *name);
+            self.reload_families()?;
+        }
         Ok(())
     }
 
     /// Removes every event of a queue, leased ones included. Returns how many.
     pub fn purge_queue(&mut self, name: &QueueName) -> Result<u64, StoreError> {
-        let mut txn = Txn::new(&self.kv);
+        let mut txn = self.st.begin(&self.kv);
         let resolved = self.st.resolve_queue(&txn, name)?;
         if !resolved.stored {
             return Ok(0);
@@ -155,7 +180,14 @@ impl Shard {
         Ok(n)
     }
 
+    /// A queue's stats; for a template, the sums of the queues it covers (`family_stats`).
     pub fn queue_stats(&self, now: Timestamp, name: &QueueName) -> Result<QueueStats, StoreError> {
+        if name.is_template() {
+            if !self.st.templates.iter().any(|t| t.name == *name) {
+                return Err(not_found(name));
+            }
+            return Ok(self.st.families.stats(name.as_str()).stats);
+        }
         let txn = Txn::new(&self.kv);
         let resolved = self.st.resolve_queue(&txn, name)?;
         if !resolved.stored {
@@ -176,16 +208,67 @@ impl Shard {
             oldest = Some(Timestamp::from_micros(at));
             Ok(Flow::Stop)
         })?;
-        Ok(QueueStats {
-            ready: c.ready,
-            delayed: c.delayed,
-            leased: c.leased,
-            dead_lettered: c.dead_lettered,
-            oldest_ready_age: oldest.map(|t| now.duration_since(t)).unwrap_or_default(),
-            enqueued_total: c.enqueued_total,
-            completed_total: c.completed_total,
-            expired_leases_total: c.expired_leases_total,
-            retries_total: c.retries_total,
+        let oldest_ready_age = oldest.map(|t| now.duration_since(t)).unwrap_or_default();
+        Ok(stats_of(&c, oldest_ready_age))
+    }
+
+    /// Every template's family (its covered queues summed), and every dead-letter family
+    /// (`inbox:*.dlq`) with members, by name: what stats publish instead of the queues.
+    pub fn family_stats(&self) -> Vec<FamilyStats> {
+        self.st.families.all(&self.st.templates)
+    }
+
+    /// Stored queues that no template covers (explicit queues, pipeline stages, their
+    /// dead-letter queues), in name order, without templates: with `family_stats`, what
+    /// stats publish. The ranges of covered names are skipped, not read, however many
+    /// per-user queues they hold.
+    pub fn list_uncovered_queues(
+        &self,
+        page_size: usize,
+        page_token: &str,
+    ) -> Result<Page<QueueName>, StoreError> {
+        let (space_start, end) = keys::queue_space();
+        let mut from = if page_token.is_empty() {
+            space_start
+        } else {
+            keys::successor(&keys::queue(page_token))
+        };
+        let covered = covered_prefixes(&self.st.templates);
+        let mut items = Vec::new();
+        let mut more = false;
+        loop {
+            let mut skip_to = None;
+            self.kv.scan(&from, &end, |k, v| {
+                let name = keys::queue_name_of(k).unwrap_or_default();
+                if let Some(prefix) = covered
+                    .iter()
+                    .find(|p| name.len() > p.len() && name.starts_with(p.as_bytes()))
+                {
+                    skip_to = Some(keys::prefix_end(&keys::queue(prefix)));
+                    return Ok(Flow::Stop);
+                }
+                if items.len() == page_size {
+                    more = true;
+                    return Ok(Flow::Stop);
+                }
+                let rec = records::decode_queue(v).map_err(|e| State::corrupt(&self.kv, e))?;
+                if !rec.name.is_template() {
+                    items.push(rec.name);
+                }
+                Ok(Flow::Continue)
+            })?;
+            match skip_to {
+                Some(next) if !more => from = next,
+                _ => break,
+            }
+        }
+        let next_page_token = match (more, items.last()) {
+            (true, Some(last)) => last.to_string(),
+            _ => String::new(),
+        };
+        Ok(Page {
+            items,
+            next_page_token,
         })
     }
 }

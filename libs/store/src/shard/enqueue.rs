@@ -18,7 +18,7 @@ const PRUNE_PER_ENQUEUE: usize = 4;
 
 impl Shard {
     pub fn enqueue(&mut self, now: Timestamp, cmd: EnqueueCmd) -> Result<Enqueued, StoreError> {
-        let mut txn = Txn::new(&self.kv);
+        let mut txn = self.st.begin(&self.kv);
         let resolved = self.st.resolve_queue(&txn, &cmd.queue)?;
         let max = resolved.rec.config.max_payload_bytes;
         let size = cmd.payload.len() as u64;
@@ -149,7 +149,7 @@ impl Shard {
         if doomed.is_empty() {
             return Ok(0);
         }
-        let mut txn = Txn::new(&self.kv);
+        let mut txn = self.st.begin(&self.kv);
         for (age_key, dedup_key) in &doomed {
             let age_seq =
                 keys::seq_of(age_key, "dedup age key").map_err(|e| State::corrupt(&self.kv, e))?;
@@ -192,7 +192,7 @@ impl Shard {
 
     /// The receivers have applied these hand-offs: forget them.
     pub fn outbox_ack(&mut self, seqs: &[u64]) {
-        let mut txn = Txn::new(&self.kv);
+        let mut txn = self.st.begin(&self.kv);
         for seq in seqs {
             txn.delete(keys::outbox(*seq));
         }
@@ -209,7 +209,7 @@ impl Shard {
         source: u32,
         deliveries: Vec<(u64, Delivery)>,
     ) -> Result<usize, StoreError> {
-        let mut txn = Txn::new(&self.kv);
+        let mut txn = self.st.begin(&self.kv);
         let mark_key = keys::received(source);
         let mut mark = match txn.get(&mark_key)? {
             Some(v) => {

@@ -43,7 +43,7 @@ impl Shard {
         id: &str,
         update: EventUpdate,
     ) -> Result<Event, StoreError> {
-        let mut txn = Txn::new(&self.kv);
+        let mut txn = self.st.begin(&self.kv);
         let (rec, mut ev) = self.find(&txn, queue, id)?;
         refuse_if_leased(&rec, &ev)?;
         if let Some(payload) = &update.payload {
@@ -97,7 +97,7 @@ impl Shard {
 
     /// Removes an event. Refused while leased: complete it instead.
     pub fn delete(&mut self, queue: &QueueName, id: &str) -> Result<(), StoreError> {
-        let mut txn = Txn::new(&self.kv);
+        let mut txn = self.st.begin(&self.kv);
         let (rec, ev) = self.find(&txn, queue, id)?;
         refuse_if_leased(&rec, &ev)?;
         remove_event(&mut self.st, &mut txn, &rec, &ev)?;
@@ -114,7 +114,7 @@ impl Shard {
         id: &str,
         version: u64,
     ) -> Result<bool, StoreError> {
-        let mut txn = Txn::new(&self.kv);
+        let mut txn = self.st.begin(&self.kv);
         let Some(resolved) = self.st.resolve(&txn, queue)? else {
             return Ok(false);
         };
@@ -195,7 +195,7 @@ impl Shard {
     ) -> Result<u64, StoreError> {
         let mut moved = 0;
         loop {
-            let txn = Txn::new(&self.kv);
+            let txn = self.st.begin(&self.kv);
             let Some(resolved) = self.st.resolve(&txn, dlq)? else {
                 return Ok(moved);
             };

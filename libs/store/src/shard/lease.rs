@@ -25,7 +25,7 @@ impl Shard {
         max: usize,
         lease: Option<Duration>,
     ) -> Result<Vec<LeasedEvent>, StoreError> {
-        let txn = Txn::new(&self.kv);
+        let txn = self.st.begin(&self.kv);
         let resolved = self.st.resolve_queue(&txn, queue)?;
         if !resolved.stored || max == 0 {
             return Ok(Vec::new());
@@ -109,7 +109,7 @@ impl Shard {
         token: LeaseToken,
         outcome: Outcome,
     ) -> Result<(), StoreError> {
-        let mut txn = Txn::new(&self.kv);
+        let mut txn = self.st.begin(&self.kv);
         let (rec, mut ev) = self.current_lease(&txn, now, queue, id, token)?;
         end_lease(&mut txn, &rec, &ev);
         ev.lease_expires_at = None;
@@ -200,7 +200,7 @@ impl Shard {
         token: LeaseToken,
         by: Duration,
     ) -> Result<Timestamp, StoreError> {
-        let mut txn = Txn::new(&self.kv);
+        let mut txn = self.st.begin(&self.kv);
         let (rec, mut ev) = self.current_lease(&txn, now, queue, id, token)?;
         end_lease(&mut txn, &rec, &ev);
         let deadline = now.saturating_add(by);
@@ -244,7 +244,7 @@ impl Shard {
             // Every lease due by `now` is handled; new deadlines are never in the past.
             self.st.lease_cursor = now.as_micros();
         }
-        let mut txn = Txn::new(&self.kv);
+        let mut txn = self.st.begin(&self.kv);
         for (name, id) in &due {
             let rec = self.st.resolve_queue(&txn, name)?.rec;
             let family = self.st.family(name);

@@ -8,6 +8,7 @@
 mod admin;
 mod enqueue;
 mod events;
+mod families;
 mod lease;
 mod pipelines;
 mod state;
@@ -67,11 +68,14 @@ impl Shard {
             templates: Vec::new(),
             seqs,
             ready_cursor: HashMap::new(),
+            families: families::Families::default(),
+            family_changes: Vec::new(),
             lease_cursor: 0,
             dedup_head_expiry: None,
             unlogged: Vec::new(),
         };
         st.templates = load_templates(&kv)?;
+        st.families = families::Families::load(&kv, &st.templates)?;
         Ok(Shard { kv, st })
     }
 

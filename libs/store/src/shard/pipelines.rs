@@ -9,7 +9,7 @@ use super::state::State;
 use crate::codec::keys;
 use crate::codec::records;
 use crate::error::StoreError;
-use crate::kv::{Flow, Txn};
+use crate::kv::Flow;
 
 impl Shard {
     /// Stores `pipeline` (replacing one of that name) and puts the queue `p.s` of each stage
@@ -21,7 +21,7 @@ impl Shard {
         pipeline: Pipeline,
     ) -> Result<Pipeline, StoreError> {
         pipeline.validate()?;
-        let mut txn = Txn::new(&self.kv);
+        let mut txn = self.st.begin(&self.kv);
         for stage in &pipeline.stages {
             let queue = pipeline.stage_queue(&stage.name);
             if !(self.st.settings.router)(&queue) {

@@ -7,6 +7,7 @@ use std::collections::{BTreeMap, HashMap};
 use cascade_core::{EventId, EventState, QueueName, Timestamp};
 
 use super::ShardSettings;
+use super::families::{Families, MemberChange, family_of};
 use crate::codec::keys;
 use crate::codec::records::{
     self, Counters, Delivery, EventRecord, HandOff, QueueKind, QueueRecord,
@@ -94,6 +95,10 @@ pub(super) struct State {
     pub templates: Vec<QueueRecord>,
     pub seqs: Sequences,
     pub ready_cursor: HashMap<u64, Vec<u8>>,
+    /// The sums of the queues each template covers.
+    pub families: Families,
+    /// Changes to those sums made by the transaction being built, applied by `commit`.
+    pub family_changes: Vec<MemberChange>,
     pub lease_cursor: u64,
     /// When the oldest dedup entry expires, if known: until then only the count bound can
     /// make `prune_dedup` remove anything, so it need not look.
@@ -104,8 +109,18 @@ pub(super) struct State {
 }
 
 impl State {
+    /// Starts a transaction that writes. In-memory state that follows the store changes
+    /// with `commit` only: what an operation that failed half-way staged is dropped here.
+    pub fn begin<'a>(&mut self, kv: &'a Kv) -> Txn<'a> {
+        self.family_changes.clear();
+        Txn::new(kv)
+    }
+
     /// Applies the transaction to the store and queues it for the log.
     pub fn commit(&mut self, kv: &mut Kv, batch: Batch) {
+        for change in self.family_changes.drain(..) {
+            self.families.apply(&change);
+        }
         if batch.is_empty() {
             return;
         }
@@ -127,8 +142,7 @@ impl State {
     /// `name`'s family for metrics (`observe::ShardObserver`), by
     /// [`cascade_core::queue_family`] over this shard's templates.
     pub fn family<'a>(&'a self, name: &'a QueueName) -> Cow<'a, str> {
-        let templates = self.templates.iter().map(|t| t.name.as_str());
-        cascade_core::queue_family(name.as_str(), templates)
+        family_of(name, &self.templates)
     }
 
     pub fn template_for(&self, name: &QueueName) -> Option<&QueueRecord> {
@@ -187,9 +201,15 @@ impl State {
     }
 
     pub fn counters(txn: &Txn<'_>, qid: u64) -> Result<Counters, StoreError> {
+        Ok(Self::stored_counters(txn, qid)?.unwrap_or_default())
+    }
+
+    pub fn stored_counters(txn: &Txn<'_>, qid: u64) -> Result<Option<Counters>, StoreError> {
         match txn.get(&keys::counters(qid))? {
-            None => Ok(Counters::default()),
-            Some(v) => records::decode_counters(&v).map_err(|e| Self::corrupt(txn.kv(), e)),
+            None => Ok(None),
+            Some(v) => records::decode_counters(&v)
+                .map(Some)
+                .map_err(|e| Self::corrupt(txn.kv(), e)),
         }
     }
 
@@ -200,17 +220,40 @@ impl State {
         rec: &QueueRecord,
         change: impl FnOnce(&mut Counters),
     ) -> Result<(), StoreError> {
-        let mut c = Self::counters(txn, rec.id)?;
+        let old = Self::stored_counters(txn, rec.id)?;
+        let mut c = old.unwrap_or_default();
         change(&mut c);
         let ephemeral = matches!(rec.kind, QueueKind::FromTemplate | QueueKind::DeadLetter);
-        if ephemeral && c.ready + c.delayed + c.leased == 0 {
+        let stored = !(ephemeral && c.ready + c.delayed + c.leased == 0);
+        if stored {
+            txn.put(keys::counters(rec.id), records::encode_counters(&c));
+        } else {
             txn.delete(keys::queue(rec.name.as_str()));
             txn.delete(keys::counters(rec.id));
             self.ready_cursor.remove(&rec.id);
-        } else {
-            txn.put(keys::counters(rec.id), records::encode_counters(&c));
         }
+        self.count_in_family(&rec.name, old.as_ref(), &c, stored);
         Ok(())
+    }
+
+    /// Keeps the sums of the template family `name` belongs to, if any, in step with a
+    /// change of its counters from `old` to `new` (`Families::apply`).
+    pub fn count_in_family(
+        &mut self,
+        name: &QueueName,
+        old: Option<&Counters>,
+        new: &Counters,
+        stored: bool,
+    ) {
+        let family = family_of(name, &self.templates);
+        if family != name.as_str() {
+            self.family_changes.push(MemberChange {
+                family: family.into_owned(),
+                old: old.copied(),
+                new: *new,
+                stored,
+            });
+        }
     }
 
     pub fn read_event(

@@ -539,3 +539,88 @@ fn a_second_dead_letter_with_the_same_id_is_kept_under_a_new_id() {
     assert_eq!(payloads, [&b"first"[..], &b"second"[..]]);
     assert_eq!(dead[1].headers[super::state::ORIGINAL_ID], "x");
 }
+
+#[test]
+fn template_families_sum_their_queues_and_stats_listing_skips_them() {
+    let (_d, mut s) = open(ShardSettings::default());
+    for name in ["jobs", "inbox:", "zeta", "inbox:*"] {
+        s.create_queue(at(0), q(name), QueueConfig::default())
+            .expect("create");
+    }
+    let into = |queue: &str| EnqueueCmd {
+        queue: q(queue),
+        ..cmd("x")
+    };
+    for queue in ["inbox:alice", "inbox:alice", "inbox:bob", "jobs"] {
+        s.enqueue(at(1), into(queue)).expect("enqueue");
+    }
+    let bob = s.take(at(2), &q("inbox:bob"), 1, None).expect("take");
+    let dead = Outcome::DeadLetter {
+        reason: "bad".into(),
+    };
+    let id = bob[0].event.id.as_str();
+    s.complete(at(2), &q("inbox:bob"), id, bob[0].token, dead)
+        .expect("dead-letter");
+
+    // bob's queue vanished with its last event; its totals stay in the family's.
+    let families = s.family_stats();
+    let names: Vec<&str> = families.iter().map(|f| f.name.as_str()).collect();
+    assert_eq!(names, ["inbox:*", "inbox:*.dlq"]);
+    let (inbox, dlq) = (&families[0], &families[1]);
+    assert_eq!(inbox.queues, 1);
+    let sums = &inbox.stats;
+    let counts = [
+        sums.ready,
+        sums.leased,
+        sums.enqueued_total,
+        sums.dead_lettered,
+    ];
+    assert_eq!(counts, [2, 0, 3, 1]);
+    assert_eq!((dlq.queues, dlq.stats.ready), (1, 1));
+    assert_eq!(
+        s.queue_stats(at(2), &q("inbox:*")).expect("template"),
+        inbox.stats
+    );
+    assert!(matches!(
+        s.queue_stats(at(2), &q("outbox:*")),
+        Err(StoreError::QueueNotFound { .. })
+    ));
+
+    // Paged, in name order, per-user queues and templates skipped, the bare prefix kept.
+    let first = s.list_uncovered_queues(2, "").expect("list");
+    let second = s
+        .list_uncovered_queues(2, &first.next_page_token)
+        .expect("list");
+    let listed: Vec<String> = first
+        .items
+        .iter()
+        .chain(&second.items)
+        .map(|n| n.to_string())
+        .collect();
+    assert_eq!(listed, ["inbox:", "jobs", "zeta"]);
+    assert!(second.next_page_token.is_empty());
+
+    // A more specific template takes its queues from the broader one, and gives them back
+    // when deleted; the sums are rebuilt from the members then.
+    s.enqueue(at(3), into("inbox:vip:carol")).expect("enqueue");
+    s.create_queue(at(3), q("inbox:vip:*"), QueueConfig::default())
+        .expect("nested template");
+    let members = |s: &Shard| -> Vec<(String, u64, u64)> {
+        let families = s.family_stats().into_iter();
+        families
+            .map(|f| (f.name, f.queues, f.stats.ready))
+            .collect()
+    };
+    let moved = [
+        ("inbox:*".to_owned(), 1, 2),
+        ("inbox:*.dlq".to_owned(), 1, 1),
+        ("inbox:vip:*".to_owned(), 1, 1),
+    ];
+    assert_eq!(members(&s), moved);
+    s.delete_queue(&q("inbox:vip:*")).expect("delete template");
+    let back = [
+        ("inbox:*".to_owned(), 2, 3),
+        ("inbox:*.dlq".to_owned(), 1, 1),
+    ];
+    assert_eq!(members(&s), back);
+}

@@ -3,7 +3,8 @@
 //! needs no store; re-exported here under their old paths.
 
 pub use cascade_core::commands::{
-    EnqueueCmd, Enqueued, EventUpdate, LeaseToken, LeasedEvent, Queue, QueueStats, RedriveSelection,
+    EnqueueCmd, Enqueued, EventUpdate, FamilyStats, LeaseToken, LeasedEvent, Queue, QueueStats,
+    RedriveSelection,
 };
 
 #[derive(Clone, Debug, PartialEq, Eq)]

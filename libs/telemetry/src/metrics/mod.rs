@@ -8,7 +8,6 @@
 //! it instead of looking its label set up each time. Gauges are set by the periodic
 //! reporters that own them.
 
-mod family;
 mod http;
 mod labels;
 
@@ -19,7 +18,6 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::{Registry, Unit};
 
-pub use family::queue_family;
 pub use http::OPENMETRICS_CONTENT_TYPE;
 use labels::{
     BusLabels, DeadLetterLabels, DepthLabels, EnqueueLabels, HandlerLabels, QueueLabels, RpcLabels,
@@ -207,7 +205,7 @@ impl Metrics {
         }
     }
 
-    /// `cascade_enqueue_total{queue, result}`; `queue_family` comes from `queue_family()`.
+    /// `cascade_enqueue_total{queue, result}`; `queue_family` by `cascade_core::queue_family`.
     pub fn enqueue_total(&self, queue_family: &str, result: EnqueueResult) -> Counter {
         self.inner
             .enqueue_total

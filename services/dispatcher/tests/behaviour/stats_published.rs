@@ -1,5 +1,6 @@
-//! Every shard publishes the stats of its queues on `cascade.<cluster>.stats.<shard>`,
-//! with the names of its templates (which hold no events, so have no stats of their own).
+//! Every shard publishes the stats of its queues on `cascade.<cluster>.stats.<shard>`: each
+//! queue no template covers by name, the per-user queues of a template summed into its
+//! family.
 
 use cascade_bus::subject;
 use cascade_proto::bus::v1::ShardStats;
@@ -21,6 +22,13 @@ async fn stats_published() {
     cluster.call_shard(1, template, PATIENCE).await;
     cluster.enqueue_now(&queue, b"a").await;
     cluster.enqueue_now(&queue, b"b").await;
+    let alice = cluster.queue_on(1, "inbox:alice-");
+    let bob = cluster.queue_on(1, "inbox:bob-");
+    for (user, n) in [(&alice, 3), (&bob, 4)] {
+        for _ in 0..n {
+            cluster.enqueue_now(user, b"u").await;
+        }
+    }
     let mut stats = cluster
         .bus
         .subscribe(&subject::all_stats(&cluster.settings.cluster.name))
@@ -30,18 +38,41 @@ async fn stats_published() {
         loop {
             let message = stats.next().await.expect("a message");
             let published: ShardStats = message.decode().expect("ShardStats");
-            if let Some(q) = published.queues.iter().find(|q| q.name == queue) {
+            // A round collected before the last enqueue may still arrive: wait for the one
+            // that has them all (a wrong sum never gets there and times out).
+            let complete = published
+                .families
+                .iter()
+                .any(|f| f.stats.as_ref().is_some_and(|s| s.enqueued_total == 7));
+            if let Some(q) = published.queues.iter().find(|q| q.name == queue)
+                && complete
+            {
                 assert_eq!(published.shard, 1);
                 assert!(published.at.is_some());
-                assert_eq!(published.templates, ["inbox:*"]);
-                assert!(published.queues.iter().all(|q| !q.name.ends_with('*')));
-                return q.clone();
+                assert!(
+                    published
+                        .queues
+                        .iter()
+                        .all(|q| !q.name.starts_with("inbox:")),
+                    "per-user queues are not listed: {:?}",
+                    published.queues
+                );
+                let names: Vec<&str> = published
+                    .families
+                    .iter()
+                    .filter_map(|f| f.stats.as_ref().map(|s| s.name.as_str()))
+                    .collect();
+                assert_eq!(names, ["inbox:*"]);
+                return (q.clone(), published.families[0].clone());
             }
         }
     })
     .await
     .expect("the stats are published");
+    let (found, inbox) = found;
     assert_eq!((found.ready, found.enqueued_total), (2, 2));
     assert!(found.oldest_ready_age.is_some());
+    let sums = inbox.stats.expect("the family's stats");
+    assert_eq!((inbox.queues, sums.ready, sums.enqueued_total), (2, 7, 7));
     cluster.stop().await;
 }

@@ -5,10 +5,10 @@
 //! round is summed as it arrives and becomes the shard's current one when a newer round
 //! starts, so what is shown is complete and at most one interval old.
 //!
-//! Queues a template covers (`inbox:alice`) are summed under the template (`inbox:*`, see
-//! `cascade_telemetry::queue_family`): there may be millions. Other queues keep their own
-//! name; past [`MAX_FAMILIES`] in one round, the rest are summed into an overflow entry, so
-//! memory stays bounded whatever the shards publish.
+//! Queues a template covers (`inbox:alice`) arrive summed per shard under the template
+//! (`inbox:*`): there may be millions. Other queues keep their own name; past
+//! [`MAX_FAMILIES`] in one round, the rest are summed into an overflow entry, so memory stays
+//! bounded whatever the shards publish.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -137,18 +137,22 @@ impl Aggregator {
             rounds.complete = Some(finished);
         }
         let round = &mut rounds.building;
-        for queue in &stats.queues {
-            let name = cascade_telemetry::queue_family(&queue.name, &stats.templates);
+        let queues = stats.queues.iter().map(|queue| (queue, 1, false));
+        let families = stats
+            .families
+            .iter()
+            .filter_map(|f| Some((f.stats.as_ref()?, f.queues, true)));
+        for (stats, queues, template) in queues.chain(families) {
             let family = Family {
-                counts: Counts::of(queue),
-                queues: 1,
-                template: name != queue.name,
+                counts: Counts::of(stats),
+                queues,
+                template,
             };
             let room = round.families.len() < MAX_FAMILIES;
-            match round.families.get_mut(&name) {
+            match round.families.get_mut(&stats.name) {
                 Some(kept) => kept.add(&family),
                 None if room => {
-                    round.families.insert(name, family);
+                    round.families.insert(stats.name.clone(), family);
                 }
                 None => round.overflow.add(&family),
             }
@@ -179,6 +183,7 @@ impl Aggregator {
 
 #[cfg(test)]
 mod tests {
+    use cascade_proto::bus::v1::FamilyStats;
     use cascade_proto::convert::timestamp_to_proto;
 
     use super::*;
@@ -197,7 +202,15 @@ mod tests {
             shard,
             at: Some(timestamp_to_proto(Timestamp::from_millis(at_secs * 1000))),
             queues,
-            templates: vec!["inbox:*".to_owned()],
+            families: Vec::new(),
+        }
+    }
+
+    /// A shard's sum of `members` queues of `inbox:*`.
+    fn inbox(members: u64, ready: u64) -> FamilyStats {
+        FamilyStats {
+            stats: Some(queue("inbox:*", ready)),
+            queues: members,
         }
     }
 
@@ -206,26 +219,29 @@ mod tests {
     }
 
     #[test]
-    fn a_round_counts_once_the_next_begins_and_templates_sum_their_queues() {
+    fn a_round_counts_once_the_next_begins_and_families_sum_over_shards() {
         let mut agg = Aggregator::default();
-        let first = vec![queue("jobs", 2), queue("inbox:alice", 3)];
-        agg.receive(&message(0, 1, first)).expect("receive");
+        let mut first = message(0, 1, vec![queue("jobs", 2)]);
+        first.families = vec![inbox(2, 7)];
+        agg.receive(&first).expect("receive");
         assert!(agg.merged(now(), Duration::MAX).families.is_empty());
-        // The same round, split over a second message.
-        agg.receive(&message(0, 1, vec![queue("inbox:bob", 4)]))
+        // The same round, split over a second message; another shard's share of the family.
+        agg.receive(&message(0, 1, vec![queue("orders", 4)]))
             .expect("receive");
-        agg.receive(&message(1, 1, vec![queue("inbox:carol", 5)]))
-            .expect("receive");
+        let mut other = message(1, 1, vec![]);
+        other.families = vec![inbox(1, 5)];
+        agg.receive(&other).expect("receive");
         agg.receive(&message(0, 2, vec![])).expect("receive");
         agg.receive(&message(1, 2, vec![])).expect("receive");
         let merged = agg.merged(now(), Duration::MAX);
         let names: Vec<&str> = merged.families.keys().map(String::as_str).collect();
-        assert_eq!(names, ["inbox:*", "jobs"]);
+        assert_eq!(names, ["inbox:*", "jobs", "orders"]);
         let inbox = &merged.families["inbox:*"];
         assert_eq!((inbox.queues, inbox.counts.ready), (3, 12));
-        assert_eq!(inbox.counts.delayed, 3);
+        assert_eq!(inbox.counts.delayed, 2);
         assert!(inbox.template);
         assert!(!merged.families["jobs"].template);
+        assert_eq!(merged.families["orders"].counts.ready, 4);
     }
 
     #[test]

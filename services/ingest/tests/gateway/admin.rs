@@ -1,5 +1,6 @@
-//! Admin: a template is created and deleted on every shard and read from shard 0; a plain
-//! queue only on its owner; `ListQueues` merges every shard's page and pages with a token.
+//! Admin: a template is created and deleted on every shard and read from shard 0, its stats
+//! summed over every shard; a plain queue only on its owner; `ListQueues` merges every
+//! shard's page and pages with a token.
 
 use std::collections::BTreeMap;
 
@@ -9,7 +10,7 @@ use cascade_proto::bus::v1::dispatcher_request::Op;
 use cascade_proto::bus::v1::{DispatcherReply, DispatcherRequest};
 use cascade_proto::v1::{
     CreateQueueRequest, DeleteQueueRequest, GetQueueRequest, ListQueuesRequest, ListQueuesResponse,
-    Queue, QueueConfig,
+    Queue, QueueConfig, QueueStats, QueueStatsRequest,
 };
 use tonic::Code;
 
@@ -216,4 +217,50 @@ async fn a_list_asks_each_shard_for_a_full_page() {
             "page_size {asked}"
         );
     }
+}
+
+/// A template's queues live on every shard: its stats are every shard's share summed.
+#[tokio::test]
+async fn template_stats_sum_every_shard() {
+    let share = |shard: u32, request: DispatcherRequest| match request.op {
+        Some(Op::QueueStats(asked)) => DispatcherReply {
+            result: Some(Reply::Stats(QueueStats {
+                name: asked.name,
+                ready: u64::from(shard) + 1,
+                enqueued_total: 10,
+                oldest_ready_age: Some(prost_types::Duration {
+                    seconds: i64::from(shard),
+                    nanos: 0,
+                }),
+                ..QueueStats::default()
+            })),
+        },
+        _ => echo(shard, request),
+    };
+    let (gateway, recorded) = cluster(3, answer_with(share)).await;
+    let mut admin = gateway.admin().await;
+    let stats = admin
+        .queue_stats(QueueStatsRequest {
+            name: "inbox:*".into(),
+        })
+        .await
+        .expect("template stats")
+        .into_inner();
+    assert_eq!(stats.name, "inbox:*");
+    assert_eq!((stats.ready, stats.enqueued_total), (1 + 2 + 3, 30));
+    let oldest = stats.oldest_ready_age.expect("oldest ready age");
+    assert_eq!(oldest.seconds, 2, "the oldest share's");
+    let mut asked: Vec<u32> = recorded.all().into_iter().map(|(shard, _)| shard).collect();
+    asked.sort();
+    assert_eq!(asked, [0, 1, 2]);
+
+    let plain = admin
+        .queue_stats(QueueStatsRequest {
+            name: "jobs".into(),
+        })
+        .await
+        .expect("queue stats")
+        .into_inner();
+    let owner = shard_of(&QueueName::parse("jobs").expect("name"), 3);
+    assert_eq!(plain.ready, u64::from(owner) + 1, "only the owner is asked");
 }

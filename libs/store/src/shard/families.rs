@@ -1,0 +1,176 @@
+//! The sums of the queues each template covers (`inbox:alice`, `inbox:bob`… under
+//! `inbox:*`; their dead-letter queues under `inbox:*.dlq`), kept in memory in step with the
+//! counters. Stats then cost one entry per template, not one per queue: a shard with millions
+//! of per-user queues publishes a handful of families each round instead of reading every
+//! queue (DESIGN §2, §8).
+//!
+//! Membership follows [`cascade_core::queue_family`], by name. The sums are rebuilt from the
+//! stored counters when the shard opens and whenever the templates change (that moves queues
+//! between families); in between, every counter write applies its difference. A member's
+//! running totals stay in its family's after the member is removed (an emptied per-user queue
+//! is), so a family's totals only grow between rebuilds; a rebuild may lower them to what the
+//! live members hold, which a reader takes as a counter reset.
+
+use std::borrow::Cow;
+use std::collections::HashMap;
+use std::time::Duration;
+
+use cascade_core::QueueName;
+use cascade_core::commands::{FamilyStats, QueueStats};
+
+use super::State;
+use crate::codec::keys;
+use crate::codec::records::{self, Counters, QueueRecord};
+use crate::error::StoreError;
+use crate::kv::{Flow, Kv};
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+struct FamilySum {
+    counters: Counters,
+    /// Members that hold a counters record (a per-user queue has one while it holds events).
+    queues: u64,
+}
+
+/// One member's counters went from `old` (`None`: it had no record) to `new`, which is
+/// `stored` or, for a member removed (an emptied per-user queue), not: its running totals
+/// stay in the family's either way.
+#[derive(Clone, Debug)]
+pub(super) struct MemberChange {
+    pub family: String,
+    pub old: Option<Counters>,
+    pub new: Counters,
+    pub stored: bool,
+}
+
+#[derive(Debug, Default)]
+pub(super) struct Families {
+    sums: HashMap<String, FamilySum>,
+}
+
+impl Families {
+    /// Sums the stored counters of every queue a template covers.
+    pub fn load(kv: &Kv, templates: &[QueueRecord]) -> Result<Families, StoreError> {
+        let mut families = Families::default();
+        for prefix in covered_prefixes(templates) {
+            let start = keys::successor(&keys::queue(prefix));
+            let end = keys::prefix_end(&keys::queue(prefix));
+            let mut members = Vec::new();
+            kv.scan(&start, &end, |_, v| {
+                let rec = records::decode_queue(v).map_err(|e| State::corrupt(kv, e))?;
+                if !rec.name.is_template() {
+                    members.push(rec);
+                }
+                Ok(Flow::Continue)
+            })?;
+            for rec in members {
+                let Some(v) = kv.get(&keys::counters(rec.id))? else {
+                    continue;
+                };
+                let counters = records::decode_counters(&v).map_err(|e| State::corrupt(kv, e))?;
+                let family = family_of(&rec.name, templates);
+                families.apply(&MemberChange {
+                    family: family.into_owned(),
+                    old: None,
+                    new: counters,
+                    stored: true,
+                });
+            }
+        }
+        Ok(families)
+    }
+
+    /// Applies one committed change.
+    pub fn apply(&mut self, change: &MemberChange) {
+        let MemberChange {
+            family,
+            old,
+            new,
+            stored,
+        } = change;
+        let sum = match self.sums.get_mut(family) {
+            Some(sum) => sum,
+            None => self.sums.entry(family.to_owned()).or_default(),
+        };
+        let before = old.unwrap_or_default();
+        let s = &mut sum.counters;
+        let moved =
+            |sum: u64, before: u64, after: u64| sum.wrapping_sub(before).wrapping_add(after);
+        s.ready = moved(s.ready, before.ready, new.ready);
+        s.delayed = moved(s.delayed, before.delayed, new.delayed);
+        s.leased = moved(s.leased, before.leased, new.leased);
+        s.dead_lettered = moved(s.dead_lettered, before.dead_lettered, new.dead_lettered);
+        s.enqueued_total = moved(s.enqueued_total, before.enqueued_total, new.enqueued_total);
+        s.completed_total = moved(
+            s.completed_total,
+            before.completed_total,
+            new.completed_total,
+        );
+        s.expired_leases_total = moved(
+            s.expired_leases_total,
+            before.expired_leases_total,
+            new.expired_leases_total,
+        );
+        s.retries_total = moved(s.retries_total, before.retries_total, new.retries_total);
+        sum.queues = sum.queues - u64::from(old.is_some()) + u64::from(*stored);
+    }
+
+    /// One family's sums (zero for a template whose queues hold nothing).
+    pub fn stats(&self, family: &str) -> FamilyStats {
+        let sum = self.sums.get(family).copied().unwrap_or_default();
+        FamilyStats {
+            name: family.to_owned(),
+            // The age of a family's oldest ready event would take a read of every member.
+            stats: stats_of(&sum.counters, Duration::ZERO),
+            queues: sum.queues,
+        }
+    }
+
+    /// Every template's family and every dead-letter family with members, by name.
+    pub fn all(&self, templates: &[QueueRecord]) -> Vec<FamilyStats> {
+        let mut names: Vec<&str> = templates.iter().map(|t| t.name.as_str()).collect();
+        names.extend(self.sums.keys().map(String::as_str));
+        names.sort_unstable();
+        names.dedup();
+        names.into_iter().map(|name| self.stats(name)).collect()
+    }
+}
+
+/// `name`'s family by [`cascade_core::queue_family`] over `templates` (its own name when
+/// none covers it).
+pub(super) fn family_of<'a>(name: &'a QueueName, templates: &'a [QueueRecord]) -> Cow<'a, str> {
+    let templates = templates.iter().map(|t| t.name.as_str());
+    cascade_core::queue_family(name.as_str(), templates)
+}
+
+/// The prefixes whose extensions some template covers, without those inside another one:
+/// `inbox:` for `inbox:*` and `inbox:vip:*`. Every queue record past such a prefix belongs to
+/// a family (or is a template), so a scan for the queues no template covers skips the range.
+pub(super) fn covered_prefixes(templates: &[QueueRecord]) -> Vec<&str> {
+    let mut prefixes: Vec<&str> = templates
+        .iter()
+        .filter_map(|t| t.name.template_prefix())
+        .collect();
+    prefixes.sort_unstable();
+    let mut outer: Vec<&str> = Vec::with_capacity(prefixes.len());
+    for prefix in prefixes {
+        if !outer.last().is_some_and(|o| prefix.starts_with(o)) {
+            outer.push(prefix);
+        }
+    }
+    outer
+}
+
+/// What `QueueStats` reports of `c`.
+pub(super) fn stats_of(c: &Counters, oldest_ready_age: Duration) -> QueueStats {
+    QueueStats {
+        ready: c.ready,
+        delayed: c.delayed,
+        leased: c.leased,
+        dead_lettered: c.dead_lettered,
+        oldest_ready_age,
+        enqueued_total: c.enqueued_total,
+        completed_total: c.completed_total,
+        expired_leases_total: c.expired_leases_total,
+        retries_total: c.retries_total,
+    }
+}
