@@ -218,6 +218,11 @@ impl Cluster {
             .collect()
     }
 
+    /// The gateway's gRPC address (`127.0.0.1:<port>`).
+    pub fn gateway(&self) -> &str {
+        &self.grpc
+    }
+
     pub async fn client(&self) -> Client {
         Client::connect(&self.grpc)
             .await

@@ -7,15 +7,21 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
-/// The path of a workspace binary, built by `cargo build --bins`.
+/// The path of a workspace binary of this crate's own profile: the debug build for the tests
+/// (`cargo build --bins`), the release build for the benchmarks (`cargo build --release
+/// --bins`), so that a benchmark never measures unoptimised servers.
 pub fn binary(name: &str) -> PathBuf {
     let target = std::env::var_os("CARGO_TARGET_DIR")
         .map(PathBuf::from)
         .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target"));
-    let path = target.join("debug").join(name);
+    let (profile, build) = match cfg!(debug_assertions) {
+        true => ("debug", "cargo build --bins`; scripts/test.sh does"),
+        false => ("release", "cargo build --release --bins`"),
+    };
+    let path = target.join(profile).join(name);
     assert!(
         path.is_file(),
-        "{} is missing: build the binaries first (`cargo build --bins`; scripts/test.sh does)",
+        "{} is missing: build the binaries first (`{build})",
         path.display()
     );
     path
