@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use cascade_bus::Bus;
-use cascade_service::Settings;
+use cascade_service::{Settings, Shutdown};
 use tokio::task::JoinSet;
 
 use crate::coalesce::{Batch, Coalescer, Sized};
@@ -23,11 +23,18 @@ pub(crate) struct Gateway {
     pub complete: Coalescer<CompleteBatch>,
     /// What enqueues by pipeline name and advances between stages resolve through.
     pub pipelines: PipelineCache,
+    /// Set when the gateway is told to stop: long polls end after the poll in flight.
+    pub stopping: Shutdown,
 }
 
 impl Gateway {
     /// Starts the coalescers' tasks in `tasks`; they end after the gateway is dropped.
-    pub fn start(settings: &Settings, bus: Bus, tasks: &mut JoinSet<()>) -> Gateway {
+    pub fn start(
+        settings: &Settings,
+        bus: Bus,
+        stopping: Shutdown,
+        tasks: &mut JoinSet<()>,
+    ) -> Gateway {
         let limits = Limits::new(settings, bus.max_payload());
         let shards = Arc::new(Shards::new(
             bus,
@@ -39,6 +46,7 @@ impl Gateway {
             enqueue: Coalescer::start(&shards, &limits, tasks),
             complete: Coalescer::start(&shards, &limits, tasks),
             pipelines: PipelineCache::new(),
+            stopping,
             shards,
             limits,
         }

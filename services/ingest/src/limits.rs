@@ -12,6 +12,11 @@ use crate::IngestError;
 /// framing and the transport's headers. Items are packed until the rest is used.
 const BUS_ENVELOPE_ROOM: usize = 4096;
 
+/// The longest a shard holds one `Take` poll: a longer wait is several polls, so that a
+/// gateway told to stop answers a long poll within this (see `worker`). An idle consumer
+/// costs one bus request per slice.
+pub(crate) const TAKE_POLL_SLICE: Duration = Duration::from_secs(2);
+
 #[derive(Clone, Debug)]
 pub(crate) struct Limits {
     /// `ingest.max_payload`.
@@ -88,10 +93,14 @@ impl Limits {
         Ok(())
     }
 
-    /// How long to wait for a shard's answer to a `Take` that may wait `wait` for events.
-    pub fn take_timeout(&self, wait: Option<Duration>) -> Duration {
-        let wait = wait.unwrap_or_default().min(self.max_take_wait);
-        wait.saturating_add(self.request_timeout)
+    /// How long in all a `Take` that asks to wait `wait` for events may wait.
+    pub fn take_wait(&self, wait: Option<Duration>) -> Duration {
+        wait.unwrap_or_default().min(self.max_take_wait)
+    }
+
+    /// How long to wait for a shard's answer to one poll that may wait `poll` for events.
+    pub fn take_timeout(&self, poll: Duration) -> Duration {
+        poll.saturating_add(self.request_timeout)
     }
 }
 
@@ -147,8 +156,10 @@ mod tests {
             "{err}"
         );
         assert!(limits().check_items("items", 3).is_ok());
-        assert_eq!(limits().take_timeout(None), Duration::from_secs(2));
-        let long = limits().take_timeout(Some(Duration::from_secs(600)));
-        assert_eq!(long, Duration::from_secs(32));
+        assert_eq!(limits().take_wait(None), Duration::ZERO);
+        let long = limits().take_wait(Some(Duration::from_secs(600)));
+        assert_eq!(long, Duration::from_secs(30));
+        let timeout = limits().take_timeout(Duration::from_secs(1));
+        assert_eq!(timeout, Duration::from_secs(3));
     }
 }

@@ -23,6 +23,7 @@ use tonic_health::server::HealthReporter;
 
 use crate::IngestError;
 use crate::gateway::Gateway;
+use crate::limits::TAKE_POLL_SLICE;
 use crate::timed::TimedIngest;
 
 /// Requests to `Ingest` and `Worker` may be this much larger than the largest payload (a
@@ -74,7 +75,7 @@ pub async fn serve(
     let request_limit = request_limit(&settings);
     let reflection = reflection_service()?;
     let mut tasks = JoinSet::new();
-    let gateway = Arc::new(Gateway::start(&settings, bus, &mut tasks));
+    let gateway = Arc::new(Gateway::start(&settings, bus, shutdown.clone(), &mut tasks));
     let (health, health_service) = tonic_health::server::health_reporter();
     set_health(&health, ServingStatus::Serving).await;
 
@@ -114,9 +115,10 @@ pub async fn serve(
                 stopping,
             ),
     );
-    // Every unary RPC ends within the longest Take; a stream a client keeps open (a
-    // reflection session) must not hold the process forever.
-    let drain = settings.dispatcher.max_take_wait + settings.bus.request_timeout + DRAIN_SLACK;
+    // Every unary RPC ends within one Take poll once stopping; a stream a client keeps
+    // open (a reflection session) must not hold the process forever.
+    let poll = TAKE_POLL_SLICE.min(settings.dispatcher.max_take_wait);
+    let drain = poll + settings.bus.request_timeout + DRAIN_SLACK;
     let deadline = async {
         shutdown.wait().await;
         tokio::time::sleep(drain).await;

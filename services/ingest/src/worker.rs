@@ -1,14 +1,20 @@
 //! The `Worker` service: `Take`, `Complete`, `ExtendLease`.
 //!
-//! `Take` with `wait` is a long poll the shard honours itself (cut to
-//! `dispatcher.max_take_wait`): the gateway waits that long plus `bus.request_timeout`.
+//! `Take` with `wait` is a long poll (cut to `dispatcher.max_take_wait`) that the gateway
+//! makes of shard polls of at most [`TAKE_POLL_SLICE`] each, which the shard holds until
+//! events come or the slice ends. A gateway told to stop answers after the poll in flight
+//! (with what it brought, usually nothing), so a long poll never holds its shutdown longer
+//! than one slice; the gateway never walks away from a poll, which could leave events leased
+//! to nobody until their lease ends.
 //! `Complete` is split by shard, coalesced like enqueues, and answered per item in order; an
 //! advance reaches its shard with its target resolved (`advance`).
 
 use cascade_core::Outcome;
 use cascade_proto::bus::v1::dispatcher_reply::Result as Reply;
 use cascade_proto::bus::v1::dispatcher_request::Op;
-use cascade_proto::convert::{completion_from_proto, extend_from_proto, take_from_proto};
+use cascade_proto::convert::{
+    completion_from_proto, duration_to_proto, extend_from_proto, take_from_proto,
+};
 use cascade_proto::v1::completion::Outcome as ProtoOutcome;
 use cascade_proto::v1::{
     Ack, CompleteRequest, CompleteResponse, Completion, CompletionResult, ExtendLeaseRequest,
@@ -21,6 +27,7 @@ use crate::advance::Target;
 use crate::coalesce::{Batch, Sized};
 use crate::gateway::{Gateway, Prepared, field, renumber, scatter};
 use crate::ingest::item_len;
+use crate::limits::TAKE_POLL_SLICE;
 use crate::route::unexpected;
 use crate::trace;
 
@@ -111,17 +118,27 @@ impl Worker for Gateway {
         let request = request.into_inner();
         let item = take_from_proto(&request).map_err(IngestError::from)?;
         let shard = self.shards.owner(&item.queue);
-        let timeout = self.limits.take_timeout(item.wait);
-        match self
-            .shards
-            .call_within(shard, Op::Take(request), timeout)
-            .await?
-        {
-            Reply::Take(taken) => {
+        let mut left = self.limits.take_wait(item.wait);
+        loop {
+            let poll = left.min(TAKE_POLL_SLICE);
+            left -= poll;
+            let ask = TakeRequest {
+                wait: (!poll.is_zero()).then(|| duration_to_proto(poll)),
+                ..request.clone()
+            };
+            let timeout = self.limits.take_timeout(poll);
+            let taken = match self
+                .shards
+                .call_within(shard, Op::Take(ask), timeout)
+                .await?
+            {
+                Reply::Take(taken) => taken,
+                other => return Err(unexpected(shard, "a take", &other).into()),
+            };
+            if !taken.events.is_empty() || left.is_zero() || self.stopping.is_triggered() {
                 trace::record_take(item.queue.as_str(), &taken.events);
-                Ok(Response::new(taken))
+                return Ok(Response::new(taken));
             }
-            other => Err(unexpected(shard, "a take", &other).into()),
         }
     }
 

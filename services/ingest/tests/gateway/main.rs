@@ -7,6 +7,7 @@ mod admin;
 mod coalescing;
 mod discovery;
 mod errors;
+mod long_poll;
 mod pipelines;
 mod routing;
 mod validation;

@@ -1,0 +1,77 @@
+//! A long-poll `Take` reaches its shard as polls of at most 2 s, each held by the shard until
+//! its wait ends (here: no events come); a gateway told to stop answers after the poll in
+//! flight instead of holding its shutdown for the whole wait.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use cascade_bus::Bus;
+use cascade_proto::bus::v1::dispatcher_request::Op;
+use cascade_proto::v1::TakeRequest;
+
+use crate::harness::{Answer, Gateway, echo, fake_shards, settings};
+
+fn seconds(d: &prost_types::Duration) -> f64 {
+    d.seconds as f64 + f64::from(d.nanos) / 1e9
+}
+
+#[tokio::test]
+async fn a_long_poll_is_cut_into_polls_and_a_stopping_gateway_ends_it() {
+    // The shard holds each take for its wait, then answers that nothing came.
+    let holds: Answer = Arc::new(|shard, request| {
+        Box::pin(async move {
+            if let Some(Op::Take(take)) = &request.op {
+                let wait = take.wait.as_ref().map_or(0.0, seconds);
+                tokio::time::sleep(Duration::from_secs_f64(wait)).await;
+            }
+            echo(shard, request)
+        })
+    });
+    let bus = Bus::local();
+    let recorded = fake_shards(&bus, [0], holds).await;
+    let mut settings = settings(1);
+    settings.dispatcher.max_take_wait = Duration::from_secs(30);
+    let gateway = Gateway::start(settings, &bus).await;
+    let mut worker = gateway.worker().await;
+
+    // 5 s: polls of 2, 2 and 1 s.
+    let take = |wait_secs| TakeRequest {
+        queue: "jobs".into(),
+        max_events: 10,
+        wait: Some(prost_types::Duration {
+            seconds: wait_secs,
+            nanos: 0,
+        }),
+        ..TakeRequest::default()
+    };
+    let started = Instant::now();
+    let taken = worker.take(take(5)).await.expect("take").into_inner();
+    let waited = started.elapsed();
+    assert!(taken.events.is_empty());
+    assert!(waited >= Duration::from_secs(5), "waited only {waited:?}");
+    let polls = |recorded: &crate::harness::Recorded| -> Vec<f64> {
+        let all = recorded.all().into_iter();
+        all.filter_map(|(_, request)| match request.op {
+            Some(Op::Take(take)) => take.wait.as_ref().map(seconds),
+            _ => None,
+        })
+        .collect()
+    };
+    assert_eq!(polls(&recorded), [2.0, 2.0, 1.0]);
+
+    // 30 s, and the gateway is told to stop during the second poll: the answer comes when
+    // that poll ends, and so does the gateway.
+    let started = Instant::now();
+    let polling = tokio::spawn(async move { worker.take(take(30)).await });
+    tokio::time::sleep(Duration::from_millis(2_500)).await;
+    gateway.trigger_shutdown();
+    let taken = polling.await.expect("join").expect("take").into_inner();
+    let waited = started.elapsed();
+    assert!(taken.events.is_empty());
+    assert!(
+        (Duration::from_secs(4)..Duration::from_millis(4_900)).contains(&waited),
+        "answered after {waited:?}, not when the poll in flight ended (4 s)"
+    );
+    assert_eq!(polls(&recorded), [2.0, 2.0, 1.0, 2.0, 2.0]);
+    gateway.stop().await.expect("the gateway stops");
+}
