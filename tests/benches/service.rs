@@ -16,7 +16,8 @@
 //! Run: `cargo build --release --bins && cargo bench -p cascade-e2e --bench service
 //! [-- SCENARIO... MODE...]` (modes: `standalone`, `distributed`; default: all). Environment:
 //! `CASCADE_BENCH_SECS` (window of `unary` and `steady`, default 20),
-//! `CASCADE_BENCH_WARMUP_SECS` (3), `CASCADE_BENCH_FILL_SECS` (60). The servers' data lives
+//! `CASCADE_BENCH_WARMUP_SECS` (3), `CASCADE_BENCH_FILL_SECS` (60), `CASCADE_BENCH_PRODUCERS`
+//! (8), `CASCADE_BENCH_CONSUMERS` (4). The servers' data lives
 //! in a temporary directory (where the disk rate is measured too). Under `cargo test
 //! --all-targets` (no `--bench`) every scenario runs for about a second against the debug
 //! binaries.
@@ -33,8 +34,6 @@ type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
 const QUEUES: usize = 16;
 const UNARY_CLIENTS: usize = 256;
-const PRODUCERS: usize = 8;
-const CONSUMERS: usize = 4;
 const BATCH: usize = 100;
 const PAYLOAD_BYTES: usize = 100;
 /// Events enqueued and not yet acked at most during `steady`.
@@ -42,6 +41,8 @@ const BACKLOG: u64 = 20_000;
 const FILL_WINDOW: Duration = Duration::from_secs(10);
 
 struct Plan {
+    producers: usize,
+    consumers: usize,
     warmup: Duration,
     window: Duration,
     fill: Duration,
@@ -58,6 +59,8 @@ impl Plan {
             false => Duration::from_secs(env(name).unwrap_or(full)),
         };
         Plan {
+            producers: env("CASCADE_BENCH_PRODUCERS").unwrap_or(8) as usize,
+            consumers: env("CASCADE_BENCH_CONSUMERS").unwrap_or(4) as usize,
             warmup: secs("CASCADE_BENCH_WARMUP_SECS", 3, 0.2),
             window: secs("CASCADE_BENCH_SECS", 20, 1.0),
             fill: secs("CASCADE_BENCH_FILL_SECS", 60, 1.0),
@@ -218,16 +221,17 @@ async fn unary(gateway: &str, queues: &[String], plan: &Plan) -> Result<(f64, St
     ))
 }
 
-/// `PRODUCERS` tasks sending `EnqueueBatch` of `BATCH`, round-robin over `queues`, while
+/// `producers` tasks sending `EnqueueBatch` of `BATCH`, round-robin over `queues`, while
 /// fewer than `backlog` events are enqueued and not yet acked.
 async fn produce(
     gateway: &str,
     queues: &[String],
+    producers: usize,
     counters: &Arc<Counters>,
     backlog: Option<u64>,
     tasks: &mut JoinSet<Result<Vec<Duration>, BoxError>>,
 ) -> Result<(), BoxError> {
-    for n in 0..PRODUCERS {
+    for n in 0..producers {
         let client = Client::connect(gateway).await?;
         let (queues, counters) = (queues.to_vec(), Arc::clone(counters));
         tasks.spawn(async move {
@@ -269,10 +273,23 @@ async fn produce(
 async fn steady(gateway: &str, queues: &[String], plan: &Plan) -> Result<(f64, String), BoxError> {
     let counters = Arc::new(Counters::default());
     let mut tasks = JoinSet::new();
-    produce(gateway, queues, &counters, Some(BACKLOG), &mut tasks).await?;
-    for n in 0..CONSUMERS {
+    produce(
+        gateway,
+        queues,
+        plan.producers,
+        &counters,
+        Some(BACKLOG),
+        &mut tasks,
+    )
+    .await?;
+    for n in 0..plan.consumers {
         let client = Client::connect(gateway).await?;
-        let mine: Vec<String> = queues.iter().skip(n).step_by(CONSUMERS).cloned().collect();
+        let mine: Vec<String> = queues
+            .iter()
+            .skip(n % QUEUES)
+            .step_by(plan.consumers.min(QUEUES))
+            .cloned()
+            .collect();
         let counters = Arc::clone(&counters);
         tasks.spawn(async move {
             let mut worker = client.worker();
@@ -321,7 +338,8 @@ async fn steady(gateway: &str, queues: &[String], plan: &Plan) -> Result<(f64, S
     Ok((
         rate,
         format!(
-            "{rate:>9.0} events/s through   {PRODUCERS} producers x EnqueueBatch of {BATCH}, {CONSUMERS} consumers x Take {BATCH} + Complete {BATCH}, backlog <= {BACKLOG}"
+            "{rate:>9.0} events/s through   {} producers x EnqueueBatch of {BATCH}, {} consumers x Take {BATCH} + Complete {BATCH}, backlog <= {BACKLOG}",
+            plan.producers, plan.consumers
         ),
     ))
 }
@@ -329,7 +347,7 @@ async fn steady(gateway: &str, queues: &[String], plan: &Plan) -> Result<(f64, S
 async fn fill(gateway: &str, queues: &[String], plan: &Plan) -> Result<(f64, String), BoxError> {
     let counters = Arc::new(Counters::default());
     let mut tasks = JoinSet::new();
-    produce(gateway, queues, &counters, None, &mut tasks).await?;
+    produce(gateway, queues, plan.producers, &counters, None, &mut tasks).await?;
     let started = Instant::now();
     let mut windows = Vec::new();
     let mut last = 0;
@@ -346,9 +364,10 @@ async fn fill(gateway: &str, queues: &[String], plan: &Plan) -> Result<(f64, Str
     Ok((
         rate,
         format!(
-            "{rate:>9.0} events/s sustained over {elapsed:.0} s ({last} events; {:?} windows: {})   {PRODUCERS} producers x EnqueueBatch of {BATCH}",
+            "{rate:>9.0} events/s sustained over {elapsed:.0} s ({last} events; {:?} windows: {})   {} producers x EnqueueBatch of {BATCH}",
             FILL_WINDOW.min(plan.fill),
-            windows.join(" / ")
+            windows.join(" / "),
+            plan.producers
         ),
     ))
 }
