@@ -84,15 +84,16 @@ impl QueueStats {
     /// Adds `other`'s counts and totals (two shares of one template's queues); the oldest
     /// ready age is the older of the two.
     pub fn add(&mut self, other: &QueueStats) {
-        self.ready += other.ready;
-        self.delayed += other.delayed;
-        self.leased += other.leased;
-        self.dead_lettered += other.dead_lettered;
+        let sum = |a: &mut u64, b: u64| *a = a.saturating_add(b);
+        sum(&mut self.ready, other.ready);
+        sum(&mut self.delayed, other.delayed);
+        sum(&mut self.leased, other.leased);
+        sum(&mut self.dead_lettered, other.dead_lettered);
         self.oldest_ready_age = self.oldest_ready_age.max(other.oldest_ready_age);
-        self.enqueued_total += other.enqueued_total;
-        self.completed_total += other.completed_total;
-        self.expired_leases_total += other.expired_leases_total;
-        self.retries_total += other.retries_total;
+        sum(&mut self.enqueued_total, other.enqueued_total);
+        sum(&mut self.completed_total, other.completed_total);
+        sum(&mut self.expired_leases_total, other.expired_leases_total);
+        sum(&mut self.retries_total, other.retries_total);
     }
 }
 

@@ -1,8 +1,8 @@
 //! Publishes the shard's stats on `cascade.<cluster>.stats.<shard>` every
 //! `dispatcher.stats_interval`, for the resource manager and the status page: each queue no
-//! template covers by name, and the queues each template covers summed into one family entry
-//! (the store keeps those sums), so a round costs the same with millions of per-user queues
-//! as with none. The queues are read a page at a time (one writer closure each), so other
+//! template covers and each pipeline stage by name, and the other queues each template
+//! covers summed into one family entry (the store keeps those sums), so a round costs the
+//! same with millions of per-user queues as with none. The queues are read a page at a time (one writer closure each), so other
 //! requests run in between; a shard with more queues than one message carries publishes
 //! several `ShardStats` for one round, each with the same `at`, the families in the first.
 
@@ -43,7 +43,7 @@ pub(crate) async fn publish(ctx: Arc<ShardContext>) {
     }
 }
 
-/// The stats of every queue no template covers, and of every family.
+/// The stats of every queue no template covers and of every stage, and of every family.
 async fn collect(
     ctx: &ShardContext,
 ) -> Result<(Vec<v1::QueueStats>, Vec<FamilyStats>), StoreError> {
@@ -69,16 +69,21 @@ async fn collect(
         }
         token = next;
     }
-    let families = ctx
+    // Stages are published by name even when a template's range covers them (`*`): the
+    // resource manager scales them one by one.
+    let (stages, families) = ctx
         .store
-        .run(|shard, _| {
-            Ok(shard
-                .family_stats()
-                .iter()
-                .map(family_stats_to_proto)
-                .collect())
+        .run(|shard, now| {
+            let mut stages = Vec::new();
+            for name in shard.covered_stage_queues()? {
+                let counts = shard.queue_stats(now, &name)?;
+                stages.push(queue_stats_to_proto(name.as_str(), &counts));
+            }
+            let families = shard.family_stats();
+            Ok((stages, families.iter().map(family_stats_to_proto).collect()))
         })
         .await?;
+    all.extend(stages);
     Ok((all, families))
 }
 

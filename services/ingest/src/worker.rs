@@ -4,8 +4,9 @@
 //! makes of shard polls of at most [`TAKE_POLL_SLICE`] each, which the shard holds until
 //! events come or the slice ends. A gateway told to stop answers after the poll in flight
 //! (with what it brought, usually nothing), so a long poll never holds its shutdown longer
-//! than one slice; the gateway never walks away from a poll, which could leave events leased
-//! to nobody until their lease ends.
+//! than one slice; on shutdown the gateway does not walk away from a poll, which could leave
+//! events leased to nobody until their lease ends (a client that gives up mid-poll still
+//! can: those events come back when their lease ends).
 //! `Complete` is split by shard, coalesced like enqueues, and answered per item in order; an
 //! advance reaches its shard with its target resolved (`advance`).
 
@@ -20,6 +21,7 @@ use cascade_proto::v1::{
     Ack, CompleteRequest, CompleteResponse, Completion, CompletionResult, ExtendLeaseRequest,
     ExtendLeaseResponse, TakeRequest, TakeResponse, worker_server::Worker,
 };
+use tokio::time::Instant;
 use tonic::{Request, Response, Status};
 
 use crate::IngestError;
@@ -118,10 +120,12 @@ impl Worker for Gateway {
         let request = request.into_inner();
         let item = take_from_proto(&request).map_err(IngestError::from)?;
         let shard = self.shards.owner(&item.queue);
-        let mut left = self.limits.take_wait(item.wait);
+        let deadline = Instant::now() + self.limits.take_wait(item.wait);
         loop {
+            // What is left of the client's wait, not what earlier polls were granted: a
+            // shard may answer a poll early (it is stopping, or its own cap is lower).
+            let left = deadline.saturating_duration_since(Instant::now());
             let poll = left.min(TAKE_POLL_SLICE);
-            left -= poll;
             let ask = TakeRequest {
                 wait: (!poll.is_zero()).then(|| duration_to_proto(poll)),
                 ..request.clone()
@@ -135,7 +139,8 @@ impl Worker for Gateway {
                 Reply::Take(taken) => taken,
                 other => return Err(unexpected(shard, "a take", &other).into()),
             };
-            if !taken.events.is_empty() || left.is_zero() || self.stopping.is_triggered() {
+            let done = Instant::now() >= deadline;
+            if !taken.events.is_empty() || done || self.stopping.is_triggered() {
                 trace::record_take(item.queue.as_str(), &taken.events);
                 return Ok(Response::new(taken));
             }

@@ -63,23 +63,36 @@ impl Shard {
 
     /// Commits a write of `rec`, keeping the in-memory templates and families in step.
     fn commit_queue(&mut self, batch: Batch, rec: QueueRecord) -> Result<(), StoreError> {
+        if rec.kind != QueueKind::Template {
+            self.st.commit(&mut self.kv, batch);
+            return Ok(());
+        }
+        let mut templates = self.st.templates.clone();
+        let added = !templates.iter().any(|t| t.name == rec.name);
+        templates.retain(|t| t.name != rec.name);
+        templates.push(rec);
+        sort_templates(&mut templates);
+        let families = self.families_with(added, &templates)?;
         self.st.commit(&mut self.kv, batch);
-        if rec.kind == QueueKind::Template {
-            let added = !self.st.templates.iter().any(|t| t.name == rec.name);
-            self.st.templates.retain(|t| t.name != rec.name);
-            self.st.templates.push(rec);
-            sort_templates(&mut self.st.templates);
-            if added {
-                self.reload_families()?;
-            }
+        self.st.templates = templates;
+        if let Some(families) = families {
+            self.st.families = families;
         }
         Ok(())
     }
 
-    /// A new or removed template moves queues between families: sum them again.
-    fn reload_families(&mut self) -> Result<(), StoreError> {
-        self.st.families = Families::load(&self.kv, &self.st.templates)?;
-        Ok(())
+    /// The families summed again over `templates`, when `changed` (a new or removed template
+    /// moves queues between families). Called before the change is written, so that a failed
+    /// read fails the change instead of leaving sums that no longer match.
+    fn families_with(
+        &self,
+        changed: bool,
+        templates: &[QueueRecord],
+    ) -> Result<Option<Families>, StoreError> {
+        if !changed {
+            return Ok(None);
+        }
+        Families::load(&self.kv, templates, &self.st.stages).map(Some)
     }
 
     /// A queue's config: its own, or that of the template it matches.
@@ -157,12 +170,16 @@ impl Shard {
         }
         txn.delete(keys::queue(name.as_str()));
         txn.delete(keys::counters(rec.id));
+        let removed = rec.kind == QueueKind::Template;
+        let mut templates = self.st.templates.clone();
+        templates.retain(|t| t.name != *name);
+        let families = self.families_with(removed, &templates)?;
         let batch = self.st.seal(txn);
         self.st.commit(&mut self.kv, batch);
         self.st.ready_cursor.remove(&rec.id);
-        if rec.kind == QueueKind::Template {
-            self.st.templates.retain(|t| t.name != *name);
-            self.reload_families()?;
+        self.st.templates = templates;
+        if let Some(families) = families {
+            self.st.families = families;
         }
         Ok(())
     }
@@ -213,15 +230,32 @@ impl Shard {
     }
 
     /// Every template's family (its covered queues summed), and every dead-letter family
-    /// (`inbox:*.dlq`) with members, by name: what stats publish instead of the queues.
+    /// (`inbox:*.dlq`) met since the last rebuild, by name: what stats publish instead of the
+    /// queues.
     pub fn family_stats(&self) -> Vec<FamilyStats> {
         self.st.families.all(&self.st.templates)
     }
 
+    /// The stored queues of pipeline stages that a template's name range covers: no family
+    /// counts them, `list_uncovered_queues` skips them, so stats publish them by name from
+    /// here (stages are few).
+    pub fn covered_stage_queues(&self) -> Result<Vec<QueueName>, StoreError> {
+        let txn = Txn::new(&self.kv);
+        let templates = self.st.templates.iter().map(|t| t.name.as_str());
+        let mut covered = Vec::new();
+        for stage in &self.st.stages {
+            let family = cascade_core::queue_family(stage.as_str(), templates.clone());
+            if family != stage.as_str() && self.st.stored_queue(&txn, stage)?.is_some() {
+                covered.push(stage.clone());
+            }
+        }
+        Ok(covered)
+    }
+
     /// Stored queues that no template covers (explicit queues, pipeline stages, their
-    /// dead-letter queues), in name order, without templates: with `family_stats`, what
-    /// stats publish. The ranges of covered names are skipped, not read, however many
-    /// per-user queues they hold.
+    /// dead-letter queues), in name order, without templates: with `covered_stage_queues`
+    /// and `family_stats`, what stats publish. The ranges of covered names are skipped, not
+    /// read, however many per-user queues they hold.
     pub fn list_uncovered_queues(
         &self,
         page_size: usize,

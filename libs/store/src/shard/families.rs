@@ -4,19 +4,22 @@
 //! of per-user queues publishes a handful of families each round instead of reading every
 //! queue (DESIGN §2, §8).
 //!
-//! Membership follows [`cascade_core::queue_family`], by name. The sums are rebuilt from the
-//! stored counters when the shard opens and whenever the templates change (that moves queues
-//! between families); in between, every counter write applies its difference. A member's
+//! Membership follows [`cascade_core::queue_family`], by name, except that a pipeline stage's
+//! queue is never a member: stages are published, shown and scaled one by one, even under a
+//! template such as `*`. The sums are rebuilt from the stored counters when the shard opens
+//! and whenever the templates or the set of stages change (that moves queues in or out of
+//! families), before the change is written, so a failed rebuild fails the change; in
+//! between, every counter write applies its difference. A member's
 //! running totals stay in its family's after the member is removed (an emptied per-user queue
 //! is), so a family's totals only grow between rebuilds; a rebuild may lower them to what the
 //! live members hold, which a reader takes as a counter reset.
 
 use std::borrow::Cow;
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::time::Duration;
 
-use cascade_core::QueueName;
 use cascade_core::commands::{FamilyStats, QueueStats};
+use cascade_core::{Pipeline, QueueName};
 
 use super::State;
 use crate::codec::keys;
@@ -48,8 +51,12 @@ pub(super) struct Families {
 }
 
 impl Families {
-    /// Sums the stored counters of every queue a template covers.
-    pub fn load(kv: &Kv, templates: &[QueueRecord]) -> Result<Families, StoreError> {
+    /// Sums the stored counters of every queue a template covers, stages left out.
+    pub fn load(
+        kv: &Kv,
+        templates: &[QueueRecord],
+        stages: &BTreeSet<QueueName>,
+    ) -> Result<Families, StoreError> {
         let mut families = Families::default();
         for prefix in covered_prefixes(templates) {
             let start = keys::successor(&keys::queue(prefix));
@@ -67,7 +74,10 @@ impl Families {
                     continue;
                 };
                 let counters = records::decode_counters(&v).map_err(|e| State::corrupt(kv, e))?;
-                let family = family_of(&rec.name, templates);
+                let family = family_of(&rec.name, templates, stages);
+                if family == rec.name.as_str() {
+                    continue;
+                }
                 families.apply(&MemberChange {
                     family: family.into_owned(),
                     old: None,
@@ -111,7 +121,8 @@ impl Families {
             new.expired_leases_total,
         );
         s.retries_total = moved(s.retries_total, before.retries_total, new.retries_total);
-        sum.queues = sum.queues - u64::from(old.is_some()) + u64::from(*stored);
+        // Never below zero, even if the sums drifted: this runs on the writer thread.
+        sum.queues = (sum.queues + u64::from(*stored)).saturating_sub(u64::from(old.is_some()));
     }
 
     /// One family's sums (zero for a template whose queues hold nothing).
@@ -125,7 +136,8 @@ impl Families {
         }
     }
 
-    /// Every template's family and every dead-letter family with members, by name.
+    /// Every template's family, and every dead-letter family met since the last rebuild
+    /// (with no members left it keeps its totals), by name.
     pub fn all(&self, templates: &[QueueRecord]) -> Vec<FamilyStats> {
         let mut names: Vec<&str> = templates.iter().map(|t| t.name.as_str()).collect();
         names.extend(self.sums.keys().map(String::as_str));
@@ -135,11 +147,26 @@ impl Families {
     }
 }
 
-/// `name`'s family by [`cascade_core::queue_family`] over `templates` (its own name when
-/// none covers it).
-pub(super) fn family_of<'a>(name: &'a QueueName, templates: &'a [QueueRecord]) -> Cow<'a, str> {
+/// `name`'s family by [`cascade_core::queue_family`] over `templates`: its own name when none
+/// covers it or when it is the queue of a pipeline stage (in `stages`).
+pub(super) fn family_of<'a>(
+    name: &'a QueueName,
+    templates: &'a [QueueRecord],
+    stages: &BTreeSet<QueueName>,
+) -> Cow<'a, str> {
+    if stages.contains(name) {
+        return Cow::Borrowed(name.as_str());
+    }
     let templates = templates.iter().map(|t| t.name.as_str());
     cascade_core::queue_family(name.as_str(), templates)
+}
+
+/// The queues of the stages of `pipelines`.
+pub(super) fn stage_queues(pipelines: &[Pipeline]) -> BTreeSet<QueueName> {
+    let stages = pipelines
+        .iter()
+        .flat_map(|p| p.stages.iter().map(|s| p.stage_queue(&s.name)));
+    stages.collect()
 }
 
 /// The prefixes whose extensions some template covers, without those inside another one:

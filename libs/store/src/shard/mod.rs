@@ -70,13 +70,17 @@ impl Shard {
             ready_cursor: HashMap::new(),
             families: families::Families::default(),
             family_changes: Vec::new(),
+            stages: Default::default(),
             lease_cursor: 0,
             dedup_head_expiry: None,
             unlogged: Vec::new(),
         };
         st.templates = load_templates(&kv)?;
-        st.families = families::Families::load(&kv, &st.templates)?;
-        Ok(Shard { kv, st })
+        let mut shard = Shard { kv, st };
+        shard.st.stages = families::stage_queues(&shard.list_pipelines()?);
+        let st = &shard.st;
+        shard.st.families = families::Families::load(&shard.kv, &st.templates, &st.stages)?;
+        Ok(shard)
     }
 
     /// The batches committed since the last call, in order: the caller logs them.

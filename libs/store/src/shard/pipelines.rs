@@ -5,6 +5,7 @@
 use cascade_core::{Pipeline, Timestamp};
 
 use super::Shard;
+use super::families::{Families, stage_queues};
 use super::state::State;
 use crate::codec::keys;
 use crate::codec::records;
@@ -38,8 +39,22 @@ impl Shard {
             keys::pipeline(&pipeline.name),
             records::encode_pipeline(&pipeline),
         );
+        // A stage's queue leaves its template's family (and a stage left out of the new
+        // version joins it again): sum the families again, before anything is written.
+        let mut pipelines = self.list_pipelines()?;
+        pipelines.retain(|p| p.name != pipeline.name);
+        pipelines.push(pipeline.clone());
+        let stages = stage_queues(&pipelines);
+        let families = match stages != self.st.stages {
+            true => Some(Families::load(&self.kv, &self.st.templates, &stages)?),
+            false => None,
+        };
         let batch = self.st.seal(txn);
         self.st.commit(&mut self.kv, batch);
+        self.st.stages = stages;
+        if let Some(families) = families {
+            self.st.families = families;
+        }
         Ok(pipeline)
     }
 

@@ -171,3 +171,56 @@ fn put_queue_replaces_a_config_and_keeps_the_events() {
         .expect("put template");
     assert_eq!(s.get_queue(&q("t:9")).expect("matches").config, longer);
 }
+
+/// A stage's queue is never summed into a template's family, even under the catch-all `*`:
+/// stats publish it by name (`covered_stage_queues`), so the resource manager still sees it.
+#[test]
+fn stage_queues_stay_out_of_template_families() {
+    let (_d, mut s) = open(ShardSettings::default());
+    s.create_queue(at(0), q("*"), QueueConfig::default())
+        .expect("catch-all template");
+    // Queues the catch-all made, one of them named like a stage before the pipeline exists.
+    for queue in ["demo.receive", "demo.receive", "inbox:a"] {
+        s.enqueue(at(1), into(queue, "x")).expect("enqueue");
+    }
+    let sums = |s: &crate::shard::Shard| {
+        let families = s.family_stats();
+        let all = families
+            .iter()
+            .find(|f| f.name == "*")
+            .expect("the family of *");
+        (all.queues, all.stats.ready)
+    };
+    assert_eq!(sums(&s), (2, 3));
+    assert!(s.covered_stage_queues().expect("stages").is_empty());
+
+    s.apply_pipeline(at(2), pipeline("demo", &["receive", "deliver"]))
+        .expect("apply");
+    assert_eq!(sums(&s), (1, 1), "the stage's queue left the family");
+    let stages: Vec<String> = s
+        .covered_stage_queues()
+        .expect("stages")
+        .iter()
+        .map(|n| n.to_string())
+        .collect();
+    assert_eq!(stages, ["demo.deliver", "demo.receive"]);
+    assert!(
+        s.list_uncovered_queues(100, "")
+            .expect("list")
+            .items
+            .is_empty()
+    );
+
+    // The stage's own counts move; the family's do not.
+    s.enqueue(at(3), into("demo.receive", "y"))
+        .expect("enqueue");
+    assert_eq!(sums(&s), (1, 1));
+    let stage = s.queue_stats(at(3), &q("demo.receive")).expect("stats");
+    assert_eq!(stage.ready, 3);
+
+    // A template created after the pipeline leaves the stages out too.
+    s.create_queue(at(4), q("demo.*"), QueueConfig::default())
+        .expect("template over the stages");
+    let demo = s.family_stats().into_iter().find(|f| f.name == "demo.*");
+    assert_eq!(demo.map(|f| f.queues), Some(0));
+}

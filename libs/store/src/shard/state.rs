@@ -2,7 +2,7 @@
 //! and counters inside a transaction, and delivering an event locally or through the outbox.
 
 use std::borrow::Cow;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use cascade_core::{EventId, EventState, QueueName, Timestamp};
 
@@ -97,6 +97,8 @@ pub(super) struct State {
     pub ready_cursor: HashMap<u64, Vec<u8>>,
     /// The sums of the queues each template covers.
     pub families: Families,
+    /// The queues of every stored pipeline's stages: never a family's members.
+    pub stages: BTreeSet<QueueName>,
     /// Changes to those sums made by the transaction being built, applied by `commit`.
     pub family_changes: Vec<MemberChange>,
     pub lease_cursor: u64,
@@ -142,7 +144,7 @@ impl State {
     /// `name`'s family for metrics (`observe::ShardObserver`), by
     /// [`cascade_core::queue_family`] over this shard's templates.
     pub fn family<'a>(&'a self, name: &'a QueueName) -> Cow<'a, str> {
-        family_of(name, &self.templates)
+        family_of(name, &self.templates, &self.stages)
     }
 
     pub fn template_for(&self, name: &QueueName) -> Option<&QueueRecord> {
@@ -245,7 +247,7 @@ impl State {
         new: &Counters,
         stored: bool,
     ) {
-        let family = family_of(name, &self.templates);
+        let family = family_of(name, &self.templates, &self.stages);
         if family != name.as_str() {
             self.family_changes.push(MemberChange {
                 family: family.into_owned(),

@@ -142,7 +142,9 @@ impl Aggregator {
             .families
             .iter()
             .filter_map(|f| Some((f.stats.as_ref()?, f.queues, true)));
-        for (stats, queues, template) in queues.chain(families) {
+        // Families first: a shard's thousands of plain queues must not push them into the
+        // overflow.
+        for (stats, queues, template) in families.chain(queues) {
             let family = Family {
                 counts: Counts::of(stats),
                 queues,
