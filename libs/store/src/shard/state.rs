@@ -247,6 +247,10 @@ impl State {
         new: &Counters,
         stored: bool,
     ) {
+        // No template, no family: a shard without per-user queues pays nothing here.
+        if self.templates.is_empty() {
+            return;
+        }
         let family = family_of(name, &self.templates, &self.stages);
         if family != name.as_str() {
             self.family_changes.push(MemberChange {
