@@ -71,35 +71,27 @@ pub trait HeaderMapLike {
     fn put(&mut self, key: String, value: String);
 }
 
-impl HeaderMapLike for BTreeMap<String, String> {
-    fn get_exact(&self, key: &str) -> Option<&String> {
-        self.get(key)
-    }
-    fn entries(&self) -> impl Iterator<Item = (&String, &String)> {
-        self.iter()
-    }
-    fn retain_keys(&mut self, mut keep: impl FnMut(&String) -> bool) {
-        self.retain(|k, _| keep(k));
-    }
-    fn put(&mut self, key: String, value: String) {
-        self.insert(key, value);
-    }
+/// The same four calls on both maps (their methods share names, not a trait).
+macro_rules! header_map_like {
+    ($($map:ty),*) => {$(
+        impl HeaderMapLike for $map {
+            fn get_exact(&self, key: &str) -> Option<&String> {
+                self.get(key)
+            }
+            fn entries(&self) -> impl Iterator<Item = (&String, &String)> {
+                self.iter()
+            }
+            fn retain_keys(&mut self, mut keep: impl FnMut(&String) -> bool) {
+                self.retain(|k, _| keep(k));
+            }
+            fn put(&mut self, key: String, value: String) {
+                self.insert(key, value);
+            }
+        }
+    )*};
 }
 
-impl HeaderMapLike for HashMap<String, String> {
-    fn get_exact(&self, key: &str) -> Option<&String> {
-        self.get(key)
-    }
-    fn entries(&self) -> impl Iterator<Item = (&String, &String)> {
-        self.iter()
-    }
-    fn retain_keys(&mut self, mut keep: impl FnMut(&String) -> bool) {
-        self.retain(|k, _| keep(k));
-    }
-    fn put(&mut self, key: String, value: String) {
-        self.insert(key, value);
-    }
-}
+header_map_like!(BTreeMap<String, String>, HashMap<String, String>);
 
 struct EventHeaders<'a, M>(&'a M);
 

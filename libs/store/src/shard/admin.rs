@@ -72,27 +72,16 @@ impl Shard {
         templates.retain(|t| t.name != rec.name);
         templates.push(rec);
         sort_templates(&mut templates);
-        let families = self.families_with(added, &templates)?;
+        // Summed again before anything is written: a failed read fails the create.
+        let families = added
+            .then(|| Families::load(&self.kv, &templates, &self.st.stages))
+            .transpose()?;
         self.st.commit(&mut self.kv, batch);
         self.st.templates = templates;
         if let Some(families) = families {
             self.st.families = families;
         }
         Ok(())
-    }
-
-    /// The families summed again over `templates`, when `changed` (a new or removed template
-    /// moves queues between families). Called before the change is written, so that a failed
-    /// read fails the change instead of leaving sums that no longer match.
-    fn families_with(
-        &self,
-        changed: bool,
-        templates: &[QueueRecord],
-    ) -> Result<Option<Families>, StoreError> {
-        if !changed {
-            return Ok(None);
-        }
-        Families::load(&self.kv, templates, &self.st.stages).map(Some)
     }
 
     /// A queue's config: its own, or that of the template it matches.
@@ -170,15 +159,21 @@ impl Shard {
         }
         txn.delete(keys::queue(name.as_str()));
         txn.delete(keys::counters(rec.id));
-        let removed = rec.kind == QueueKind::Template;
-        let mut templates = self.st.templates.clone();
-        templates.retain(|t| t.name != *name);
-        let families = self.families_with(removed, &templates)?;
+        // A template's queues change family: summed again before anything is written.
+        let templates = (rec.kind == QueueKind::Template).then(|| {
+            let mut left = self.st.templates.clone();
+            left.retain(|t| t.name != *name);
+            left
+        });
+        let families = templates
+            .as_ref()
+            .map(|left| Families::load(&self.kv, left, &self.st.stages))
+            .transpose()?;
         let batch = self.st.seal(txn);
         self.st.commit(&mut self.kv, batch);
         self.st.ready_cursor.remove(&rec.id);
-        self.st.templates = templates;
-        if let Some(families) = families {
+        if let (Some(templates), Some(families)) = (templates, families) {
+            self.st.templates = templates;
             self.st.families = families;
         }
         Ok(())

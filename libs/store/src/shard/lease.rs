@@ -154,18 +154,8 @@ impl Shard {
                     .deliver(&mut txn, now, delivery, QueueKind::Explicit)?;
             }
             Outcome::Retry { .. } if !attempts_left => {
-                let reason = format!(
-                    "retry after {} of {} attempts",
-                    ev.attempts, rec.config.max_attempts
-                );
-                self.st.dead_letter(
-                    &mut txn,
-                    now,
-                    &rec,
-                    ev,
-                    reason,
-                    DeadLetterCause::MaxAttempts,
-                )?;
+                self.st
+                    .dead_letter_exhausted(&mut txn, now, &rec, ev, "retry")?;
             }
             Outcome::Retry { delay } => {
                 let delay = delay.unwrap_or_else(|| {
@@ -255,20 +245,10 @@ impl Shard {
             end_lease(&mut txn, &rec, &ev);
             ev.lease_expires_at = None;
             if rec.config.max_attempts != 0 && ev.attempts >= rec.config.max_attempts {
-                let reason = format!(
-                    "lease expired after {} of {} attempts",
-                    ev.attempts, rec.config.max_attempts
-                );
                 self.st
                     .update_counters(&mut txn, &rec, |c| c.expired_leases_total += 1)?;
-                self.st.dead_letter(
-                    &mut txn,
-                    now,
-                    &rec,
-                    ev,
-                    reason,
-                    DeadLetterCause::MaxAttempts,
-                )?;
+                self.st
+                    .dead_letter_exhausted(&mut txn, now, &rec, ev, "lease expired")?;
             } else {
                 self.st
                     .requeue(&mut txn, now, &rec, ev, |c| c.expired_leases_total += 1)?;
@@ -341,6 +321,20 @@ impl State {
     }
 
     /// Moves a leased event to its queue's dead-letter queue with the reason.
+    /// Dead-letters `ev`, whose attempts ran out at `what` ("retry", "lease expired").
+    fn dead_letter_exhausted(
+        &mut self,
+        txn: &mut Txn<'_>,
+        now: Timestamp,
+        rec: &QueueRecord,
+        ev: EventRecord,
+        what: &str,
+    ) -> Result<(), StoreError> {
+        let (attempts, max) = (ev.attempts, rec.config.max_attempts);
+        let reason = format!("{what} after {attempts} of {max} attempts");
+        self.dead_letter(txn, now, rec, ev, reason, DeadLetterCause::MaxAttempts)
+    }
+
     fn dead_letter(
         &mut self,
         txn: &mut Txn<'_>,

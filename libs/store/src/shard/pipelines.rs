@@ -45,10 +45,9 @@ impl Shard {
         pipelines.retain(|p| p.name != pipeline.name);
         pipelines.push(pipeline.clone());
         let stages = stage_queues(&pipelines);
-        let families = match stages != self.st.stages {
-            true => Some(Families::load(&self.kv, &self.st.templates, &stages)?),
-            false => None,
-        };
+        let families = (stages != self.st.stages)
+            .then(|| Families::load(&self.kv, &self.st.templates, &stages))
+            .transpose()?;
         let batch = self.st.seal(txn);
         self.st.commit(&mut self.kv, batch);
         self.st.stages = stages;

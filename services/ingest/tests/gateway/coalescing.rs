@@ -86,14 +86,7 @@ async fn a_batch_larger_than_a_bus_message_is_split_by_bytes() {
     let recorded = fake_shards(&bus, [0], crate::harness::answer_with(echo)).await;
     let gateway = Gateway::start(settings(1), &bus).await;
     let mut ingest = gateway.ingest().await;
-    let items: Vec<EnqueueRequest> = (0..40)
-        .map(|i| EnqueueRequest {
-            queue: "jobs".into(),
-            id: format!("e{i}"),
-            payload: vec![1; 1000],
-            ..EnqueueRequest::default()
-        })
-        .collect();
+    let items = forty_kib_of_items();
     let results = ingest
         .enqueue_batch(EnqueueBatchRequest { items })
         .await
@@ -223,14 +216,7 @@ async fn the_parts_of_one_batch_are_not_in_flight_together() {
     many.ingest.requests_in_flight = 4;
     let gateway = Gateway::start(many, &bus).await;
     let mut ingest = gateway.ingest().await;
-    let items: Vec<EnqueueRequest> = (0..40)
-        .map(|i| EnqueueRequest {
-            queue: "jobs".into(),
-            id: format!("e{i}"),
-            payload: vec![1; 1000],
-            ..EnqueueRequest::default()
-        })
-        .collect();
+    let items = forty_kib_of_items();
     let results = ingest
         .enqueue_batch(EnqueueBatchRequest { items })
         .await
@@ -246,4 +232,16 @@ async fn the_parts_of_one_batch_are_not_in_flight_together() {
         .collect();
     let expected: Vec<String> = (0..40).map(|i| format!("e{i}")).collect();
     assert_eq!(order, expected);
+}
+
+/// 40 items of 1,000 bytes for queue `jobs` (`e0`…`e39`): more than one 16 KiB bus message.
+fn forty_kib_of_items() -> Vec<EnqueueRequest> {
+    (0..40)
+        .map(|i| EnqueueRequest {
+            queue: "jobs".into(),
+            id: format!("e{i}"),
+            payload: vec![1; 1000],
+            ..EnqueueRequest::default()
+        })
+        .collect()
 }

@@ -67,7 +67,7 @@ async fn a_long_poll_is_cut_into_polls_and_a_stopping_gateway_ends_it() {
     // that poll ends, and so does the gateway.
     let started = Instant::now();
     let polling = tokio::spawn(async move { worker.take(take(30)).await });
-    tokio::time::sleep(Duration::from_millis(2_500)).await;
+    recorded.wait_for(5).await; // the second poll reached the shard
     gateway.trigger_shutdown();
     let taken = polling.await.expect("join").expect("take").into_inner();
     let waited = started.elapsed();
