@@ -38,10 +38,23 @@ fn failed_log_write_stops_the_shard_and_loses_nothing_acknowledged() {
         Some(1),
         "the child must stop with an error, not run on or die of a signal: {stderr}"
     );
-    assert!(
-        stderr.contains("stopped") && stderr.contains("File too large"),
-        "the error says the store stopped, and why: {stderr}"
+    let failures: Vec<&str> = stderr
+        .lines()
+        .skip_while(|l| !l.contains("tasks failed"))
+        .skip(1)
+        .take_while(|l| !l.trim().is_empty())
+        .collect();
+    assert_eq!(
+        failures.len(),
+        17,
+        "each of the 16 writers and the advancer is stopped by the failure: {stderr}"
     );
+    for failure in failures {
+        assert!(
+            failure.contains("shard stopped") && failure.contains("File too large"),
+            "every caller is told the store stopped, and why: {failure}"
+        );
+    }
     let mut acked = BTreeSet::new();
     for line in String::from_utf8_lossy(&output.stdout).lines() {
         match line.split_once(' ') {

@@ -112,10 +112,18 @@ async fn run(store: Arc<Store<Shard>>, tag: String) -> anyhow::Result<()> {
         })
     };
     tasks.push(advancer);
+    // Every task runs until the store fails it; each one's error is reported, so a test can
+    // check that every caller was told the cause, not only the first.
+    let mut errors = Vec::new();
     for t in tasks {
-        t.await??;
+        if let Err(e) = t.await? {
+            errors.push(format!("{e:#}"));
+        }
     }
-    Ok(())
+    match errors.as_slice() {
+        [] => Ok(()),
+        _ => anyhow::bail!("{} tasks failed:\n{}", errors.len(), errors.join("\n")),
+    }
 }
 
 /// A payload derived from the ID, so the checker knows what each event must carry.

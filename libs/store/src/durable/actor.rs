@@ -140,6 +140,9 @@ impl<S: Maintenance> Store<S> {
             Box::new(move |failure: Option<&StoreError>| {
                 let answer = match failure {
                     None => result,
+                    Some(StoreError::Stopped { reason }) => Err(StoreError::Stopped {
+                        reason: reason.clone(),
+                    }),
                     Some(e) => Err(StoreError::Stopped {
                         reason: with_causes(e),
                     }),
@@ -280,12 +283,17 @@ impl<S: Maintenance> Writer<S> {
                 self.poll_checkpoint(true);
             }
         }
-        // Answer whatever is still queued: this store takes nothing more.
+        // Answer whatever is still queued: this store takes nothing more. After a failure the
+        // answer carries its cause, so every caller learns why, whichever it hears first.
+        let stopped = StoreError::Stopped {
+            reason: self
+                .shared
+                .fatal()
+                .unwrap_or_else(|| "the store is shutting down".into()),
+        };
         while let Ok(job) = jobs.try_recv() {
             let reply = job(&mut self.state, self.clock.now());
-            reply(Some(&StoreError::Stopped {
-                reason: "the store is shutting down".into(),
-            }));
+            reply(Some(&stopped));
         }
     }
 
