@@ -5,6 +5,8 @@ use std::fs::File;
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::OnceLock;
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
 /// The path of a workspace binary of this crate's own profile: the debug build for the tests
@@ -27,8 +29,30 @@ pub fn binary(name: &str) -> PathBuf {
     path
 }
 
-/// A loopback port nothing listens on right now.
+/// A loopback port nothing listens on right now, for a child process to listen on later.
+///
+/// Picked below the kernel's ephemeral range (`ip_local_port_range`): between the pick and the
+/// child's bind, any outgoing loopback connection (the tests open many) may be given an
+/// ephemeral port, and did take one once ("Address already in use"). Picks go round the range
+/// from a random start, so the tests of one process never pick the same port twice.
 pub fn free_port() -> u16 {
+    const LOWEST: u32 = 10_000;
+    static NEXT: OnceLock<AtomicU32> = OnceLock::new();
+    let ephemeral_low = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+        .ok()
+        .and_then(|r| r.split_whitespace().next()?.parse::<u32>().ok())
+        .unwrap_or(32_768);
+    let span = ephemeral_low.saturating_sub(LOWEST);
+    let next = NEXT.get_or_init(|| AtomicU32::new(fastrand::u32(..span.max(1))));
+    for _ in 0..span {
+        let port = LOWEST + next.fetch_add(1, Ordering::Relaxed) % span;
+        if let Ok(port) = u16::try_from(port)
+            && TcpListener::bind(("127.0.0.1", port)).is_ok()
+        {
+            return port;
+        }
+    }
+    // No room below the ephemeral range on this machine: take an ephemeral port after all.
     TcpListener::bind("127.0.0.1:0")
         .and_then(|l| l.local_addr())
         .map(|a| a.port())

@@ -154,7 +154,8 @@ pub async fn delayed_event_is_takeable_only_after_its_time(cluster: &mut Cluster
     let c = cluster.client().await;
     create(&c, "delayed", config(30.0, 5)).await;
     let mut req = item("delayed", "later");
-    req.when = Some(api::enqueue_request::When::Delay(seconds(1.0)));
+    // Long enough for the take and the stats below to run before it is due.
+    req.when = Some(api::enqueue_request::When::Delay(seconds(2.0)));
     let sent = Instant::now();
     let r = enqueue(&c, req).await;
     assert!(!r.duplicate);
@@ -167,7 +168,7 @@ pub async fn delayed_event_is_takeable_only_after_its_time(cluster: &mut Cluster
     let got = take_n(&c, "delayed", 1, Duration::from_secs(10)).await;
     assert_eq!(got.len(), 1, "never became takeable");
     assert!(
-        sent.elapsed() >= Duration::from_millis(950),
+        sent.elapsed() >= Duration::from_millis(1950),
         "taken early: {:?}",
         sent.elapsed()
     );
@@ -178,10 +179,11 @@ pub async fn delayed_event_is_takeable_only_after_its_time(cluster: &mut Cluster
 pub async fn ready_events_come_in_activation_then_insertion_order(cluster: &mut Cluster) {
     let c = cluster.client().await;
     create(&c, "ordered", config(30.0, 5)).await;
-    let base = Duration::from_secs(0);
     // Activation times in the past, out of insertion order; equal times keep insertion order.
+    // One base for all, so that equal offsets are equal times however slow the enqueues are.
+    let base = SystemTime::now() - Duration::from_secs(60);
     let past = |ms: u64| {
-        let t = SystemTime::now() - Duration::from_secs(60) + Duration::from_millis(ms) + base;
+        let t = base + Duration::from_millis(ms);
         let since = t.duration_since(UNIX_EPOCH).expect("after the epoch");
         prost_types::Timestamp {
             seconds: since.as_secs() as i64,
@@ -203,7 +205,8 @@ pub async fn ready_events_come_in_activation_then_insertion_order(cluster: &mut 
 
 pub async fn expired_lease_redelivers_with_one_more_attempt(cluster: &mut Cluster) {
     let c = cluster.client().await;
-    create(&c, "expiring", config(0.5, 5)).await;
+    // A lease long enough for the two completes below to land before the second one ends.
+    create(&c, "expiring", config(2.0, 5)).await;
     enqueue(&c, item("expiring", "x")).await;
     let first = take(&c, "expiring", 1, 0.0).await;
     assert_eq!(attempts(&first[0]), 1);
@@ -394,7 +397,8 @@ pub async fn reschedule_moves_the_event_to_a_new_time(cluster: &mut Cluster) {
     create(&c, "periodic", config(30.0, 5)).await;
     enqueue(&c, item("periodic", "tick")).await;
     let got = take(&c, "periodic", 1, 0.0).await;
-    let at = now_plus(Duration::from_millis(800));
+    // Long enough for the checks below to run before it is due.
+    let at = now_plus(Duration::from_secs(2));
     let r = complete(
         &c,
         &got[0],

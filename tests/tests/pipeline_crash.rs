@@ -18,7 +18,7 @@ use tokio::time::Instant;
 
 /// Short, so that the leases of what the killed processes held run out soon, yet over
 /// twice `REQUEST_TIMEOUT` (see below).
-const LEASE_S: f64 = 4.0;
+const LEASE_S: f64 = 6.0;
 /// A gateway sends one request at a time per shard; a request lost with a killed
 /// dispatcher holds that shard's enqueues and completions back for `bus.request_timeout`
 /// (default 10 s). Shorter here, so that completions held back stay within their leases

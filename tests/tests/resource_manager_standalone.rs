@@ -18,7 +18,7 @@ const EVENTS: usize = 300;
 /// Delayed events, and how far ahead: more than `target_drain`, so that the manager sees
 /// them coming for a while before they activate.
 const WAVE: usize = 100;
-const WAVE_DELAY: Duration = Duration::from_secs(4);
+const WAVE_DELAY: Duration = Duration::from_secs(6);
 const MIN_HANDLERS: u64 = 1;
 const BUDGET: u64 = 6;
 
@@ -30,7 +30,7 @@ stats_interval = "100ms"
 
 [resource_manager]
 interval = "250ms"
-target_drain = "2s"
+target_drain = "4s"
 throughput_window = "1s"
 scale_down_after = "1s"
 idle_after = "2s"

@@ -51,7 +51,8 @@ fn readme_walkthrough_with_the_cli() {
     );
     let sent = cli(
         &cluster,
-        &["enqueue", "jobs", "hello", "--delay", "1s"],
+        // Long enough for the next command (a whole process) to run before it is due.
+        &["enqueue", "jobs", "hello", "--delay", "3s"],
         None,
     );
     let id = sent[0]["id"].as_str().expect("an id").to_string();
@@ -60,7 +61,7 @@ fn readme_walkthrough_with_the_cli() {
         cli(&cluster, &["take", "jobs"], None).is_empty(),
         "taken before its time"
     );
-    std::thread::sleep(Duration::from_millis(1100));
+    std::thread::sleep(Duration::from_millis(3100));
     let taken = cli(&cluster, &["take", "jobs", "--wait", "5s"], None);
     assert_eq!(taken.len(), 1, "not takeable after its time");
     assert_eq!(taken[0]["id"], id.as_str());

@@ -11,8 +11,9 @@ use crate::harness::Harness;
 #[tokio::test]
 async fn fires_on_time() {
     let mut timer = Harness::start(Duration::from_secs(60)).await;
-    timer.schedule("b", Duration::from_millis(400)).await;
-    timer.schedule("a", Duration::from_millis(200)).await;
+    // Far enough ahead that "past" is scheduled before "a" is due, however slow the calls.
+    timer.schedule("b", Duration::from_millis(1000)).await;
+    timer.schedule("a", Duration::from_millis(600)).await;
     timer
         .schedule_at(
             "past",

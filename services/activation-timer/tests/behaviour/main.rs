@@ -11,5 +11,8 @@ mod fires_on_time;
 mod restart_keeps_the_schedule;
 mod retries_until_acknowledged;
 
-/// Lateness allowed in the tests, in µs; measured here it is a few ms.
-pub const ON_TIME_US: i64 = 50_000;
+/// Lateness allowed in the tests, in µs: a few ms measured here, but a loaded 2-core CI
+/// machine can hold a thread back for tens of ms. Still far below what a missed wake-up or
+/// horizon load would cost (the next entry's time, or a whole horizon). The lateness target
+/// itself is the benchmark's to check.
+pub const ON_TIME_US: i64 = 200_000;

@@ -33,9 +33,11 @@ async fn long_poll() {
         });
     assert_eq!(taken.len(), 1);
     assert_eq!(payload_of(&taken[0]), b"arrived");
+    // Woken by the arrival, long before its 5 s wait ends (a loose bound: how fast is for the
+    // benchmarks to say, and a loaded CI machine's fsync alone can take tens of ms).
     let latency = enqueued_at.elapsed();
     assert!(
-        latency < Duration::from_millis(100),
+        latency < Duration::from_secs(2),
         "woken {latency:?} after the enqueue"
     );
 

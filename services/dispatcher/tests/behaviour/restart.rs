@@ -18,7 +18,8 @@ async fn restart() {
     let mut with_id = enqueue_request("jobs", b"keyed");
     with_id.id = "order-42".into();
     assert_eq!(cluster.enqueue(with_id.clone()).await.code, 0);
-    let delay = Duration::from_millis(1500);
+    // Still delayed after the restart and the checks below, however slow the machine.
+    let delay = Duration::from_secs(3);
     let mut delayed = enqueue_request("jobs", b"delayed");
     delayed.when = Some(When::Delay(duration_to_proto(delay)));
     let delayed_at = Instant::now();

@@ -31,9 +31,10 @@ async fn schedules_wait_for_the_timer() {
     let taken = cluster.take("jobs", 1, Duration::from_secs(5)).await;
     assert_eq!(taken.len(), 1);
     assert_eq!(payload_of(&taken[0]), b"patient");
-    // Within one outbox retry (100ms here) of the timer's start, plus the firing.
+    // Soon after the timer's start: one outbox retry (100ms here), the timer's store opening
+    // and the firing, with room for a loaded CI machine.
     assert!(
-        started.elapsed() < Duration::from_secs(1),
+        started.elapsed() < Duration::from_secs(3),
         "{:?}",
         started.elapsed()
     );

@@ -50,8 +50,8 @@ async fn concurrent_enqueues_share_bus_requests() {
     recorded.wait_for(1).await;
     let calls: Vec<_> = (1..40).map(send).collect();
     // Nothing outside the gateway shows that the 39 calls are waiting in its inbox: give
-    // them time to arrive before the shard answers.
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    // them time to arrive before the shard answers (ample: a loaded CI machine is slow).
+    tokio::time::sleep(Duration::from_secs(1)).await;
     gate.add_permits(1000);
 
     for call in std::iter::once(first).chain(calls) {
@@ -177,7 +177,8 @@ async fn requests_in_flight_bounds_the_requests_out_per_shard() {
     calls.push(send(1));
     recorded.wait_for(2).await;
     calls.extend((2..10).map(send));
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    // As above: time for the 8 calls to reach the gateway's inbox.
+    tokio::time::sleep(Duration::from_secs(1)).await;
     assert_eq!(recorded.len(), 2, "a third request waits for a free slot");
     gate.add_permits(1000);
     for call in calls {

@@ -52,16 +52,18 @@ async fn a_long_poll_is_cut_into_polls_and_a_stopping_gateway_ends_it() {
     let polls = |recorded: &crate::harness::Recorded| -> Vec<f64> {
         let all = recorded.all().into_iter();
         all.filter_map(|(_, request)| match request.op {
-            // To 0.1 s: the last poll gets what is left of the wait, a little under 1 s.
-            Some(Op::Take(take)) => take
-                .wait
-                .as_ref()
-                .map(|w| (seconds(w) * 10.0).round() / 10.0),
+            Some(Op::Take(take)) => take.wait.as_ref().map(seconds),
             _ => None,
         })
         .collect()
     };
-    assert_eq!(polls(&recorded), [2.0, 2.0, 1.0]);
+    // Two full slices, then what is left of the wait: a little under 1 s (the time the first
+    // two polls took beyond their 2 s each), more on a slow machine.
+    let asked = polls(&recorded);
+    assert!(
+        matches!(asked.as_slice(), [a, b, c] if *a == 2.0 && *b == 2.0 && (0.5..=1.0).contains(c)),
+        "polls of {asked:?} s"
+    );
 
     // 30 s, and the gateway is told to stop during the second poll: the answer comes when
     // that poll ends, and so does the gateway.
@@ -73,9 +75,9 @@ async fn a_long_poll_is_cut_into_polls_and_a_stopping_gateway_ends_it() {
     let waited = started.elapsed();
     assert!(taken.events.is_empty());
     assert!(
-        (Duration::from_secs(4)..Duration::from_millis(4_900)).contains(&waited),
+        (Duration::from_secs(4)..Duration::from_millis(5_900)).contains(&waited),
         "answered after {waited:?}, not when the poll in flight ended (4 s)"
     );
-    assert_eq!(polls(&recorded), [2.0, 2.0, 1.0, 2.0, 2.0]);
+    assert_eq!(polls(&recorded)[3..], [2.0, 2.0]);
     gateway.stop().await.expect("the gateway stops");
 }

@@ -67,7 +67,8 @@ async fn the_binary_drains_on_sigterm_and_exits_0() {
         .args(["--gateway", &cascade.gateway(), "--queue", "jobs"])
         .args([
             "--handler",
-            "builtin:sleep:1000",
+            // Long enough that the SIGTERM below arrives while the first call runs.
+            "builtin:sleep:3000",
             "--concurrency",
             "1",
             "--batch",

@@ -12,7 +12,7 @@ use crate::harness::{Cascade, queue_config, wait_until};
 async fn a_handler_slower_than_its_lease_keeps_its_event() {
     let cascade = Cascade::start().await;
     cascade
-        .create_queue("slow", queue_config(Duration::from_secs(1)))
+        .create_queue("slow", queue_config(Duration::from_secs(2)))
         .await;
     let attempts = Arc::new(Mutex::new(Vec::new()));
     let seen = Arc::clone(&attempts);
@@ -20,7 +20,7 @@ async fn a_handler_slower_than_its_lease_keeps_its_event() {
         let seen = Arc::clone(&seen);
         async move {
             seen.lock().expect("attempts").push(attempt);
-            tokio::time::sleep(Duration::from_millis(2500)).await;
+            tokio::time::sleep(Duration::from_millis(5000)).await;
             Ok(Outcome::Ack)
         }
     });
@@ -38,7 +38,8 @@ async fn a_handler_slower_than_its_lease_keeps_its_event() {
         !attempts.lock().expect("attempts").is_empty()
     })
     .await;
-    tokio::time::sleep(Duration::from_millis(1600)).await;
+    // Past the first lease's end: held only because it was extended.
+    tokio::time::sleep(Duration::from_millis(2600)).await;
     let held = cascade.get("slow", &id).await.expect("still there");
     assert_eq!(held.state(), cascade_proto::v1::EventState::Leased);
     assert_eq!(held.attempts, 1);
@@ -64,7 +65,7 @@ async fn a_handler_slower_than_its_lease_keeps_its_event() {
 async fn an_event_that_comes_late_in_a_long_poll_is_run_and_kept() {
     let cascade = Cascade::start().await;
     cascade
-        .create_queue("late", queue_config(Duration::from_secs(1)))
+        .create_queue("late", queue_config(Duration::from_secs(2)))
         .await;
     let attempts = Arc::new(Mutex::new(Vec::new()));
     let seen = Arc::clone(&attempts);
@@ -72,19 +73,19 @@ async fn an_event_that_comes_late_in_a_long_poll_is_run_and_kept() {
         let seen = Arc::clone(&seen);
         async move {
             seen.lock().expect("attempts").push(attempt);
-            tokio::time::sleep(Duration::from_millis(1500)).await;
+            tokio::time::sleep(Duration::from_millis(3000)).await;
             Ok(Outcome::Ack)
         }
     });
     let config = WorkerConfig::new("late")
         .expect("queue")
         .concurrency(2)
-        .poll_wait(Duration::from_secs(4));
+        .poll_wait(Duration::from_secs(6));
     let worker = Worker::new(&cascade.client, config, handler).expect("worker");
     let handle = worker.handle();
     let running = tokio::spawn(worker.run());
     // The worker's take is waiting by now; the event comes after more than a lease.
-    tokio::time::sleep(Duration::from_millis(1500)).await;
+    tokio::time::sleep(Duration::from_millis(2500)).await;
     cascade.enqueue("late", b"x", &[]).await;
 
     cascade.wait_for_completed("late", 1).await;
