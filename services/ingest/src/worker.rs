@@ -4,11 +4,14 @@
 //! makes of shard polls of at most [`TAKE_POLL_SLICE`] each, which the shard holds until
 //! events come or the slice ends. A gateway told to stop answers after the poll in flight
 //! (with what it brought, usually nothing), so a long poll never holds its shutdown longer
-//! than one slice; on shutdown the gateway does not walk away from a poll, which could leave
-//! events leased to nobody until their lease ends (a client that gives up mid-poll still
-//! can: those events come back when their lease ends).
+//! than one slice. A client that goes away mid-poll (its deadline, a cancel) does not leave
+//! the poll's events leased to nobody until their lease ends: each poll runs on a task of its
+//! own, which releases what it took if no one is left to answer.
 //! `Complete` is split by shard, coalesced like enqueues, and answered per item in order; an
 //! advance reaches its shard with its target resolved (`advance`).
+
+use std::sync::Arc;
+use std::time::Duration;
 
 use cascade_core::Outcome;
 use cascade_proto::bus::v1::dispatcher_reply::Result as Reply;
@@ -19,8 +22,9 @@ use cascade_proto::convert::{
 use cascade_proto::v1::completion::Outcome as ProtoOutcome;
 use cascade_proto::v1::{
     Ack, CompleteRequest, CompleteResponse, Completion, CompletionResult, ExtendLeaseRequest,
-    ExtendLeaseResponse, TakeRequest, TakeResponse, worker_server::Worker,
+    ExtendLeaseResponse, Release, TakeRequest, TakeResponse, worker_server::Worker,
 };
+use tokio::sync::oneshot;
 use tokio::time::Instant;
 use tonic::{Request, Response, Status};
 
@@ -30,7 +34,7 @@ use crate::coalesce::{Batch, Sized};
 use crate::gateway::{Gateway, Prepared, field, renumber, scatter};
 use crate::ingest::item_len;
 use crate::limits::TAKE_POLL_SLICE;
-use crate::route::unexpected;
+use crate::route::{Shards, unexpected};
 use crate::trace;
 
 /// Completions, coalesced per shard into the bus's `CompleteRequest`.
@@ -114,6 +118,66 @@ impl Gateway {
     }
 }
 
+/// One shard poll of a `Take`, on a task of its own. If the client goes away while the shard
+/// holds the poll, tonic drops the RPC's future, not this task: the events the poll brings
+/// are then released at once (their attempt stays counted) instead of staying leased to
+/// nobody until their lease ends.
+async fn poll_shard(
+    shards: &Arc<Shards>,
+    shard: u32,
+    ask: TakeRequest,
+    timeout: Duration,
+) -> Result<TakeResponse, IngestError> {
+    let (answer, answered) = oneshot::channel();
+    let shards = Arc::clone(shards);
+    tokio::spawn(async move {
+        let taken = match shards.call_within(shard, Op::Take(ask), timeout).await {
+            Ok(Reply::Take(taken)) => Ok(taken),
+            Ok(other) => Err(unexpected(shard, "a take", &other)),
+            Err(e) => Err(e),
+        };
+        if let Err(Ok(abandoned)) = answer.send(taken) {
+            release_abandoned(&shards, shard, abandoned).await;
+        }
+    });
+    // The task ends without answering only when the runtime shuts down.
+    answered.await.unwrap_or(Err(IngestError::ShuttingDown))
+}
+
+/// Gives the events of a poll whose client went away back to their queue.
+async fn release_abandoned(shards: &Shards, shard: u32, taken: TakeResponse) {
+    let completions: Vec<Completion> = taken
+        .events
+        .into_iter()
+        .filter_map(|leased| {
+            let event = leased.event?;
+            Some(Completion {
+                queue: event.queue,
+                id: event.id,
+                lease_token: leased.lease_token,
+                outcome: Some(ProtoOutcome::Release(Release {})),
+            })
+        })
+        .collect();
+    if completions.is_empty() {
+        return;
+    }
+    let count = completions.len();
+    let request = Op::Complete(CompleteRequest { completions });
+    match shards.call(shard, request).await {
+        Ok(Reply::Complete(done)) => {
+            let failed = done.results.iter().filter(|r| r.code != 0).count();
+            tracing::info!(shard, count, failed, "take.abandoned.released");
+        }
+        Ok(other) => {
+            let err = unexpected(shard, "a release", &other);
+            tracing::warn!(shard, count, error = %err, "take.abandoned.release_failed");
+        }
+        // They come back when their lease ends, as they would have without the release.
+        Err(err) => tracing::warn!(shard, count, error = %err, "take.abandoned.release_failed"),
+    }
+}
+
 #[tonic::async_trait]
 impl Worker for Gateway {
     async fn take(&self, request: Request<TakeRequest>) -> Result<Response<TakeResponse>, Status> {
@@ -131,14 +195,7 @@ impl Worker for Gateway {
                 ..request.clone()
             };
             let timeout = self.limits.take_timeout(poll);
-            let taken = match self
-                .shards
-                .call_within(shard, Op::Take(ask), timeout)
-                .await?
-            {
-                Reply::Take(taken) => taken,
-                other => return Err(unexpected(shard, "a take", &other).into()),
-            };
+            let taken = poll_shard(&self.shards, shard, ask, timeout).await?;
             let done = Instant::now() >= deadline;
             if !taken.events.is_empty() || done || self.stopping.is_triggered() {
                 trace::record_take(item.queue.as_str(), &taken.events);

@@ -1,15 +1,21 @@
 //! A long-poll `Take` reaches its shard as polls of at most 2 s, each held by the shard until
 //! its wait ends (here: no events come); a gateway told to stop answers after the poll in
-//! flight instead of holding its shutdown for the whole wait.
+//! flight instead of holding its shutdown for the whole wait; what a poll brings after its
+//! client went away is released.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use cascade_bus::Bus;
+use cascade_proto::bus::v1::DispatcherReply;
+use cascade_proto::bus::v1::dispatcher_reply::Result as Reply;
 use cascade_proto::bus::v1::dispatcher_request::Op;
-use cascade_proto::v1::TakeRequest;
+use cascade_proto::v1::completion::Outcome;
+use cascade_proto::v1::{
+    CompleteRequest, Completion, LeasedEvent, Release, TakeRequest, TakeResponse,
+};
 
-use crate::harness::{Answer, Gateway, echo, fake_shards, settings};
+use crate::harness::{Answer, Gateway, echo, event, fake_shards, settings};
 
 fn seconds(d: &prost_types::Duration) -> f64 {
     d.seconds as f64 + f64::from(d.nanos) / 1e9
@@ -79,5 +85,68 @@ async fn a_long_poll_is_cut_into_polls_and_a_stopping_gateway_ends_it() {
         "answered after {waited:?}, not when the poll in flight ended (4 s)"
     );
     assert_eq!(polls(&recorded)[3..], [2.0, 2.0]);
+    gateway.stop().await.expect("the gateway stops");
+}
+
+/// A client that goes away while the shard holds its poll does not leave the events that
+/// poll brings leased to nobody: the gateway releases them at once. A client that stays gets
+/// them, and nothing is released.
+#[tokio::test]
+async fn the_events_of_a_poll_whose_client_went_away_are_released() {
+    // The shard answers each take after a second, with one event.
+    let late: Answer = Arc::new(|shard, request| {
+        Box::pin(async move {
+            let Some(Op::Take(_)) = &request.op else {
+                return echo(shard, request);
+            };
+            tokio::time::sleep(Duration::from_secs(1)).await;
+            let leased = LeasedEvent {
+                event: Some(event("jobs", "e1")),
+                lease_token: "t1".into(),
+                lease_expires_at: None,
+            };
+            DispatcherReply {
+                result: Some(Reply::Take(TakeResponse {
+                    events: vec![leased],
+                })),
+            }
+        })
+    });
+    let bus = Bus::local();
+    let recorded = fake_shards(&bus, [0], late).await;
+    let gateway = Gateway::start(settings(1), &bus).await;
+    let take = TakeRequest {
+        queue: "jobs".into(),
+        max_events: 10,
+        wait: Some(prost_types::Duration {
+            seconds: 5,
+            nanos: 0,
+        }),
+        ..TakeRequest::default()
+    };
+
+    let mut worker = gateway.worker().await;
+    let giving_up = {
+        let take = take.clone();
+        tokio::spawn(async move { worker.take(take).await })
+    };
+    recorded.wait_for(1).await; // the poll reached the shard
+    giving_up.abort(); // the client goes away
+    recorded.wait_for(2).await;
+    let release = CompleteRequest {
+        completions: vec![Completion {
+            queue: "jobs".into(),
+            id: "e1".into(),
+            lease_token: "t1".into(),
+            outcome: Some(Outcome::Release(Release {})),
+        }],
+    };
+    assert_eq!(recorded.all()[1].1.op, Some(Op::Complete(release)));
+
+    let mut worker = gateway.worker().await;
+    let taken = worker.take(take).await.expect("take").into_inner();
+    assert_eq!(taken.events.len(), 1, "{taken:?}");
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(recorded.len(), 3, "only the polls and the one release");
     gateway.stop().await.expect("the gateway stops");
 }
