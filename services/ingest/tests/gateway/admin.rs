@@ -239,13 +239,12 @@ async fn template_stats_sum_every_shard() {
     };
     let (gateway, recorded) = cluster(3, answer_with(share)).await;
     let mut admin = gateway.admin().await;
-    let stats = admin
-        .queue_stats(QueueStatsRequest {
-            name: "inbox:*".into(),
-        })
-        .await
-        .expect("template stats")
-        .into_inner();
+    let mut stats_of = async |name: &str| {
+        let request = QueueStatsRequest { name: name.into() };
+        let answer = admin.queue_stats(request).await;
+        answer.expect("queue stats").into_inner()
+    };
+    let stats = stats_of("inbox:*").await;
     assert_eq!(stats.name, "inbox:*");
     assert_eq!((stats.ready, stats.enqueued_total), (1 + 2 + 3, 30));
     let oldest = stats.oldest_ready_age.expect("oldest ready age");
@@ -254,13 +253,7 @@ async fn template_stats_sum_every_shard() {
     asked.sort();
     assert_eq!(asked, [0, 1, 2]);
 
-    let plain = admin
-        .queue_stats(QueueStatsRequest {
-            name: "jobs".into(),
-        })
-        .await
-        .expect("queue stats")
-        .into_inner();
+    let plain = stats_of("jobs").await;
     let owner = shard_of(&QueueName::parse("jobs").expect("name"), 3);
     assert_eq!(plain.ready, u64::from(owner) + 1, "only the owner is asked");
 }
