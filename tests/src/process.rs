@@ -37,13 +37,17 @@ pub fn binary(name: &str) -> PathBuf {
 /// from a random start, so the tests of one process never pick the same port twice.
 pub fn free_port() -> u16 {
     const LOWEST: u32 = 10_000;
-    static NEXT: OnceLock<AtomicU32> = OnceLock::new();
-    let ephemeral_low = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
-        .ok()
-        .and_then(|r| r.split_whitespace().next()?.parse::<u32>().ok())
-        .unwrap_or(32_768);
-    let span = ephemeral_low.saturating_sub(LOWEST);
-    let next = NEXT.get_or_init(|| AtomicU32::new(fastrand::u32(..span.max(1))));
+    /// How many ports lie below the ephemeral range, and the next pick.
+    static PICKS: OnceLock<(u32, AtomicU32)> = OnceLock::new();
+    let (span, next) = PICKS.get_or_init(|| {
+        let ephemeral_low = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+            .ok()
+            .and_then(|r| r.split_whitespace().next()?.parse::<u32>().ok())
+            .unwrap_or(32_768);
+        let span = ephemeral_low.saturating_sub(LOWEST);
+        (span, AtomicU32::new(fastrand::u32(..span.max(1))))
+    });
+    let span = *span;
     for _ in 0..span {
         let port = LOWEST + next.fetch_add(1, Ordering::Relaxed) % span;
         if let Ok(port) = u16::try_from(port)

@@ -4,7 +4,8 @@
 //! makes of shard polls of at most [`TAKE_POLL_SLICE`] each, which the shard holds until
 //! events come or the slice ends. A gateway told to stop answers after the poll in flight
 //! (with what it brought, usually nothing), so a long poll never holds its shutdown longer
-//! than one slice. A client that goes away mid-poll (its deadline, a cancel) does not leave
+//! than one slice; a shard that answers a poll early and empty (it is stopping) is not asked
+//! again at once. A client that goes away mid-poll (its deadline, a cancel) does not leave
 //! the poll's events leased to nobody until their lease ends: each poll runs on a task of its
 //! own, which releases what it took if no one is left to answer.
 //! `Complete` is split by shard, coalesced like enqueues, and answered per item in order; an
@@ -163,15 +164,14 @@ async fn release_abandoned(shards: &Shards, shard: u32, taken: TakeResponse) {
         return;
     }
     let count = completions.len();
-    let request = Op::Complete(CompleteRequest { completions });
-    match shards.call(shard, request).await {
-        Ok(Reply::Complete(done)) => {
-            let failed = done.results.iter().filter(|r| r.code != 0).count();
+    let released = shards
+        .call(shard, CompleteBatch::request(completions))
+        .await
+        .and_then(|reply| CompleteBatch::outcomes(shard, reply));
+    match released {
+        Ok(results) => {
+            let failed = results.iter().filter(|r| r.code != 0).count();
             tracing::info!(shard, count, failed, "take.abandoned.released");
-        }
-        Ok(other) => {
-            let err = unexpected(shard, "a release", &other);
-            tracing::warn!(shard, count, error = %err, "take.abandoned.release_failed");
         }
         // They come back when their lease ends, as they would have without the release.
         Err(err) => tracing::warn!(shard, count, error = %err, "take.abandoned.release_failed"),
@@ -186,18 +186,23 @@ impl Worker for Gateway {
         let shard = self.shards.owner(&item.queue);
         let deadline = Instant::now() + self.limits.take_wait(item.wait);
         loop {
-            // What is left of the client's wait, not what earlier polls were granted: a
-            // shard may answer a poll early (it is stopping, or its own cap is lower).
-            let left = deadline.saturating_duration_since(Instant::now());
-            let poll = left.min(TAKE_POLL_SLICE);
+            let asked_at = Instant::now();
+            let poll = deadline
+                .saturating_duration_since(asked_at)
+                .min(TAKE_POLL_SLICE);
             let ask = TakeRequest {
                 wait: (!poll.is_zero()).then(|| duration_to_proto(poll)),
                 ..request.clone()
             };
             let timeout = self.limits.take_timeout(poll);
             let taken = poll_shard(&self.shards, shard, ask, timeout).await?;
-            let done = Instant::now() >= deadline;
-            if !taken.events.is_empty() || done || self.stopping.is_triggered() {
+            let now = Instant::now();
+            // A shard answers empty before the poll's wait is over only when it is stopping
+            // (or caps waits lower than this gateway): asking it again would spin, so the
+            // client gets the empty answer and polls again, maybe elsewhere.
+            let early = now < asked_at + poll;
+            if !taken.events.is_empty() || now >= deadline || early || self.stopping.is_triggered()
+            {
                 trace::record_take(item.queue.as_str(), &taken.events);
                 return Ok(Response::new(taken));
             }

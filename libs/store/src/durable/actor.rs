@@ -71,6 +71,14 @@ impl Shared {
         self.fatal.lock().expect("fatal lock").clone()
     }
 
+    /// What an operation the store will not carry out is told: the failure's cause, if one
+    /// stopped the store, else `otherwise`.
+    fn stopped(&self, otherwise: &str) -> StoreError {
+        StoreError::Stopped {
+            reason: self.fatal().unwrap_or_else(|| otherwise.into()),
+        }
+    }
+
     /// Blocks until the log is synced through `lsn`; false if the store failed first.
     fn wait_synced(&self, lsn: Lsn) -> bool {
         let mut synced = self.synced.lock().expect("synced lock");
@@ -140,6 +148,7 @@ impl<S: Maintenance> Store<S> {
             Box::new(move |failure: Option<&StoreError>| {
                 let answer = match failure {
                     None => result,
+                    // Already the writer's "stopped" answer: passed on, not wrapped again.
                     Some(StoreError::Stopped { reason }) => Err(StoreError::Stopped {
                         reason: reason.clone(),
                     }),
@@ -166,11 +175,7 @@ impl<S: Maintenance> Store<S> {
     }
 
     fn stopped(&self) -> StoreError {
-        StoreError::Stopped {
-            reason: self
-                .fatal()
-                .unwrap_or_else(|| "the store is shut down".into()),
-        }
+        self.shared.stopped("the store is shut down")
     }
 
     /// Stops taking operations, finishes those queued, checkpoints, and joins the threads.
@@ -285,12 +290,7 @@ impl<S: Maintenance> Writer<S> {
         }
         // Answer whatever is still queued: this store takes nothing more. After a failure the
         // answer carries its cause, so every caller learns why, whichever it hears first.
-        let stopped = StoreError::Stopped {
-            reason: self
-                .shared
-                .fatal()
-                .unwrap_or_else(|| "the store is shutting down".into()),
-        };
+        let stopped = self.shared.stopped("the store is shutting down");
         while let Ok(job) = jobs.try_recv() {
             let reply = job(&mut self.state, self.clock.now());
             reply(Some(&stopped));

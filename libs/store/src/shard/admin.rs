@@ -7,7 +7,7 @@ use super::families::{Families, covered_prefixes, stats_of};
 use super::state::{State, not_found};
 use super::{FamilyStats, Page, Queue, QueueStats, Shard, sort_templates};
 use crate::codec::keys;
-use crate::codec::records::{self, Counters, EventRecord, QueueKind, QueueRecord};
+use crate::codec::records::{self, EventRecord, QueueKind, QueueRecord};
 use crate::error::StoreError;
 use crate::kv::{Batch, Flow, Txn};
 
@@ -148,14 +148,9 @@ impl Shard {
         let mut txn = txn;
         self.st.remove_all_events(&mut txn, &rec)?;
         if let Some(left) = State::stored_counters(&txn, rec.id)? {
-            // Its events are gone; its running totals stay in its family's.
-            let gone = Counters {
-                ready: 0,
-                delayed: 0,
-                leased: 0,
-                ..left
-            };
-            self.st.count_in_family(name, Some(&left), &gone, false);
+            // Its events are gone (counted out above); it leaves its family, its running
+            // totals stay in the family's.
+            self.st.count_in_family(name, Some(&left), &left, false);
         }
         txn.delete(keys::queue(name.as_str()));
         txn.delete(keys::counters(rec.id));

@@ -61,46 +61,37 @@ impl Families {
         for prefix in covered_prefixes(templates) {
             let start = keys::successor(&keys::queue(prefix));
             let end = keys::prefix_end(&keys::queue(prefix));
-            let mut members = Vec::new();
             kv.scan(&start, &end, |_, v| {
                 let rec = records::decode_queue(v).map_err(|e| State::corrupt(kv, e))?;
-                if !rec.name.is_template() {
-                    members.push(rec);
+                let family = family_of(&rec.name, templates, stages);
+                if rec.name.is_template() || family == rec.name.as_str() {
+                    return Ok(Flow::Continue);
+                }
+                if let Some(v) = kv.get(&keys::counters(rec.id))? {
+                    let counters =
+                        records::decode_counters(&v).map_err(|e| State::corrupt(kv, e))?;
+                    families.apply(MemberChange {
+                        family: family.into_owned(),
+                        old: None,
+                        new: counters,
+                        stored: true,
+                    });
                 }
                 Ok(Flow::Continue)
             })?;
-            for rec in members {
-                let Some(v) = kv.get(&keys::counters(rec.id))? else {
-                    continue;
-                };
-                let counters = records::decode_counters(&v).map_err(|e| State::corrupt(kv, e))?;
-                let family = family_of(&rec.name, templates, stages);
-                if family == rec.name.as_str() {
-                    continue;
-                }
-                families.apply(&MemberChange {
-                    family: family.into_owned(),
-                    old: None,
-                    new: counters,
-                    stored: true,
-                });
-            }
         }
         Ok(families)
     }
 
     /// Applies one committed change.
-    pub fn apply(&mut self, change: &MemberChange) {
+    pub fn apply(&mut self, change: MemberChange) {
         let MemberChange {
             family,
             old,
             new,
             stored,
         } = change;
-        let sum = match self.sums.get_mut(family) {
-            Some(sum) => sum,
-            None => self.sums.entry(family.to_owned()).or_default(),
-        };
+        let sum = self.sums.entry(family).or_default();
         let before = old.unwrap_or_default();
         let s = &mut sum.counters;
         let moved =
@@ -122,7 +113,7 @@ impl Families {
         );
         s.retries_total = moved(s.retries_total, before.retries_total, new.retries_total);
         // Never below zero, even if the sums drifted: this runs on the writer thread.
-        sum.queues = (sum.queues + u64::from(*stored)).saturating_sub(u64::from(old.is_some()));
+        sum.queues = (sum.queues + u64::from(stored)).saturating_sub(u64::from(old.is_some()));
     }
 
     /// One family's sums (zero for a template whose queues hold nothing).

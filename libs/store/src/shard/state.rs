@@ -121,7 +121,7 @@ impl State {
     /// Applies the transaction to the store and queues it for the log.
     pub fn commit(&mut self, kv: &mut Kv, batch: Batch) {
         for change in self.family_changes.drain(..) {
-            self.families.apply(&change);
+            self.families.apply(change);
         }
         if batch.is_empty() {
             return;

@@ -1,7 +1,7 @@
 //! A long-poll `Take` reaches its shard as polls of at most 2 s, each held by the shard until
 //! its wait ends (here: no events come); a gateway told to stop answers after the poll in
 //! flight instead of holding its shutdown for the whole wait; what a poll brings after its
-//! client went away is released.
+//! client went away is released; a shard answering early and empty is not asked again.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -15,7 +15,7 @@ use cascade_proto::v1::{
     CompleteRequest, Completion, LeasedEvent, Release, TakeRequest, TakeResponse,
 };
 
-use crate::harness::{Answer, Gateway, echo, event, fake_shards, settings};
+use crate::harness::{Answer, Gateway, answer_with, echo, event, fake_shards, settings};
 
 fn seconds(d: &prost_types::Duration) -> f64 {
     d.seconds as f64 + f64::from(d.nanos) / 1e9
@@ -148,5 +148,37 @@ async fn the_events_of_a_poll_whose_client_went_away_are_released() {
     assert_eq!(taken.events.len(), 1, "{taken:?}");
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert_eq!(recorded.len(), 3, "only the polls and the one release");
+    gateway.stop().await.expect("the gateway stops");
+}
+
+/// A shard that answers a poll at once and empty (a stopping dispatcher does) is not asked
+/// again and again until the client's wait ends: the client gets the empty answer.
+#[tokio::test]
+async fn a_shard_answering_early_and_empty_is_not_polled_again() {
+    let bus = Bus::local();
+    let recorded = fake_shards(&bus, [0], answer_with(echo)).await;
+    let gateway = Gateway::start(settings(1), &bus).await;
+    let mut worker = gateway.worker().await;
+    let started = Instant::now();
+    let taken = worker
+        .take(TakeRequest {
+            queue: "jobs".into(),
+            max_events: 10,
+            wait: Some(prost_types::Duration {
+                seconds: 5,
+                nanos: 0,
+            }),
+            ..TakeRequest::default()
+        })
+        .await
+        .expect("take")
+        .into_inner();
+    assert!(taken.events.is_empty());
+    assert!(
+        started.elapsed() < Duration::from_secs(4),
+        "answered after {:?}, not when the shard did",
+        started.elapsed()
+    );
+    assert_eq!(recorded.len(), 1, "one poll");
     gateway.stop().await.expect("the gateway stops");
 }
