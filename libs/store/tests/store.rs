@@ -318,10 +318,13 @@ async fn dedup_stays_bounded_on_disk() {
         "stored entries vary: {entries:?}"
     );
     assert!(entries[0] as u64 <= 2 * BOUND + 16, "{entries:?}");
-    // sled reuses its space once it reaches a steady state; allow it a little slack.
-    let (settled, last) = (bytes[3], bytes[7]);
+    // sled reuses its space once it reaches a steady state: its size then moves up and down
+    // by whole segments from one round to the next (seen: 2.7, 3.2 and 3.7 MB in turn), so
+    // the later rounds' largest size is compared with the earlier rounds', not two samples.
+    let largest = |rounds: &[u64]| rounds.iter().copied().max().unwrap_or_default();
+    let (early, late) = (largest(&bytes[..4]), largest(&bytes[4..]));
     assert!(
-        last <= settled + settled / 4,
+        late <= early + early / 4,
         "disk use keeps growing: {bytes:?}"
     );
 }

@@ -320,7 +320,6 @@ impl State {
         })
     }
 
-    /// Moves a leased event to its queue's dead-letter queue with the reason.
     /// Dead-letters `ev`, whose attempts ran out at `what` ("retry", "lease expired").
     fn dead_letter_exhausted(
         &mut self,
@@ -335,6 +334,7 @@ impl State {
         self.dead_letter(txn, now, rec, ev, reason, DeadLetterCause::MaxAttempts)
     }
 
+    /// Moves a leased event to its queue's dead-letter queue with the reason.
     fn dead_letter(
         &mut self,
         txn: &mut Txn<'_>,
