@@ -6,7 +6,7 @@ use std::sync::Arc;
 use cascade_core::SystemClock;
 use cascade_store::durable::{self, Maintenance};
 use cascade_store::kv::Kv;
-use cascade_store::{CommitObserver, Durability, Store, StoreError, StoreOptions};
+use cascade_store::{ClusterIdentity, CommitObserver, Durability, Store, StoreError, StoreOptions};
 
 use crate::settings::DurabilityKind;
 use crate::{Settings, ShardError};
@@ -27,6 +27,10 @@ pub fn options(settings: &Settings) -> StoreOptions {
         cache_bytes: s.cache,
         checkpoint_interval: s.checkpoint_interval,
         checkpoint_bytes: usize::try_from(s.checkpoint_bytes).unwrap_or(usize::MAX),
+        cluster: Some(ClusterIdentity {
+            name: settings.cluster.name.clone(),
+            shards: settings.cluster.shards,
+        }),
         ..StoreOptions::default()
     }
 }

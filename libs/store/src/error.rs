@@ -53,6 +53,16 @@ pub enum StoreError {
     Stopped { reason: String },
     #[error("corrupt data in {path}: {reason}; run `cascade data verify` to see what is wrong")]
     Corrupt { path: PathBuf, reason: String },
+    #[error(
+        "store {path} belongs to cluster '{found_name}' with {found_shards} shards, but this process runs cluster '{expected_name}' with {expected_shards} shards (cluster.name, cluster.shards): a cluster's shard count is fixed for its life, since each queue's shard is a hash over it; run with the store's settings, or give the new cluster a new data directory"
+    )]
+    WrongCluster {
+        path: PathBuf,
+        found_name: String,
+        found_shards: u32,
+        expected_name: String,
+        expected_shards: u32,
+    },
     #[error("fsync of {path} failed: {source}; the shard stops, recovery replays the log")]
     Fsync {
         path: PathBuf,
@@ -91,6 +101,7 @@ impl StoreError {
             | StoreError::DiskFull { .. } => Code::ResourceExhausted,
             StoreError::Stopped { .. } => Code::Unavailable,
             StoreError::Corrupt { .. } => Code::DataLoss,
+            StoreError::WrongCluster { .. } => Code::FailedPrecondition,
             StoreError::Fsync { .. }
             | StoreError::Io { .. }
             | StoreError::Sled { .. }

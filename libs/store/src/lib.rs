@@ -22,7 +22,7 @@ pub mod shard;
 pub mod timer;
 pub mod wal;
 
-pub use durable::{Durability, Store, StoreOptions};
+pub use durable::{ClusterIdentity, Durability, Store, StoreOptions};
 pub use error::StoreError;
 pub use observe::{CommitObserver, DeadLetterCause, ShardObserver};
 pub use shard::{Shard, ShardSettings};

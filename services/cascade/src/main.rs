@@ -1,11 +1,14 @@
 //! `cascade`: `cascade standalone` runs ingest, dispatcher and activation-timer shards in one
 //! process over the in-process bus; the other subcommands are a small client for trying it
 //! out (`cascade queue create`, `cascade enqueue`, `cascade take`, `cascade ack`,
-//! `cascade stats`), `cascade rm explain` for the resource manager's decisions, and
-//! `cascade data verify` for a store directory.
+//! `cascade stats`), `cascade pipeline apply` for the pipelines of a settings file,
+//! `cascade config check` for a settings file, `cascade rm explain` for the resource
+//! manager's decisions, and `cascade data verify` for a store directory.
 
 mod client;
+mod config_check;
 mod local_executor;
+mod pipeline;
 mod rm;
 mod rm_client;
 #[cfg(test)]
@@ -56,11 +59,28 @@ enum Command {
         #[command(subcommand)]
         command: rm_client::RmCommand,
     },
+    /// Apply pipelines through the gateway.
+    Pipeline {
+        #[command(subcommand)]
+        command: pipeline::PipelineCommand,
+    },
+    /// Check settings files as the services load them at start.
+    Config {
+        #[command(subcommand)]
+        command: ConfigCommand,
+    },
     /// Inspect a shard's store directory.
     Data {
         #[command(subcommand)]
         command: DataCommand,
     },
+}
+
+#[derive(Subcommand)]
+enum ConfigCommand {
+    /// Load FILE as a service would (defaults < file < environment) and print what it
+    /// describes as JSON, or fail with the error a service would stop with.
+    Check(config_check::CheckArgs),
 }
 
 #[derive(Subcommand)]
@@ -82,6 +102,10 @@ fn main() -> anyhow::Result<()> {
         Command::Ack(args) => runtime.block_on(client::ack(args)),
         Command::Stats(args) => runtime.block_on(client::stats(args)),
         Command::Rm { command } => runtime.block_on(rm_client::rm(command)),
+        Command::Pipeline { command } => runtime.block_on(pipeline::pipeline(command)),
+        Command::Config {
+            command: ConfigCommand::Check(args),
+        } => config_check::check(args),
         Command::Data {
             command: DataCommand::Verify { dir },
         } => verify::run(&dir),

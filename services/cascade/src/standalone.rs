@@ -105,12 +105,14 @@ pub async fn run_with(
         "activation timer",
         cascade_activation_timer::run(settings.clone(), deps(&timer_ready), stopping.clone()),
     ));
-    // The gateway opens only once every shard serves, so no request meets an absent shard.
-    while !(dispatcher_ready.is_ready() && timer_ready.is_ready()) {
-        if services.len() < 2 || shutdown.is_triggered() {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(2)).await;
+    // The gateway opens only once every shard serves, so no request meets an absent shard;
+    // a shard that cannot open (a damaged store, another cluster's) ends the start here.
+    let shards_ready = [&dispatcher_ready, &timer_ready];
+    if let Some(failure) = wait_for_shards(&mut services, shards_ready, &shutdown).await {
+        stop.trigger();
+        while services.join_next().await.is_some() {}
+        http.await?;
+        return Err(failure);
     }
     for (i, pipeline) in settings.pipelines.iter().enumerate() {
         cascade_ingest::apply_pipeline(&settings, &bus, pipeline)
@@ -151,12 +153,7 @@ pub async fn run_with(
     let mut failure = None;
     tokio::select! {
         _ = shutdown.wait() => {}
-        Some(ended) = services.join_next() => {
-            failure = ended?.err();
-            if failure.is_none() {
-                failure = Some(anyhow::anyhow!("a service stopped on its own"));
-            }
-        }
+        Some(ended) = services.join_next() => failure = Some(end_failure(ended)),
     }
     readiness.set(false);
     stop_stages.trigger();
@@ -175,6 +172,32 @@ pub async fn run_with(
             eprintln!("cascade standalone: stopped");
             Ok(())
         }
+    }
+}
+
+/// Waits until every shard in `ready` serves, or the shutdown. A service that ends first
+/// (a shard whose store would not open) is the error returned.
+async fn wait_for_shards(
+    services: &mut JoinSet<anyhow::Result<()>>,
+    ready: [&Readiness; 2],
+    shutdown: &Shutdown,
+) -> Option<anyhow::Error> {
+    while !ready.iter().all(|r| r.is_ready()) {
+        tokio::select! {
+            Some(ended) = services.join_next() => return Some(end_failure(ended)),
+            _ = shutdown.wait() => return None,
+            _ = tokio::time::sleep(Duration::from_millis(2)) => {}
+        }
+    }
+    None
+}
+
+/// Why a service ended: every end before shutdown is a failure.
+fn end_failure(ended: Result<anyhow::Result<()>, tokio::task::JoinError>) -> anyhow::Error {
+    match ended {
+        Ok(Err(e)) => e,
+        Ok(Ok(())) => anyhow::anyhow!("a service stopped on its own"),
+        Err(join) => anyhow::Error::new(join).context("a service panicked"),
     }
 }
 

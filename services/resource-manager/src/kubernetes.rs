@@ -18,7 +18,7 @@
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
-use cascade_core::{Pipeline, QueueName};
+use cascade_core::QueueName;
 use k8s_openapi::api::apps::v1::Deployment;
 use kube::api::{Patch, PatchParams};
 use kube::{Api, Client};
@@ -30,7 +30,8 @@ use crate::{Current, Decision, Executor, ResourceManagerError};
 #[derive(Clone)]
 pub struct KubernetesExecutor {
     api: Api<Deployment>,
-    names: DeploymentNames,
+    /// Where each stage's Deployment name comes from.
+    names: KubernetesSettings,
     /// Replicas per stage as last read or patched.
     known: Arc<Mutex<BTreeMap<QueueName, u32>>>,
 }
@@ -44,7 +45,7 @@ impl KubernetesExecutor {
     ) -> KubernetesExecutor {
         KubernetesExecutor {
             api: Api::namespaced(client, namespace),
-            names: DeploymentNames::new(settings),
+            names: settings.clone(),
             known: Arc::default(),
         }
     }
@@ -53,7 +54,7 @@ impl KubernetesExecutor {
     /// seen at, reading them first when unknown.
     async fn apply_one(&self, decision: &Decision) -> Result<(), ResourceManagerError> {
         let stage = &decision.stage;
-        let name = self.names.of(stage);
+        let name = self.names.deployment_of(stage.as_str());
         let failed = |what: &str, e: kube::Error| ResourceManagerError::Apply {
             stage: stage.to_string(),
             reason: format!("{what} the scale of deployment {name}: {e}"),
@@ -122,64 +123,5 @@ impl Executor for KubernetesExecutor {
             .iter()
             .map(|(stage, &replicas)| (stage.clone(), replicas))
             .collect()
-    }
-}
-
-/// The Deployment of each stage: an override from `deployments`, or the `deployment`
-/// template with `{pipeline}` and `{stage}` filled in.
-#[derive(Clone, Debug)]
-pub(crate) struct DeploymentNames {
-    template: String,
-    overrides: BTreeMap<String, String>,
-}
-
-impl DeploymentNames {
-    pub fn new(settings: &KubernetesSettings) -> DeploymentNames {
-        DeploymentNames {
-            template: settings.deployment.clone(),
-            overrides: settings.deployments.clone(),
-        }
-    }
-
-    pub fn of(&self, stage: &QueueName) -> String {
-        if let Some(name) = self.overrides.get(stage.as_str()) {
-            return name.clone();
-        }
-        // A managed stage's queue is always `<pipeline>.<stage>`; anything else is used whole.
-        let (pipeline, stage) =
-            Pipeline::split_stage_queue(stage.as_str()).unwrap_or(("", stage.as_str()));
-        self.template
-            .replace("{pipeline}", &dns_label(pipeline))
-            .replace("{stage}", &dns_label(stage))
-    }
-}
-
-/// Lowercase, with each character outside `a-z0-9-` turned into `-`.
-fn dns_label(name: &str) -> String {
-    name.chars()
-        .map(|c| match c.to_ascii_lowercase() {
-            c @ ('a'..='z' | '0'..='9' | '-') => c,
-            _ => '-',
-        })
-        .collect()
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn names_follow_the_template_unless_overridden() {
-        let mut settings = KubernetesSettings::default();
-        settings
-            .deployments
-            .insert("orders.Ship".into(), "shipping-worker".into());
-        let names = DeploymentNames::new(&settings);
-        let queue = |name: &str| QueueName::parse(name).expect("valid queue name");
-        assert_eq!(
-            names.of(&queue("Orders.check_stock")),
-            "cascade-stage-orders-check-stock"
-        );
-        assert_eq!(names.of(&queue("orders.Ship")), "shipping-worker");
     }
 }

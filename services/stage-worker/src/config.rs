@@ -167,6 +167,11 @@ impl StageWorkerConfig {
         Ok(loaded)
     }
 
+    /// The queue this worker takes from (a pipeline stage's, or the plain queue).
+    pub fn queue_name(&self) -> Result<QueueName, StageWorkerError> {
+        Ok(self.stage_context()?.queue)
+    }
+
     /// Checks every setting and works out what to run.
     pub(crate) fn plan(&self) -> Result<Plan, StageWorkerError> {
         if self.gateway.trim().is_empty() {

@@ -27,6 +27,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+use cascade_core::Pipeline;
 use cascade_core::units::{format_duration, serde_duration};
 use serde::{Deserialize, Serialize};
 
@@ -117,6 +118,31 @@ impl Default for KubernetesSettings {
             deployments: BTreeMap::new(),
         }
     }
+}
+
+impl KubernetesSettings {
+    /// The Deployment that runs stage queue `stage` (`<pipeline>.<stage>`): its override
+    /// from `deployments`, or the `deployment` template with the names filled in. A queue
+    /// that is no pipeline's stage fills `{stage}` whole and `{pipeline}` with nothing.
+    pub fn deployment_of(&self, stage: &str) -> String {
+        if let Some(name) = self.deployments.get(stage) {
+            return name.clone();
+        }
+        let (pipeline, stage) = Pipeline::split_stage_queue(stage).unwrap_or(("", stage));
+        self.deployment
+            .replace("{pipeline}", &dns_label(pipeline))
+            .replace("{stage}", &dns_label(stage))
+    }
+}
+
+/// Lowercase, with each character outside `a-z0-9-` turned into `-`.
+fn dns_label(name: &str) -> String {
+    name.chars()
+        .map(|c| match c.to_ascii_lowercase() {
+            c @ ('a'..='z' | '0'..='9' | '-') => c,
+            _ => '-',
+        })
+        .collect()
 }
 
 impl Default for ResourceManagerSettings {
@@ -244,6 +270,19 @@ mod tests {
         let map: MapDeserializer<'_, _, DeError> =
             MapDeserializer::new(pairs.iter().map(|(k, v)| (*k, v.into_deserializer())));
         ResourceManagerSettings::deserialize(map)
+    }
+
+    #[test]
+    fn deployment_names_follow_the_template_unless_overridden() {
+        let mut settings = KubernetesSettings::default();
+        settings
+            .deployments
+            .insert("orders.Ship".into(), "shipping-worker".into());
+        assert_eq!(
+            settings.deployment_of("Orders.check_stock"),
+            "cascade-stage-orders-check-stock"
+        );
+        assert_eq!(settings.deployment_of("orders.Ship"), "shipping-worker");
     }
 
     #[test]

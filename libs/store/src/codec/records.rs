@@ -405,6 +405,20 @@ pub fn decode_u64(buf: &[u8], what: &'static str) -> Result<u64, Malformed> {
     Ok(v)
 }
 
+/// The cluster a store belongs to: its name and shard count, fixed at creation.
+pub fn encode_cluster(name: &str, shards: u32) -> Vec<u8> {
+    Writer::default().u8(V1).u32(shards).str(name).finish()
+}
+
+pub fn decode_cluster(buf: &[u8]) -> Result<(String, u32), Malformed> {
+    let mut r = Reader::new(buf, "store cluster");
+    r.expect_version(V1)?;
+    let shards = r.u32()?;
+    let name = r.string()?;
+    r.finish()?;
+    Ok((name, shards))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -10,13 +10,14 @@
 //! torn log tail, which only an unacknowledged write can leave).
 
 mod actor;
+mod identity;
 mod options;
 mod verify;
 
 use std::path::Path;
 
 pub use actor::{Maintenance, Store};
-pub use options::{Durability, StoreOptions};
+pub use options::{ClusterIdentity, Durability, StoreOptions};
 pub use verify::{VerifyReport, verify};
 
 use crate::codec::{keys, records};
@@ -35,6 +36,9 @@ pub fn recover(dir: &Path, options: &StoreOptions) -> Result<(Kv, Wal), StoreErr
     let state_dir = dir.join("state");
     let mut kv = Kv::open(&state_dir, options.cache_bytes)?;
     check_format(&kv)?;
+    if let Some(cluster) = &options.cluster {
+        identity::check(&kv, cluster)?;
+    }
     let checkpoint_lsn = checkpoint::lsn(kv.db(), &state_dir)?;
     let wal = Wal::open(
         &dir.join("wal"),

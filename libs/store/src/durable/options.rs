@@ -32,6 +32,17 @@ pub struct StoreOptions {
     pub tick: Duration,
     /// Told of every group commit (its size, its fsync's duration).
     pub commit_observer: Option<Arc<dyn CommitObserver>>,
+    /// The cluster the store must belong to: recorded when the store is created, checked
+    /// at every open after. `None` checks nothing (tools, tests).
+    pub cluster: Option<ClusterIdentity>,
+}
+
+/// A cluster's name and shard count. A queue's shard is a hash of its name over the shard
+/// count, so a store opened under another count would hold queues no request reaches.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ClusterIdentity {
+    pub name: String,
+    pub shards: u32,
 }
 
 impl Default for StoreOptions {
@@ -45,6 +56,7 @@ impl Default for StoreOptions {
             inbox_capacity: 16_384,
             tick: Duration::from_millis(10),
             commit_observer: None,
+            cluster: None,
         }
     }
 }

@@ -1,0 +1,60 @@
+//! `cascade config check FILE`: loads a settings file exactly as the services do at start
+//! (defaults < file < `CASCADE__…` environment) and prints what it describes, or fails with
+//! the error a service would stop with. `--stage-worker` checks a stage worker's file the
+//! same way. Deployment tooling (the Helm chart's tests) reads the printed names instead of
+//! copying the rules that make them.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use cascade_service::Settings;
+use cascade_stage_worker::StageWorkerConfig;
+use serde_json::json;
+
+#[derive(clap::Args)]
+pub struct CheckArgs {
+    /// The settings file (TOML).
+    file: PathBuf,
+    /// The file configures a `cascade-stage-worker`, not a cluster's services.
+    #[arg(long)]
+    stage_worker: bool,
+}
+
+pub fn check(args: CheckArgs) -> anyhow::Result<()> {
+    let summary = match args.stage_worker {
+        true => {
+            let config = StageWorkerConfig::load(Some(&args.file), &[])?;
+            json!({
+                "valid": true,
+                "queue": config.queue_name()?.as_str(),
+                "gateway": config.gateway,
+            })
+        }
+        false => {
+            let settings = Settings::load(Some(&args.file), &[])?;
+            let kubernetes = &settings.resource_manager.kubernetes;
+            let stage_deployments: BTreeMap<String, String> = settings
+                .pipelines
+                .iter()
+                .flat_map(|pipeline| {
+                    pipeline
+                        .stages
+                        .iter()
+                        .map(|stage| pipeline.stage_queue(&stage.name).to_string())
+                })
+                .map(|queue| {
+                    let deployment = kubernetes.deployment_of(&queue);
+                    (queue, deployment)
+                })
+                .collect();
+            json!({
+                "valid": true,
+                "cluster": { "name": settings.cluster.name, "shards": settings.cluster.shards },
+                "pipelines": settings.pipelines.iter().map(|p| &p.name).collect::<Vec<_>>(),
+                "stage_deployments": stage_deployments,
+            })
+        }
+    };
+    println!("{summary}");
+    Ok(())
+}

@@ -1,0 +1,63 @@
+//! A cluster's shard count is fixed for its life: `cascade standalone` restarted on its data
+//! with another `cluster.shards` (or another `cluster.name`) refuses to start, naming both,
+//! instead of serving queues whose events now hash to other shards.
+
+use std::path::Path;
+use std::process::{Command, ExitStatus};
+use std::time::{Duration, Instant};
+
+use cascade_e2e::process::{Process, binary, free_port, wait_ready};
+
+fn standalone(data: &Path, name: &str, shards: u32, logs: &Path, log: &str) -> (Process, String) {
+    let http = format!("127.0.0.1:{}", free_port());
+    let mut command = Command::new(binary("cascade"));
+    command
+        .args(["standalone", "--data-dir"])
+        .arg(data)
+        .args(["--grpc-addr", &format!("127.0.0.1:{}", free_port())])
+        .args(["--http-addr", &http])
+        .env("CASCADE__CLUSTER__NAME", name)
+        .env("CASCADE__CLUSTER__SHARDS", shards.to_string());
+    (Process::start(log, command, logs), http)
+}
+
+fn wait_exit(process: &mut Process, within: Duration) -> ExitStatus {
+    let started = Instant::now();
+    loop {
+        if let Some(status) = process.exited() {
+            return status;
+        }
+        assert!(
+            started.elapsed() < within,
+            "{} still running after {within:?}; log:\n{}",
+            process.name,
+            process.log()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn a_store_refuses_another_shard_count_or_cluster_name() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let data = dir.path().join("data");
+    let (mut first, http) = standalone(&data, "orders", 2, dir.path(), "created");
+    wait_ready(&mut first, &http, Duration::from_secs(60));
+    assert!(first.terminate(Duration::from_secs(30)).success());
+
+    for (name, shards, log) in [("orders", 3, "more-shards"), ("billing", 2, "other-name")] {
+        let (mut refused, _) = standalone(&data, name, shards, dir.path(), log);
+        let status = wait_exit(&mut refused, Duration::from_secs(60));
+        let text = refused.log();
+        assert!(!status.success(), "started under {name}/{shards}:\n{text}");
+        assert!(
+            text.contains("belongs to cluster 'orders' with 2 shards")
+                && text.contains(&format!("runs cluster '{name}' with {shards} shards")),
+            "the error names neither side:\n{text}"
+        );
+    }
+
+    let (mut again, http) = standalone(&data, "orders", 2, dir.path(), "same-again");
+    wait_ready(&mut again, &http, Duration::from_secs(60));
+    assert!(again.terminate(Duration::from_secs(30)).success());
+}
