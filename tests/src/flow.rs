@@ -1,4 +1,4 @@
-//! The pipeline flow of issue 4: a 3-stage pipeline whose stages call the test's HTTP
+//! The pipeline flow: a 3-stage pipeline whose stages call the test's HTTP
 //! handler ([`HandlerServer`]), which fails 20 % of its calls; 1,000 events enqueued by
 //! pipeline name; then what happened to every event, from the handler's record of calls
 //! and the stages' stats.

@@ -1,4 +1,4 @@
-//! The Grafana dashboard (`deploy/grafana/cascade-dashboard.json`) parses, queries only the
+//! The Grafana dashboard (`helm/cascade/files/cascade-dashboard.json`) parses, queries only the
 //! metrics that docs/metrics.md documents, covers every metric of the system's
 //! observability issue, and has its per-pipeline row; so it cannot drift from the metrics.
 
@@ -67,8 +67,8 @@ fn metric_of(series: &str, documented: &BTreeSet<String>) -> Option<String> {
 
 #[test]
 fn dashboard_queries_only_documented_metrics_and_covers_them() {
-    let dashboard: Value =
-        serde_json::from_str(&read("deploy/grafana/cascade-dashboard.json")).expect("valid JSON");
+    let dashboard: Value = serde_json::from_str(&read("helm/cascade/files/cascade-dashboard.json"))
+        .expect("valid JSON");
     let documented = documented();
     assert!(
         documented.len() >= 10,
@@ -95,8 +95,8 @@ fn dashboard_queries_only_documented_metrics_and_covers_them() {
 
 #[test]
 fn dashboard_has_a_row_per_pipeline() {
-    let dashboard: Value =
-        serde_json::from_str(&read("deploy/grafana/cascade-dashboard.json")).expect("valid JSON");
+    let dashboard: Value = serde_json::from_str(&read("helm/cascade/files/cascade-dashboard.json"))
+        .expect("valid JSON");
     let variables = dashboard["templating"]["list"]
         .as_array()
         .expect("templating variables");

@@ -87,7 +87,7 @@ fn documented_names() -> Vec<String> {
         .collect()
 }
 
-/// The metrics of issue 5 and the processes that emit them (distributed), by name prefix.
+/// The metrics of `docs/metrics.md` and the processes that emit them (distributed), by name prefix.
 const OWNERS: [(&str, &[&str]); 10] = [
     ("cascade_enqueue_total", &["dispatcher"]),
     ("cascade_enqueue_duration_seconds", &["ingest"]),

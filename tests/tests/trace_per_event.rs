@@ -1,4 +1,4 @@
-//! One trace per event (issue 5 items 2 and 6): an event enqueued with a producer's
+//! One trace per event: an event enqueued with a producer's
 //! `traceparent` into a 3-stage pipeline of HTTP handlers is one trace from the producer
 //! through every stage. The test receives Cascade's spans on its own OTLP/gRPC receiver and
 //! checks the trace ID, the parent/child structure of docs/tracing.md, the take spans'

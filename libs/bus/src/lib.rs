@@ -1,4 +1,4 @@
-//! Cascade's message bus (DESIGN §1 "The bus"): request/reply and publish/subscribe on NATS
+//! Cascade's message bus: request/reply and publish/subscribe on NATS
 //! subjects, with one API and two implementations chosen at start-up.
 //!
 //! - [`Bus::local`]: in-process, for `cascade standalone` and tests (see `local.rs`).

@@ -1,4 +1,4 @@
-//! The subjects Cascade's services talk on (DESIGN §1 "The bus").
+//! The subjects Cascade's services talk on (see "The bus" in `docs/services.md`).
 //!
 //! Subjects carry shard numbers, never queue names: the builders take a `u32` shard, so a queue
 //! name containing `.`, `*` or `>` cannot reach another subject. The cluster name is the only

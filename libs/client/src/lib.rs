@@ -1,4 +1,4 @@
-//! A small client for Cascade's gRPC API (DESIGN §3): one HTTP/2 connection shared by the
+//! A small client for Cascade's gRPC API: one HTTP/2 connection shared by the
 //! `Ingest`, `Worker` and `Admin` stubs. The stubs are the generated ones, so every RPC and
 //! message of the contract is available as is.
 

@@ -1,6 +1,6 @@
 //! Cascade's protobuf messages and gRPC services, generated from `proto/`.
 //!
-//! - `v1`: the public contract (DESIGN §3): `Ingest`, `Worker`, `Admin`, `Handler`.
+//! - `v1`: the public contract: `Ingest`, `Worker`, `Admin`, `Handler`.
 //! - `bus::v1`: what services say to each other on the bus.
 //! - `convert`: the one conversion between these messages and validated domain types.
 

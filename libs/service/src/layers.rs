@@ -1,4 +1,5 @@
-//! Loading a settings type in layers, lowest first: its serde defaults, a TOML file,
+//! Loading a settings type in layers, lowest first: its serde defaults, a TOML file (or
+//! JSON, for a name ending in `.json`: what templating tools such as Helm write exactly),
 //! `<PREFIX>__SECTION__KEY` environment variables, then overrides (from command-line flags).
 //! Both Cascade's settings tree and a stage worker's settings load this way.
 
@@ -28,11 +29,11 @@ pub fn load_layers<T: DeserializeOwned>(
                 reason: "no such file".into(),
             });
         }
-        builder = builder.add_source(
-            config::File::from(path)
-                .format(config::FileFormat::Toml)
-                .required(true),
-        );
+        let format = match path.extension().is_some_and(|e| e == "json") {
+            true => config::FileFormat::Json,
+            false => config::FileFormat::Toml,
+        };
+        builder = builder.add_source(config::File::from(path).format(format).required(true));
     }
     let prefix = format!("{env_prefix}__");
     let env: config::Map<String, String> = env

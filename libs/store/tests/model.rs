@@ -1,4 +1,4 @@
-//! Model-based test of the dispatcher shard (DESIGN §2, §9): random sequences of operations run
+//! Model-based test of the dispatcher shard: random sequences of operations run
 //! against the real `Shard` and against `Model`, a naive in-memory statement of the semantics,
 //! under one simulated clock. After every operation both give the same answer (value or error
 //! kind) and everything observable agrees: per queue the ready / delayed / leased counts, the
@@ -190,7 +190,7 @@ impl MQueue {
     }
 }
 
-/// The semantics of DESIGN §2, stated as plainly as possible.
+/// The shard's semantics, stated as plainly as possible.
 #[derive(Clone, Default)]
 struct Model {
     now: u64,

@@ -2,7 +2,7 @@
 //! entry due earlier arrives), take what is due, send it to the dispatcher shard of the same
 //! number as one `ActivateBatch`, and forget it once the dispatcher answered OK. If the
 //! dispatcher cannot be reached the entries are released and sent again after a short
-//! pause: an entry leaves the schedule only when its activation is durable (DESIGN §1).
+//! pause: an entry leaves the schedule only when its activation is durable.
 //!
 //! The store keeps only the next `horizon` of the schedule in memory and loads more when
 //! `due` is called past what it loaded; the loop mirrors that bound so it wakes in time to

@@ -1,4 +1,4 @@
-//! The activation timer (DESIGN §1): the only component that waits on clocks for
+//! The activation timer: the only component that waits on clocks for
 //! activation. Per shard it keeps a durable schedule of `(activate_at, queue, event id,
 //! version)` (`cascade_store::Timer`: the near future in memory, the rest on disk), takes
 //! `schedule` and `cancel` batches on `cascade.<cluster>.timer.<shard>` from the dispatcher

@@ -7,6 +7,7 @@
 
 mod client;
 mod config_check;
+mod external;
 mod local_executor;
 mod pipeline;
 mod rm;
@@ -74,6 +75,10 @@ enum Command {
         #[command(subcommand)]
         command: DataCommand,
     },
+    /// `cascade ingest|dispatcher|activation-timer|stage-worker|resource-manager ARGS`:
+    /// runs that service's binary (`cascade-<service>`, installed beside this one).
+    #[command(external_subcommand)]
+    Service(Vec<String>),
 }
 
 #[derive(Subcommand)]
@@ -91,6 +96,9 @@ enum DataCommand {
 
 fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
+    if let Command::Service(args) = cli.command {
+        return external::exec(args);
+    }
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;
@@ -109,5 +117,6 @@ fn main() -> anyhow::Result<()> {
         Command::Data {
             command: DataCommand::Verify { dir },
         } => verify::run(&dir),
+        Command::Service(_) => unreachable!("handed over before the runtime starts"),
     }
 }

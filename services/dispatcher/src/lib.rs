@@ -1,4 +1,4 @@
-//! The dispatcher (DESIGN §1): owns the events of its shards' queues in every state, and
+//! The dispatcher: owns the events of its shards' queues in every state, and
 //! serves them over the bus on `cascade.<cluster>.dispatcher.<shard>`.
 //!
 //! Per shard: the store (`cascade_store::Shard` behind its write-ahead log, one writer), a

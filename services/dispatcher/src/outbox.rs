@@ -1,4 +1,4 @@
-//! The outbox pump: store-and-forward of this shard's hand-offs (DESIGN §1).
+//! The outbox pump: store-and-forward of this shard's hand-offs.
 //!
 //! Schedules go to the activation timer of the same shard number, deliveries to the
 //! dispatcher shard that owns their queue. Per receiver, hand-offs are sent in outbox

@@ -1,4 +1,4 @@
-//! Where an `advance` goes (DESIGN §2), resolved here before anything reaches a shard: the
+//! Where an `advance` goes, resolved here before anything reaches a shard: the
 //! shard always gets an explicit target queue, and its outbox hands the event over exactly
 //! once, whichever shard owns the target.
 //!

@@ -1,6 +1,6 @@
 //! The state the three gRPC services share: the shards, the limits, one coalescer per kind
 //! of batched request, and a copy of the pipelines kept for a second. It holds no data of
-//! its own (DESIGN §1: ingest is stateless).
+//! its own: ingest is stateless.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;

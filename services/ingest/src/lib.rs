@@ -1,4 +1,4 @@
-//! Cascade's gateway (DESIGN §1 "ingest", §3): the only public door for producers and pull
+//! Cascade's gateway, the ingest service: the only public door for producers and pull
 //! consumers. It serves `Ingest`, `Worker` and `Admin` on one gRPC port with health and
 //! reflection; validates every request before anything reaches a shard; routes each queue
 //! to its dispatcher shard over the bus (`shard_of`); coalesces concurrent enqueues and

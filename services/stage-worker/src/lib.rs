@@ -1,4 +1,4 @@
-//! The stage worker (DESIGN §1): runs the worker of one pipeline stage (or plain queue)
+//! The stage worker: runs the worker of one pipeline stage (or plain queue)
 //! with the handler its `HandlerSpec` names:
 //!
 //! - `http`: POSTs each event to a URL; the response's status and `cascade-*` headers say

@@ -1,4 +1,4 @@
-//! The pipeline benchmark (issue 4): a 3-stage pipeline whose stages run the no-op handler,
+//! The pipeline benchmark: a 3-stage pipeline whose stages run the no-op handler,
 //! `cascade standalone` with fsync durability, fed by producers enqueuing by pipeline name
 //! with `EnqueueBatch` of 100. Prints the events per second through all three stages over a
 //! steady window (after a warm-up), the latency of each stage hop (p50/p99, see `hops`),

@@ -4,7 +4,7 @@
 //! - `lease`, `backoff_initial`, `backoff_max`, `dedup_window`, `max_payload_bytes`: the
 //!   domain default (30s, 1s, 5m, 15m, 4MiB); an unset `backoff_initial` is also capped at a
 //!   given `backoff_max`, so `backoff_max = 500ms` alone is valid;
-//! - `max_attempts`: 0 is **unlimited** (the contract, DESIGN §3), not the default of 10;
+//! - `max_attempts`: 0 is **unlimited** (the contract, `proto/cascade/v1`), not the default of 10;
 //! - `dead_letter_queue`: empty is `<queue>.dlq`;
 //! - `priority`: 0 is 0 (the lowest; also the default).
 //!

@@ -51,6 +51,25 @@ fn file_then_environment_then_overrides() {
 }
 
 #[test]
+fn a_json_file_reads_like_toml() {
+    let f = tempfile::Builder::new()
+        .suffix(".json")
+        .tempfile()
+        .expect("temp file");
+    std::fs::write(
+        f.path(),
+        r#"{"cluster": {"name": "orders", "shards": 4}, "store": {"cache": "64MiB"}}"#,
+    )
+    .expect("write");
+    let s = Settings::load_from(Some(f.path()), &[], env(&[])).expect("load");
+    assert_eq!((s.cluster.name.as_str(), s.cluster.shards), ("orders", 4));
+    assert_eq!(s.store.cache, 64 << 20);
+    std::fs::write(f.path(), r#"{"cluster": {"shards": "four"}}"#).expect("write");
+    let err = Settings::load_from(Some(f.path()), &[], env(&[])).expect_err("not a number");
+    assert!(err.to_string().contains("cluster.shards"), "{err}");
+}
+
+#[test]
 fn one_shard_from_the_environment_is_a_list_of_one() {
     let s = Settings::load_from(
         None,

@@ -2,7 +2,7 @@
 //! `inbox:*`; their dead-letter queues under `inbox:*.dlq`), kept in memory in step with the
 //! counters. Stats then cost one entry per template, not one per queue: a shard with millions
 //! of per-user queues publishes a handful of families each round instead of reading every
-//! queue (DESIGN §2, §8).
+//! queue.
 //!
 //! Membership follows [`cascade_core::queue_family`], by name, except that a pipeline stage's
 //! queue is never a member: stages are published, shown and scaled one by one, even under a

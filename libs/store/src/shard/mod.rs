@@ -1,4 +1,4 @@
-//! The dispatcher shard's state machine (DESIGN §2). Every public operation reads the current
+//! The dispatcher shard's state machine. Every public operation reads the current
 //! state, builds one `Txn`, and commits it: the batch is applied to the in-memory layers at
 //! once and queued in `unlogged` for the write-ahead log. The state machine does no I/O of its
 //! own beyond reading the store, and takes `now` from its caller, so tests drive it with a

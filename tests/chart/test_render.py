@@ -1,0 +1,136 @@
+"""The chart lints and renders with Helm 3 and Helm 4 for every ci/ values file, every
+rendered object passes the Kubernetes 1.33 schemas, and bad values fail with a message
+that names them."""
+
+import json
+import shutil
+import tomllib
+
+import pytest
+import yaml
+
+from conftest import (CHART, HELMS, ROOT, VALUES_FILES, by_kind, cascade_bin, helm_template,
+                      run, tool)
+
+
+@pytest.mark.parametrize("helm", HELMS)
+@pytest.mark.parametrize("values", VALUES_FILES, ids=lambda p: p.stem)
+def test_lint_strict(helm, values):
+    done = run([tool(helm), "lint", "--strict", str(CHART), "-f", str(values)])
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "0 chart(s) failed" in done.stdout
+
+
+def test_every_object_passes_the_kubernetes_schemas(rendered):
+    for (helm, stem), (path, objects) in rendered.items():
+        # ServiceMonitor is a CRD: the validator warns about it and checks nothing.
+        done = run([tool("kubernetes-validate"), "--strict", "-k", "1.33.0", str(path)])
+        assert done.returncode == 0, f"{helm} {stem}:\n{done.stdout}{done.stderr}"
+        checked = done.stdout.count("INFO") + done.stdout.count("WARN")
+        assert checked >= len(objects), f"{helm} {stem}: only {checked} of {len(objects)} seen"
+
+
+def test_both_helms_render_the_same_objects(rendered):
+    for values in VALUES_FILES:
+        three = rendered[("helm3", values.stem)][1]
+        four = rendered[("helm4", values.stem)][1]
+        assert three == four, values.name
+
+
+def _fails(*args):
+    done = helm_template("helm4", *args)
+    assert done.returncode != 0, f"rendered with {args}"
+    return done.stderr
+
+
+@pytest.mark.parametrize("helm", HELMS)
+def test_unknown_keys_and_wrong_types_fail_with_the_schemas_message(helm):
+    for args, expected in [
+        (["--set", "bogus=1"], "bogus"),
+        (["--set", "config.store.bogus=1"], "bogus"),
+        (["--set", "ingest.replicas=two"], "ingest"),
+        (["--set", "config.cluster.shards=0"], "shards"),
+        (["--set", "mode=cluster"], "mode"),
+        (["--set", "config.store.durability=sometimes"], "durability"),
+    ]:
+        done = helm_template(helm, *args)
+        assert done.returncode != 0, f"{helm} rendered with {args}"
+        assert "schema" in done.stderr and expected in done.stderr, done.stderr
+
+
+def test_a_shard_count_of_zero_fails_even_without_the_schema():
+    stderr = _fails("--skip-schema-validation", "--set", "config.cluster.shards=0")
+    assert "config.cluster.shards: must be at least 1, is 0" in stderr
+
+
+def test_a_stage_name_that_cannot_name_a_deployment_fails_naming_it():
+    long_stage = "stage_name_long_enough_to_pass_the_deployment_limit"
+    stderr = _fails("-f", str(CHART / "ci" / "small-values.yaml"),
+                    "--set", f"pipelines[0].stages[0].name={long_stage}")
+    assert long_stage in stderr and "63" in stderr, stderr
+    stderr = _fails("-f", str(CHART / "ci" / "small-values.yaml"),
+                    "--set", "pipelines[0].stages[0].name=send_")
+    assert "send_" in stderr and "begin and end with a letter or digit" in stderr, stderr
+
+
+def test_a_payload_limit_nats_cannot_carry_fails_naming_it():
+    stderr = _fails("--set", "config.ingest.max_payload=70MiB")
+    assert "config.ingest.max_payload" in stderr and "64 MiB" in stderr, stderr
+
+
+def _keys(table, prefix=""):
+    keys = set()
+    for key, value in table.items():
+        path = f"{prefix}{key}"
+        # Tables of names (resource attributes, Deployment overrides) and pipelines are values.
+        if isinstance(value, dict) and value and key not in ("resource_attributes", "deployments"):
+            keys |= _keys(value, path + ".")
+        else:
+            keys.add(path)
+    return keys
+
+
+def test_the_rendered_settings_have_the_example_configs_keys(rendered):
+    example = tomllib.loads((ROOT / "deploy" / "config" / "cascade.toml").read_text())
+    for (helm, stem), (_, objects) in rendered.items():
+        config = by_kind(objects, "ConfigMap")["rel-cascade-config"]
+        settings = json.loads(config["data"]["cascade.json"])
+        assert _keys(settings) == _keys(example), f"{helm} {stem}"
+
+
+def test_the_values_config_is_the_example_config_less_the_keys_the_chart_sets():
+    values = yaml.safe_load((CHART / "values.yaml").read_text())
+    example = tomllib.loads((ROOT / "deploy" / "config" / "cascade.toml").read_text())
+    chart_owned = {"bus.kind", "bus.url", "grpc.addr", "http.addr", "data.dir",
+                   "dispatcher.shards", "timer.shards", "resource_manager.executor",
+                   "resource_manager.kubernetes.namespace", "resource_manager.kubernetes.deployment",
+                   "resource_manager.kubernetes.deployments", "pipelines"}
+    assert _keys(values["config"]) | chart_owned == _keys(example)
+    assert not _keys(values["config"]) & chart_owned
+
+
+def test_the_chart_readme_is_generated_from_the_values(tmp_path):
+    generator = tool("readme-generator")
+    readme = tmp_path / "README.md"
+    shutil.copy(CHART / "README.md", readme)
+    done = run([generator, "--values", str(CHART / "values.yaml"), "--readme", str(readme)])
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert readme.read_text() == (CHART / "README.md").read_text(), (
+        "helm/cascade/README.md is not current: run readme-generator --values values.yaml "
+        "--readme README.md in helm/cascade")
+
+
+def test_the_rendered_settings_load_as_the_services_load_them(rendered, tmp_path):
+    for (helm, stem), (_, objects) in rendered.items():
+        if helm != "helm4":
+            continue
+        data = by_kind(objects, "ConfigMap")["rel-cascade-config"]["data"]
+        for key, text in data.items():
+            path = tmp_path / f"{stem}-{key}"
+            path.write_text(text)
+            args = [cascade_bin(), "config", "check", str(path)]
+            if key != "cascade.json":
+                args.append("--stage-worker")
+            done = run(args)
+            assert done.returncode == 0, f"{stem} {key}: {done.stderr}"
+            assert json.loads(done.stdout)["valid"] is True
