@@ -128,6 +128,23 @@ impl Process {
         }
     }
 
+    /// Waits up to `within` for it to exit on its own.
+    pub fn wait_exit(&mut self, within: Duration) -> ExitStatus {
+        let started = Instant::now();
+        loop {
+            if let Some(status) = self.exited() {
+                return status;
+            }
+            assert!(
+                started.elapsed() < within,
+                "{} still running after {within:?}; log:\n{}",
+                self.name,
+                self.log()
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
     /// Whether it has exited (and how).
     pub fn exited(&mut self) -> Option<ExitStatus> {
         self.child

@@ -3,8 +3,8 @@
 //! instead of serving queues whose events now hash to other shards.
 
 use std::path::Path;
-use std::process::{Command, ExitStatus};
-use std::time::{Duration, Instant};
+use std::process::Command;
+use std::time::Duration;
 
 use cascade_e2e::process::{Process, binary, free_port, wait_ready};
 
@@ -21,22 +21,6 @@ fn standalone(data: &Path, name: &str, shards: u32, logs: &Path, log: &str) -> (
     (Process::start(log, command, logs), http)
 }
 
-fn wait_exit(process: &mut Process, within: Duration) -> ExitStatus {
-    let started = Instant::now();
-    loop {
-        if let Some(status) = process.exited() {
-            return status;
-        }
-        assert!(
-            started.elapsed() < within,
-            "{} still running after {within:?}; log:\n{}",
-            process.name,
-            process.log()
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
 #[test]
 fn a_store_refuses_another_shard_count_or_cluster_name() {
     let dir = tempfile::tempdir().expect("tempdir");
@@ -47,7 +31,7 @@ fn a_store_refuses_another_shard_count_or_cluster_name() {
 
     for (name, shards, log) in [("orders", 3, "more-shards"), ("billing", 2, "other-name")] {
         let (mut refused, _) = standalone(&data, name, shards, dir.path(), log);
-        let status = wait_exit(&mut refused, Duration::from_secs(60));
+        let status = refused.wait_exit(Duration::from_secs(60));
         let text = refused.log();
         assert!(!status.success(), "started under {name}/{shards}:\n{text}");
         assert!(
