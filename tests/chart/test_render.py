@@ -134,3 +134,14 @@ def test_the_rendered_settings_load_as_the_services_load_them(rendered, tmp_path
             done = run(args)
             assert done.returncode == 0, f"{stem} {key}: {done.stderr}"
             assert json.loads(done.stdout)["valid"] is True
+
+
+@pytest.mark.parametrize("values", VALUES_FILES, ids=lambda p: p.stem)
+def test_the_notes_tell_how_to_reach_the_gateway_and_enqueue(values):
+    done = run([tool("helm4"), "install", "--dry-run=client", "rel", str(CHART), "-n", "cascade",
+                "-f", str(values)])
+    assert done.returncode == 0, done.stderr
+    notes = done.stdout.split("NOTES:", 1)[1]
+    for expected in ("rel-cascade-ingest.cascade.svc:7700", "port-forward svc/rel-cascade-ingest",
+                     "http://127.0.0.1:7701/", "cascade enqueue jobs", "helm test rel"):
+        assert expected in notes, f"{values.name}: {expected!r} not in\n{notes}"
