@@ -13,7 +13,7 @@ use serde_json::json;
 
 #[derive(clap::Args)]
 pub struct CheckArgs {
-    /// The settings file (TOML).
+    /// The settings file (TOML, or JSON for a name ending in `.json`).
     file: PathBuf,
     /// The file configures a `cascade-stage-worker`, not a cluster's services.
     #[arg(long)]

@@ -7,25 +7,19 @@
 use crate::codec::{keys, records};
 use crate::durable::ClusterIdentity;
 use crate::error::StoreError;
-use crate::kv::{Kv, checkpoint};
+use crate::kv::Kv;
 
 /// Records `expected` in a store that has no record yet; refuses a store recorded with
 /// another name or shard count.
 pub(super) fn check(kv: &Kv, expected: &ClusterIdentity) -> Result<(), StoreError> {
     let key = keys::meta("cluster");
-    let db = kv.db();
-    let stored = db
+    let stored = kv
+        .db()
         .get(&key)
         .map_err(|e| StoreError::sled("read the cluster", kv.dir(), e))?;
     let Some(stored) = stored else {
-        db.insert(
-            key,
-            records::encode_cluster(&expected.name, expected.shards),
-        )
-        .map_err(|e| StoreError::sled("write the cluster", kv.dir(), e))?;
-        db.flush()
-            .map_err(|e| StoreError::sled("flush", kv.dir(), e))?;
-        return checkpoint::fsync_tree(kv.dir());
+        let record = records::encode_cluster(&expected.name, expected.shards);
+        return super::write_meta(kv, key, record, "write the cluster");
     };
     let (found_name, found_shards) = records::decode_cluster(&stored)
         .map_err(|e| StoreError::corrupt(kv.dir(), e.to_string()))?;

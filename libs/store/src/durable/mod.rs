@@ -87,18 +87,28 @@ fn check_format(kv: &Kv) -> Result<(), StoreError> {
             }
             Ok(())
         }
-        None if db.is_empty() => {
-            db.insert(key, records::encode_u64(keys::FORMAT_VERSION))
-                .map_err(|e| StoreError::sled("write the format", kv.dir(), e))?;
-            db.flush()
-                .map_err(|e| StoreError::sled("flush", kv.dir(), e))?;
-            checkpoint::fsync_tree(kv.dir())
-        }
+        None if db.is_empty() => write_meta(
+            kv,
+            key,
+            records::encode_u64(keys::FORMAT_VERSION),
+            "write the format",
+        ),
         None => Err(StoreError::corrupt(
             kv.dir(),
             "store has data but no format version".into(),
         )),
     }
+}
+
+/// Writes a record about the store itself straight into sled and makes it durable: it is
+/// written once, at creation or first open, outside the log.
+fn write_meta(kv: &Kv, key: Vec<u8>, value: Vec<u8>, op: &'static str) -> Result<(), StoreError> {
+    let db = kv.db();
+    db.insert(key, value)
+        .map_err(|e| StoreError::sled(op, kv.dir(), e))?;
+    db.flush()
+        .map_err(|e| StoreError::sled("flush", kv.dir(), e))?;
+    checkpoint::fsync_tree(kv.dir())
 }
 
 #[cfg(test)]
