@@ -239,3 +239,49 @@ Call with (dict "root" $ "service" "cascade-ingest"). */}}
 {{- end -}}
 {{- $bytes -}}
 {{- end -}}
+
+{{/* A pod template's metadata: the component's labels (and `extraLabels`, if given), the
+settings checksum (pods roll when their settings change) and the values' podAnnotations.
+Call with (dict "root" $ "component" "ingest"). */}}
+{{- define "cascade.podMetadata" -}}
+labels:
+  {{- include "cascade.labels" . | nindent 2 }}
+  {{- with .extraLabels }}
+  {{- toYaml . | nindent 2 }}
+  {{- end }}
+annotations:
+  {{- include "cascade.configChecksum" .root | nindent 2 }}
+  {{- with .root.Values.podAnnotations }}
+  {{- toYaml . | nindent 2 }}
+  {{- end }}
+{{- end -}}
+
+{{/* A store-keeping pod is ready only once its log is replayed: the startup check allows
+that long. */}}
+{{- define "cascade.startupProbe" -}}
+startupProbe:
+  httpGet:
+    path: /readyz
+    port: admin
+  periodSeconds: {{ .Values.shards.startupProbe.periodSeconds }}
+  timeoutSeconds: 5
+  failureThreshold: {{ .Values.shards.startupProbe.failureThreshold }}
+{{- end -}}
+
+{{/* The volume claim of a store-keeping pod, with only labels that never change (claim
+templates are immutable). Call with (dict "root" $ "component" "dispatcher" "storage"
+.Values.shards.dispatcher.storage). */}}
+{{- define "cascade.dataClaim" -}}
+- metadata:
+    name: data
+    labels:
+      {{- include "cascade.selectorLabels" . | nindent 6 }}
+  spec:
+    accessModes: ["ReadWriteOnce"]
+    {{- with .storage.storageClassName }}
+    storageClassName: {{ . }}
+    {{- end }}
+    resources:
+      requests:
+        storage: {{ .storage.size }}
+{{- end -}}
