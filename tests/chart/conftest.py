@@ -42,13 +42,6 @@ def helm_template(helm: str, *args: str) -> subprocess.CompletedProcess:
                 "--kube-version", "1.33.0", *args])
 
 
-def render(helm: str, values: Path, *args: str) -> list:
-    """The objects the chart renders with a values file (the test hooks included)."""
-    done = helm_template(helm, "-f", str(values), *args)
-    assert done.returncode == 0, done.stderr
-    return [doc for doc in yaml.safe_load_all(done.stdout) if doc]
-
-
 @pytest.fixture(scope="session")
 def rendered(tmp_path_factory):
     """{(helm, values file stem): (manifest path, objects)} for every Helm and ci/ file."""
