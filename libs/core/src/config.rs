@@ -130,6 +130,15 @@ impl QueueConfig {
         }
     }
 
+    /// INVALID_ARGUMENT when the events of `queue` (a name or template) could not be
+    /// dead-lettered: no `dead_letter_queue`, and `<queue>.dlq` would be too long a name.
+    pub fn check_dead_letter_room(&self, queue: &QueueName) -> Result<(), Error> {
+        match self.dead_letter_queue {
+            Some(_) => Ok(()),
+            None => queue.check_dead_letter_room(),
+        }
+    }
+
     /// RESOURCE_EXHAUSTED when a payload is over `max_payload_bytes`.
     pub fn check_payload(&self, len: usize) -> Result<(), Error> {
         let size = len as u64;

@@ -71,12 +71,34 @@ impl QueueName {
             return Err(Error::invalid(
                 "queue",
                 format!(
-                    "the default dead-letter queue <name>.dlq would be {} bytes, over 200; name one in dead_letter_queue",
-                    name.len()
+                    "its default dead-letter queue <name>.dlq would be {} bytes, over 200: use a name of at most {} bytes, or configure dead_letter_queue",
+                    name.len(),
+                    MAX_QUEUE_NAME_BYTES - DEAD_LETTER_SUFFIX.len()
                 ),
             ));
         }
         Ok(QueueName(name))
+    }
+}
+
+impl QueueName {
+    /// Whether the default dead-letter queue `<name>.dlq` can exist: for a template, that of
+    /// the shortest queue it matches. A queue without one could never dead-letter an event.
+    pub fn check_dead_letter_room(&self) -> Result<(), Error> {
+        let Some(prefix) = self.template_prefix() else {
+            return self.dead_letter_default().map(drop);
+        };
+        let shortest = prefix.len() + 1 + DEAD_LETTER_SUFFIX.len();
+        if shortest > MAX_QUEUE_NAME_BYTES {
+            return Err(Error::invalid(
+                "queue",
+                format!(
+                    "the default dead-letter queue <name>.dlq of every queue this template matches would be over 200 bytes: use a prefix of at most {} bytes, or configure dead_letter_queue",
+                    MAX_QUEUE_NAME_BYTES - DEAD_LETTER_SUFFIX.len() - 1
+                ),
+            ));
+        }
+        Ok(())
     }
 }
 
@@ -296,5 +318,20 @@ mod tests {
             .expect_err("too long");
         assert!(err.to_string().contains("201 bytes, over 200"), "{err}");
         assert!(name("inbox:*").dead_letter_default().is_err());
+    }
+
+    #[test]
+    fn dead_letter_room() {
+        assert!(name(&"q".repeat(196)).check_dead_letter_room().is_ok());
+        assert!(name(&"q".repeat(197)).check_dead_letter_room().is_err());
+        assert!(
+            name(&format!("{}*", "t".repeat(195)))
+                .check_dead_letter_room()
+                .is_ok()
+        );
+        let err = name(&format!("{}*", "t".repeat(196)))
+            .check_dead_letter_room()
+            .expect_err("no match could dead-letter");
+        assert!(err.to_string().contains("at most 195 bytes"), "{err}");
     }
 }

@@ -109,6 +109,21 @@ impl StoreError {
         }
     }
 
+    /// Whether the store itself failed (its disk, its data, its threads), rather than
+    /// refusing one operation: after a fault nothing more can be trusted to apply.
+    pub fn is_fault(&self) -> bool {
+        matches!(
+            self,
+            StoreError::Stopped { .. }
+                | StoreError::Corrupt { .. }
+                | StoreError::WrongCluster { .. }
+                | StoreError::Fsync { .. }
+                | StoreError::Io { .. }
+                | StoreError::Sled { .. }
+                | StoreError::Wal(_)
+        )
+    }
+
     pub fn io(op: &'static str, path: &Path, source: std::io::Error) -> Self {
         StoreError::Io {
             op,

@@ -15,6 +15,18 @@ pub enum DeadLetterCause {
     MaxAttempts,
     /// The handler's `DeadLetter` outcome.
     Requested,
+    /// A hand-off (an advance to a queue of another shard) that its queue refused: no such
+    /// queue, or its ID taken there.
+    Refused,
+}
+
+/// Which move of an event failed (`ShardObserver::move_failed`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MoveStep {
+    /// To its dead-letter queue: the event stays where it was, to be delivered again.
+    DeadLetter,
+    /// To the next queue: a refused hand-off goes to a dead-letter queue instead.
+    HandOff,
 }
 
 /// What a dispatcher shard's state machine did, reported on the writer thread as each
@@ -34,6 +46,12 @@ pub trait ShardObserver: Send + Sync {
     /// An event left a queue (`family`) for its dead-letter queue.
     fn dead_lettered(&self, family: &str, cause: DeadLetterCause) {
         let _ = (family, cause);
+    }
+
+    /// Moving an event of `family` on failed (`step`); the event was kept or dead-lettered
+    /// instead, so it cannot get stuck.
+    fn move_failed(&self, family: &str, step: MoveStep) {
+        let _ = (family, step);
     }
 
     /// A lease reached its deadline without an outcome.

@@ -15,7 +15,8 @@
 //! taken ID is refused and a dead letter onto one renamed; redrive returns dead letters to
 //! their queue; template-made and dead-letter queues appear on first use and vanish when
 //! empty, and a template's family sums its members, keeping the totals of those that
-//! vanished; a version changes exactly when its event does; a checkpoint changes nothing.
+//! vanished; no lease outlives an expiry pass after its deadline, also for a queue whose name
+//! is at the length limit (its dead-letter queue's name is 200 bytes); a version changes exactly when its event does; a checkpoint changes nothing.
 
 use std::collections::BTreeMap;
 use std::fmt::Debug;
@@ -44,17 +45,20 @@ const SEC: u64 = 1_000_000;
 const TICK: u64 = 250_000;
 const GRID: u64 = 500_000;
 
+/// A name at the length limit of a queue with the default dead-letter queue: `<B>.dlq` is 200
+/// bytes, the longest a name may be.
+const B: &str = "bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb";
 /// Name, max_attempts, default lease, dedup window. `t:1` is made by the template `t:*`.
 const QUEUES: [(&str, u32, u64, u64); 4] = [
     ("a", 3, 5 * SEC, 900 * SEC), // the default 15-minute window: it holds for a whole case
-    ("b", 2, 2 * SEC, 60 * SEC),
+    (B, 2, 2 * SEC, 60 * SEC),
     ("c", 0, 10 * SEC, 10 * SEC), // unlimited attempts; a window that often runs out
     ("t:1", 2, 3 * SEC, 5 * SEC), // IDs come back soon: renamed dead letters
 ];
 /// The config a dead-letter queue is made with.
 const DLQ: (&str, u32, u64, u64) = ("", 0, 30 * SEC, 900 * SEC);
 /// Targets of `advance`: the queues, and one that does not exist.
-const ADVANCE_TO: [&str; 5] = ["a", "b", "c", "t:1", "nowhere"];
+const ADVANCE_TO: [&str; 5] = ["a", B, "c", "t:1", "nowhere"];
 
 fn qn(name: &str) -> QueueName {
     QueueName::parse(name).expect("valid queue name")
@@ -97,6 +101,7 @@ enum Fail {
     LeaseHeld(u64),
     StaleLease,
     IdTaken,
+    Invalid,
 }
 
 fn fail(e: StoreError) -> Fail {
@@ -106,6 +111,7 @@ fn fail(e: StoreError) -> Fail {
         StoreError::LeaseHeld { until, .. } => Fail::LeaseHeld(until.as_micros()),
         StoreError::StaleLease { .. } => Fail::StaleLease,
         StoreError::IdTaken { .. } => Fail::IdTaken,
+        StoreError::Invalid(_) => Fail::Invalid,
         other => panic!("unexpected error: {other}"),
     }
 }
@@ -381,6 +387,15 @@ impl Model {
         let now = self.now;
         let max = self.queues[q].config.1;
         let exhausted = max != 0 && ev.e.attempts >= max;
+        let dead_letters = match &outcome {
+            Outcome::DeadLetter { .. } => true,
+            Outcome::Retry { .. } => exhausted,
+            _ => false,
+        };
+        if dead_letters && format!("{q}.dlq").len() > 200 {
+            // `<B>.dlq.dlq` cannot exist: refused, and the event stays leased until its end.
+            return Err(Fail::Invalid);
+        }
         ev.e.lease_expires_at = None;
         match outcome {
             Outcome::Ack | Outcome::Advance { .. } => {
@@ -647,7 +662,7 @@ impl World {
     fn pick_event(&self, pick: usize) -> (String, String) {
         let mut pool: Vec<(String, String)> = vec![
             ("t:1".into(), "ghost".into()),
-            ("b.dlq".into(), "c0".into()),
+            (format!("{B}.dlq"), "c0".into()),
         ];
         for (q, mq) in &self.model.queues {
             pool.extend(mq.events.keys().map(|id| (q.clone(), id.clone())));
@@ -748,6 +763,15 @@ impl World {
             Op::Expire => {
                 let real = self.shard.expire_leases(t, 10_000).expect("expire");
                 same(real, self.model.expire(), "expired leases");
+                // No event is stuck: after an expiry pass no lease is past its deadline
+                // (the model's leased events; `check` finds any the shard has and it has not).
+                for (name, mq) in &self.model.queues {
+                    for (id, _) in mq.events.iter().filter(|(_, ev)| ev.e.state == Leased) {
+                        let got = self.shard.get(&qn(name), id).expect("get");
+                        let deadline = got.lease_expires_at.expect("a lease has a deadline");
+                        assert!(deadline > t, "{name}/{id}: leased past its deadline");
+                    }
+                }
                 // Ageing the dedup window must change nothing the model sees.
                 self.shard.prune_dedup(t, 10_000).expect("prune");
             }

@@ -12,9 +12,11 @@ use std::sync::Mutex;
 use cascade_core::{Clock, SystemClock, Timestamp};
 use cascade_proto::bus::v1::FamilyStats;
 use cascade_proto::v1;
-use cascade_store::{DeadLetterCause, ShardObserver};
+use cascade_store::{DeadLetterCause, MoveStep, ShardObserver};
 use cascade_telemetry::Metrics;
-use cascade_telemetry::metrics::{Counter, DeadLetterReason, EnqueueResult, Histogram, QueueState};
+use cascade_telemetry::metrics::{
+    Counter, DeadLetterReason, EnqueueResult, FailedMove, Histogram, QueueState,
+};
 
 /// Reports one shard's store events to the process's metrics.
 pub(crate) struct ShardMetrics {
@@ -29,7 +31,10 @@ struct FamilyCounters {
     duplicates: Counter,
     max_attempts: Counter,
     requested: Counter,
+    refused: Counter,
     lease_expired: Counter,
+    dead_letter_failed: Counter,
+    hand_off_failed: Counter,
 }
 
 impl ShardMetrics {
@@ -57,7 +62,10 @@ impl ShardMetrics {
             duplicates: m.enqueue_total(family, EnqueueResult::Duplicate),
             max_attempts: m.dead_letter_total(family, DeadLetterReason::MaxAttempts),
             requested: m.dead_letter_total(family, DeadLetterReason::Requested),
+            refused: m.dead_letter_total(family, DeadLetterReason::Refused),
             lease_expired: m.lease_expired_total(family),
+            dead_letter_failed: m.move_failed_total(family, FailedMove::DeadLetter),
+            hand_off_failed: m.move_failed_total(family, FailedMove::HandOff),
         };
         count(&counters);
         families.insert(family.to_owned(), counters);
@@ -80,6 +88,17 @@ impl ShardObserver for ShardMetrics {
             let counter = match cause {
                 DeadLetterCause::MaxAttempts => &c.max_attempts,
                 DeadLetterCause::Requested => &c.requested,
+                DeadLetterCause::Refused => &c.refused,
+            };
+            counter.inc();
+        });
+    }
+
+    fn move_failed(&self, family: &str, step: MoveStep) {
+        self.with_family(family, |c| {
+            let counter = match step {
+                MoveStep::DeadLetter => &c.dead_letter_failed,
+                MoveStep::HandOff => &c.hand_off_failed,
             };
             counter.inc();
         });

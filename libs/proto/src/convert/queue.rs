@@ -100,6 +100,9 @@ pub fn create_queue_from_proto(
 ) -> Result<(QueueName, QueueConfig), ConvertError> {
     let name = queue_name_from_proto(&request.name, "name")?;
     let config = queue_config_from_proto(request.config.as_ref(), "config")?;
+    config
+        .check_dead_letter_room(&name)
+        .map_err(|e| e.with_field("name"))?;
     Ok((name, config))
 }
 

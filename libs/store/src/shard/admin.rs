@@ -21,6 +21,7 @@ impl Shard {
         config: QueueConfig,
     ) -> Result<Queue, StoreError> {
         config.validate()?;
+        config.check_dead_letter_room(&name)?;
         let mut txn = self.st.begin(&self.kv);
         let existing = self.st.stored_queue(&txn, &name)?;
         if let Some(rec) = &existing

@@ -20,6 +20,11 @@ impl Shard {
     pub fn enqueue(&mut self, now: Timestamp, cmd: EnqueueCmd) -> Result<Enqueued, StoreError> {
         let mut txn = self.st.begin(&self.kv);
         let resolved = self.st.resolve_queue(&txn, &cmd.queue)?;
+        if !resolved.stored {
+            // A template-made queue: the template allowed it, but the name may be too long
+            // for the queue's own dead-letter queue.
+            resolved.rec.config.check_dead_letter_room(&cmd.queue)?;
+        }
         let max = resolved.rec.config.max_payload_bytes;
         let size = cmd.payload.len() as u64;
         if size > max {
@@ -203,6 +208,9 @@ impl Shard {
     /// Applies deliveries sent by shard `source` in its outbox order. A sequence at or below the
     /// last one applied from that source was applied before (a resend after a crash): skipped.
     /// The sender must send its hand-offs to this shard in sequence order, one batch at a time.
+    /// A delivery its queue refuses (no such queue, its ID taken there) is dead-lettered here
+    /// (`State::dead_letter_refused`): the sender has let go of the event, and a resend would
+    /// be refused forever, holding up every hand-off behind it.
     pub fn receive(
         &mut self,
         now: Timestamp,
@@ -227,7 +235,9 @@ impl Shard {
             } else {
                 QueueKind::Explicit
             };
-            self.st.deliver(&mut txn, now, d, kind)?;
+            if let Err(refused) = self.st.try_deliver(&mut txn, now, d, kind)? {
+                self.st.dead_letter_refused(&mut txn, now, refused)?;
+            }
             mark = seq;
             applied += 1;
         }

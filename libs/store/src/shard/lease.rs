@@ -14,7 +14,7 @@ use crate::codec::keys;
 use crate::codec::records::{Delivery, EventRecord, QueueKind, QueueRecord};
 use crate::error::StoreError;
 use crate::kv::{Flow, Txn};
-use crate::observe::DeadLetterCause;
+use crate::observe::{DeadLetterCause, MoveStep};
 
 impl Shard {
     /// Leases up to `max` ready events; `lease`: `None` for the queue's default.
@@ -114,67 +114,24 @@ impl Shard {
         end_lease(&mut txn, &rec, &ev);
         ev.lease_expires_at = None;
         let attempts_left = rec.config.max_attempts == 0 || ev.attempts < rec.config.max_attempts;
-        match outcome {
-            Outcome::Ack => {
-                txn.delete(keys::event(rec.id, id));
-                self.st.update_counters(&mut txn, &rec, |c| {
-                    c.leased -= 1;
-                    c.completed_total += 1;
-                })?;
+        let moving = match &outcome {
+            Outcome::Advance { .. } => Some(MoveStep::HandOff),
+            Outcome::DeadLetter { .. } => Some(MoveStep::DeadLetter),
+            Outcome::Retry { .. } if !attempts_left => Some(MoveStep::DeadLetter),
+            _ => None,
+        };
+        if let Err(e) = self
+            .st
+            .apply_outcome(&mut txn, now, &rec, ev, outcome, attempts_left)
+        {
+            // The event stays leased, and its lease's end brings it back.
+            if let Some(step) = moving
+                && !e.is_fault()
+            {
+                let family = self.st.family(queue);
+                self.st.settings.observer.move_failed(&family, step);
             }
-            Outcome::Advance {
-                to,
-                payload,
-                headers,
-                delay,
-            } => {
-                let to = to.ok_or_else(|| cascade_core::Error::InvalidArgument {
-                    field: "advance.to".into(),
-                    reason: "the shard needs the next queue; the gateway resolves pipeline stages"
-                        .into(),
-                })?;
-                let to = QueueName::parse_field(&to, "advance.to")?;
-                let mut merged = ev.headers.clone();
-                merged.extend(headers);
-                cascade_core::event::validate_headers(&merged)?;
-                txn.delete(keys::event(rec.id, id));
-                self.st.update_counters(&mut txn, &rec, |c| {
-                    c.leased -= 1;
-                    c.completed_total += 1;
-                })?;
-                let delivery = Delivery {
-                    queue: to,
-                    id: ev.id,
-                    payload: payload.unwrap_or(ev.payload),
-                    headers: merged,
-                    activate_at: now.saturating_add(delay.unwrap_or_default()),
-                    created_at: ev.created_at,
-                };
-                self.st
-                    .deliver(&mut txn, now, delivery, QueueKind::Explicit)?;
-            }
-            Outcome::Retry { .. } if !attempts_left => {
-                self.st
-                    .dead_letter_exhausted(&mut txn, now, &rec, ev, "retry")?;
-            }
-            Outcome::Retry { delay } => {
-                let delay = delay.unwrap_or_else(|| {
-                    cascade_core::backoff::retry_delay(&rec.config, ev.attempts, self.st.rng.f64())
-                });
-                ev.activate_at = now.saturating_add(delay);
-                self.st
-                    .requeue(&mut txn, now, &rec, ev, |c| c.retries_total += 1)?;
-            }
-            Outcome::Reschedule { activate_at } => {
-                ev.activate_at = activate_at;
-                ev.attempts = 0;
-                self.st.requeue(&mut txn, now, &rec, ev, |_| {})?;
-            }
-            Outcome::Release => self.st.requeue(&mut txn, now, &rec, ev, |_| {})?,
-            Outcome::DeadLetter { reason } => {
-                self.st
-                    .dead_letter(&mut txn, now, &rec, ev, reason, DeadLetterCause::Requested)?
-            }
+            return Err(e);
         }
         let batch = self.st.seal(txn);
         self.st.commit(&mut self.kv, batch);
@@ -234,29 +191,51 @@ impl Shard {
             // Every lease due by `now` is handled; new deadlines are never in the past.
             self.st.lease_cursor = now.as_micros();
         }
-        let mut txn = self.st.begin(&self.kv);
         for (name, id) in &due {
-            let rec = self.st.resolve_queue(&txn, name)?.rec;
             let family = self.st.family(name);
             self.st.settings.observer.lease_expired(&family);
-            let mut ev = State::read_event(&txn, rec.id, id)?.ok_or_else(|| {
-                StoreError::corrupt(self.kv.dir(), format!("lease names missing event '{id}'"))
-            })?;
-            end_lease(&mut txn, &rec, &ev);
-            ev.lease_expires_at = None;
-            if rec.config.max_attempts != 0 && ev.attempts >= rec.config.max_attempts {
-                self.st
-                    .update_counters(&mut txn, &rec, |c| c.expired_leases_total += 1)?;
-                self.st
-                    .dead_letter_exhausted(&mut txn, now, &rec, ev, "lease expired")?;
-            } else {
-                self.st
-                    .requeue(&mut txn, now, &rec, ev, |c| c.expired_leases_total += 1)?;
+            // One transaction per lease: an event that cannot move on holds up no other.
+            let mut txn = self.st.begin(&self.kv);
+            match self.st.expire_lease(&mut txn, now, name, id) {
+                Ok(()) => {
+                    let batch = self.st.seal(txn);
+                    self.st.commit(&mut self.kv, batch);
+                }
+                Err(e) if e.is_fault() => return Err(e),
+                Err(e) => {
+                    drop(txn);
+                    self.keep_undead_lettered(now, name, id, &e)?;
+                }
             }
         }
+        Ok(due.len())
+    }
+
+    /// Dead-lettering event `id` at its lease's end failed with `error` (a dead-letter queue
+    /// that cannot exist, say a store older than the name check): the event goes back to its
+    /// queue after the queue's retry backoff, to be delivered (and dead-lettered) again.
+    fn keep_undead_lettered(
+        &mut self,
+        now: Timestamp,
+        name: &QueueName,
+        id: &str,
+        error: &StoreError,
+    ) -> Result<(), StoreError> {
+        let mut txn = self.st.begin(&self.kv);
+        let (rec, mut ev) = self.st.expiring(&mut txn, name, id)?;
+        let delay = cascade_core::backoff::retry_delay(&rec.config, ev.attempts, self.st.rng.f64());
+        ev.activate_at = now.saturating_add(delay);
+        self.st
+            .requeue(&mut txn, now, &rec, ev, |c| c.expired_leases_total += 1)?;
         let batch = self.st.seal(txn);
         self.st.commit(&mut self.kv, batch);
-        Ok(due.len())
+        let family = self.st.family(name);
+        self.st
+            .settings
+            .observer
+            .move_failed(&family, MoveStep::DeadLetter);
+        tracing::warn!(queue = %name, %id, %error, retry_in = ?delay, "store.dead_letter.failed");
+        Ok(())
     }
 
     fn current_lease(
@@ -290,6 +269,110 @@ impl Shard {
 }
 
 impl State {
+    /// What `complete` does with a lease's outcome, in `txn`.
+    fn apply_outcome(
+        &mut self,
+        txn: &mut Txn<'_>,
+        now: Timestamp,
+        rec: &QueueRecord,
+        mut ev: EventRecord,
+        outcome: Outcome,
+        attempts_left: bool,
+    ) -> Result<(), StoreError> {
+        match outcome {
+            Outcome::Ack => {
+                txn.delete(keys::event(rec.id, ev.id.as_str()));
+                self.update_counters(txn, rec, |c| {
+                    c.leased -= 1;
+                    c.completed_total += 1;
+                })?;
+            }
+            Outcome::Advance {
+                to,
+                payload,
+                headers,
+                delay,
+            } => {
+                let to = to.ok_or_else(|| cascade_core::Error::InvalidArgument {
+                    field: "advance.to".into(),
+                    reason: "the shard needs the next queue; the gateway resolves pipeline stages"
+                        .into(),
+                })?;
+                let to = QueueName::parse_field(&to, "advance.to")?;
+                let mut merged = ev.headers.clone();
+                merged.extend(headers);
+                cascade_core::event::validate_headers(&merged)?;
+                txn.delete(keys::event(rec.id, ev.id.as_str()));
+                self.update_counters(txn, rec, |c| {
+                    c.leased -= 1;
+                    c.completed_total += 1;
+                })?;
+                let delivery = Delivery {
+                    queue: to,
+                    id: ev.id,
+                    payload: payload.unwrap_or(ev.payload),
+                    headers: merged,
+                    activate_at: now.saturating_add(delay.unwrap_or_default()),
+                    created_at: ev.created_at,
+                };
+                self.deliver(txn, now, delivery, QueueKind::Explicit)?;
+            }
+            Outcome::Retry { .. } if !attempts_left => {
+                self.dead_letter_exhausted(txn, now, rec, ev, "retry")?;
+            }
+            Outcome::Retry { delay } => {
+                let delay = delay.unwrap_or_else(|| {
+                    cascade_core::backoff::retry_delay(&rec.config, ev.attempts, self.rng.f64())
+                });
+                ev.activate_at = now.saturating_add(delay);
+                self.requeue(txn, now, rec, ev, |c| c.retries_total += 1)?;
+            }
+            Outcome::Reschedule { activate_at } => {
+                ev.activate_at = activate_at;
+                ev.attempts = 0;
+                self.requeue(txn, now, rec, ev, |_| {})?;
+            }
+            Outcome::Release => self.requeue(txn, now, rec, ev, |_| {})?,
+            Outcome::DeadLetter { reason } => {
+                self.dead_letter(txn, now, rec, ev, reason, DeadLetterCause::Requested)?
+            }
+        }
+        Ok(())
+    }
+
+    /// Ends the lease of event `id`: back to ready, or dead-lettered at `max_attempts`.
+    fn expire_lease(
+        &mut self,
+        txn: &mut Txn<'_>,
+        now: Timestamp,
+        name: &QueueName,
+        id: &str,
+    ) -> Result<(), StoreError> {
+        let (rec, ev) = self.expiring(txn, name, id)?;
+        if rec.config.max_attempts != 0 && ev.attempts >= rec.config.max_attempts {
+            self.update_counters(txn, &rec, |c| c.expired_leases_total += 1)?;
+            self.dead_letter_exhausted(txn, now, &rec, ev, "lease expired")
+        } else {
+            self.requeue(txn, now, &rec, ev, |c| c.expired_leases_total += 1)
+        }
+    }
+
+    /// The queue and the event of a lease entry that has come due, its lease ended.
+    fn expiring(
+        &self,
+        txn: &mut Txn<'_>,
+        name: &QueueName,
+        id: &str,
+    ) -> Result<(QueueRecord, EventRecord), StoreError> {
+        let rec = self.resolve_queue(txn, name)?.rec;
+        let mut ev = State::read_event(txn, rec.id, id)?.ok_or_else(|| {
+            StoreError::corrupt(txn.kv().dir(), format!("lease names missing event '{id}'"))
+        })?;
+        end_lease(txn, &rec, &ev);
+        ev.lease_expires_at = None;
+        Ok((rec, ev))
+    }
+
     /// Puts a leased event back: ready if its activation time has come, else delayed.
     fn requeue(
         &mut self,

@@ -11,6 +11,7 @@ mod events;
 mod families;
 mod lease;
 mod pipelines;
+mod refused;
 mod state;
 pub mod types;
 
@@ -24,6 +25,7 @@ use crate::codec::records::{self, QueueKind, QueueRecord};
 use crate::error::StoreError;
 use crate::kv::{Flow, Kv};
 use crate::observe::{NoObserver, ShardObserver};
+pub use refused::UNDELIVERABLE;
 pub use state::Resolved;
 use state::State;
 pub use types::*;
@@ -153,3 +155,6 @@ mod tests;
 
 #[cfg(test)]
 mod observe_tests;
+
+#[cfg(test)]
+mod stuck_tests;

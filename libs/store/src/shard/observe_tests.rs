@@ -7,17 +7,17 @@ use cascade_core::{IdempotencyKey, Outcome, QueueConfig, Timestamp};
 
 use super::tests::{at, cmd, open, q};
 use super::*;
-use crate::observe::DeadLetterCause;
+use crate::observe::{DeadLetterCause, MoveStep};
 
 #[derive(Default)]
-struct Recorder(Mutex<Vec<String>>);
+pub(super) struct Recorder(Mutex<Vec<String>>);
 
 impl Recorder {
     fn push(&self, what: String) {
         self.0.lock().expect("lock").push(what);
     }
 
-    fn take(&self) -> Vec<String> {
+    pub(super) fn take(&self) -> Vec<String> {
         std::mem::take(&mut *self.0.lock().expect("lock"))
     }
 }
@@ -35,12 +35,16 @@ impl ShardObserver for Recorder {
         self.push(format!("lease_expired {family}"));
     }
 
+    fn move_failed(&self, family: &str, step: MoveStep) {
+        self.push(format!("move_failed {family} {step:?}"));
+    }
+
     fn activated(&self, activate_at: Timestamp) {
         self.push(format!("activated {}", activate_at.as_micros()));
     }
 }
 
-fn observed() -> (Arc<Recorder>, tempfile::TempDir, Shard) {
+pub(super) fn observed() -> (Arc<Recorder>, tempfile::TempDir, Shard) {
     let recorder = Arc::new(Recorder::default());
     let settings = ShardSettings {
         observer: recorder.clone(),

@@ -378,13 +378,28 @@ impl State {
         &mut self,
         txn: &mut Txn<'_>,
         now: Timestamp,
-        mut d: Delivery,
+        d: Delivery,
         kind: QueueKind,
     ) -> Result<(), StoreError> {
+        self.try_deliver(txn, now, d, kind)?
+            .map_err(|refused| refused.error)
+    }
+
+    /// Like `deliver`, but a refusal (no such queue, an ID taken, a name too long for its
+    /// queue's dead-letter queue) gives the delivery back with nothing written, so that the
+    /// caller can send it elsewhere; the outer error is the store's own failure.
+    pub fn try_deliver(
+        &mut self,
+        txn: &mut Txn<'_>,
+        now: Timestamp,
+        mut d: Delivery,
+        kind: QueueKind,
+    ) -> Result<Result<(), Refused>, StoreError> {
         if !(self.settings.router)(&d.queue) {
             self.outbox(txn, &HandOff::Deliver(d));
-            return Ok(());
+            return Ok(Ok(()));
         }
+        let refuse = |error: StoreError, delivery| Ok(Err(Refused { error, delivery }));
         let resolved = match self.resolve(txn, &d.queue)? {
             Some(r) => r,
             None if kind == QueueKind::DeadLetter => Resolved {
@@ -397,20 +412,28 @@ impl State {
                 },
                 stored: false,
             },
-            None => return Err(not_found(&d.queue)),
+            None => return refuse(not_found(&d.queue), d),
         };
-        let queue = self.materialize(txn, resolved, now);
-        if Self::read_event(txn, queue.id, d.id.as_str())?.is_some() {
+        if !resolved.stored
+            && kind != QueueKind::DeadLetter
+            && let Err(e) = resolved.rec.config.check_dead_letter_room(&d.queue)
+        {
+            return refuse(e.into(), d);
+        }
+        // A queue not stored yet holds no event.
+        if resolved.stored && Self::read_event(txn, resolved.rec.id, d.id.as_str())?.is_some() {
             if kind != QueueKind::DeadLetter {
-                return Err(StoreError::IdTaken {
-                    queue: queue.name.to_string(),
+                let error = StoreError::IdTaken {
+                    queue: d.queue.to_string(),
                     id: d.id.to_string(),
-                });
+                };
+                return refuse(error, d);
             }
             let renamed = self.unique_id(&d.id);
             d.headers.insert(ORIGINAL_ID.into(), d.id.to_string());
             d.id = renamed;
         }
+        let queue = self.materialize(txn, resolved, now);
         self.insert_event(
             txn,
             now,
@@ -425,7 +448,7 @@ impl State {
         if kind != QueueKind::DeadLetter {
             self.observe_enqueued(&queue.name, false);
         }
-        Ok(())
+        Ok(Ok(()))
     }
 
     /// Reports an enqueue of `queue` (by `Enqueue` or an advance) to the observer.
@@ -438,6 +461,12 @@ impl State {
 
 /// Header of a dead letter renamed because its dead-letter queue held its ID already.
 pub const ORIGINAL_ID: &str = "cascade-original-id";
+
+/// A delivery its queue would not take, and why.
+pub struct Refused {
+    pub error: StoreError,
+    pub delivery: Delivery,
+}
 
 impl State {
     /// `<id>.<seq>`, cut to the 128-byte ID limit: unique, since `seq` is never reused.

@@ -52,6 +52,19 @@ label_enum! {
         MaxAttempts = "max_attempts",
         /// The handler asked for it (`DeadLetter` outcome).
         Requested = "requested",
+        /// An advance its next queue refused (no such queue, the ID taken there).
+        Refused = "refused",
+    }
+}
+
+label_enum! {
+    /// Which move of an event failed (`cascade_move_failed_total`).
+    FailedMove {
+        /// To the dead-letter queue: the event went back to its queue instead.
+        DeadLetter = "dead_letter",
+        /// To the next queue: the event went to a dead-letter queue instead (or, when the
+        /// handler's own advance was refused, stayed leased until its lease ended).
+        HandOff = "hand_off",
     }
 }
 
@@ -103,6 +116,18 @@ pub(crate) struct DepthLabels {
 pub(crate) struct DeadLetterLabels {
     pub queue: String,
     pub reason: DeadLetterReason,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Hash, EncodeLabelSet)]
+pub(crate) struct FailedMoveLabels {
+    pub queue: String,
+    pub step: FailedMove,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Hash, EncodeLabelSet)]
+pub(crate) struct StoreShardLabels {
+    pub store: StoreKind,
+    pub shard: u32,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Hash, EncodeLabelSet)]

@@ -20,11 +20,12 @@ use prometheus_client::registry::{Registry, Unit};
 
 pub use http::OPENMETRICS_CONTENT_TYPE;
 use labels::{
-    BusLabels, DeadLetterLabels, DepthLabels, EnqueueLabels, HandlerLabels, QueueLabels, RpcLabels,
-    StageLabels, StoreLabels,
+    BusLabels, DeadLetterLabels, DepthLabels, EnqueueLabels, FailedMoveLabels, HandlerLabels,
+    QueueLabels, RpcLabels, StageLabels, StoreLabels, StoreShardLabels,
 };
 pub use labels::{
-    BusResult, DeadLetterReason, EnqueueResult, EnqueueRpc, HandlerOutcome, QueueState, StoreKind,
+    BusResult, DeadLetterReason, EnqueueResult, EnqueueRpc, FailedMove, HandlerOutcome, QueueState,
+    StoreKind,
 };
 /// The handle types the accessors return, so that callers need no `prometheus-client`.
 pub use prometheus_client::metrics::{counter::Counter, histogram::Histogram};
@@ -37,6 +38,9 @@ pub const METRIC_NAMES: &[&str] = &[
     "cascade_queue_depth",
     "cascade_dead_letter_total",
     "cascade_lease_expired_total",
+    "cascade_move_failed_total",
+    "cascade_disk_free_bytes",
+    "cascade_disk_alarm",
     "cascade_activation_lateness_seconds",
     "cascade_commit_batch_size",
     "cascade_fsync_duration_seconds",
@@ -91,6 +95,9 @@ struct Inner {
     queue_depth: Family<DepthLabels, Gauge>,
     dead_letter_total: Family<DeadLetterLabels, Counter>,
     lease_expired_total: Family<QueueLabels, Counter>,
+    move_failed_total: Family<FailedMoveLabels, Counter>,
+    disk_free_bytes: Family<StoreShardLabels, Gauge>,
+    disk_alarm: Family<StoreShardLabels, Gauge>,
     activation_lateness: Histogram,
     commit_batch_size: Histograms<StoreLabels>,
     fsync_duration: Histograms<StoreLabels>,
@@ -139,6 +146,25 @@ impl Metrics {
             "cascade_lease_expired",
             "Leases that expired without an outcome, by queue family",
             lease_expired_total.clone(),
+        );
+        let move_failed_total = Family::default();
+        registry.register(
+            "cascade_move_failed",
+            "Moves of an event (to its dead-letter queue, to the next queue) that failed, by queue family and step; the event was kept or dead-lettered instead",
+            move_failed_total.clone(),
+        );
+        let disk_free_bytes = Family::default();
+        registry.register_with_unit(
+            "cascade_disk_free",
+            "Free space of the filesystem holding a shard's data directory",
+            Unit::Bytes,
+            disk_free_bytes.clone(),
+        );
+        let disk_alarm = Family::default();
+        registry.register(
+            "cascade_disk_alarm",
+            "1 while a shard's free disk space is below store.min_free_bytes: enqueues, updates and hand-offs are refused",
+            disk_alarm.clone(),
         );
         let activation_lateness = Histogram::new(LATENESS_BUCKETS);
         registry.register_with_unit(
@@ -194,6 +220,9 @@ impl Metrics {
                 queue_depth,
                 dead_letter_total,
                 lease_expired_total,
+                move_failed_total,
+                disk_free_bytes,
+                disk_alarm,
                 activation_lateness,
                 commit_batch_size,
                 fsync_duration,
@@ -263,6 +292,29 @@ impl Metrics {
             .get_or_create_owned(&QueueLabels {
                 queue: queue_family.to_owned(),
             })
+    }
+
+    /// `cascade_move_failed_total{queue, step}`, `queue` the family of the event's queue.
+    pub fn move_failed_total(&self, queue_family: &str, step: FailedMove) -> Counter {
+        self.inner
+            .move_failed_total
+            .get_or_create_owned(&FailedMoveLabels {
+                queue: queue_family.to_owned(),
+                step,
+            })
+    }
+
+    /// Sets `cascade_disk_free_bytes{store, shard}` and `cascade_disk_alarm{store, shard}`.
+    pub fn set_disk(&self, store: StoreKind, shard: u32, free_bytes: u64, alarm: bool) {
+        let labels = StoreShardLabels { store, shard };
+        self.inner
+            .disk_free_bytes
+            .get_or_create(&labels)
+            .set(saturating_i64(free_bytes));
+        self.inner
+            .disk_alarm
+            .get_or_create(&labels)
+            .set(i64::from(alarm));
     }
 
     /// `cascade_activation_lateness_seconds`.

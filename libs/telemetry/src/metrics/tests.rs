@@ -15,6 +15,10 @@ fn sample_everything(metrics: &Metrics) {
         .dead_letter_total("orders.validate", DeadLetterReason::MaxAttempts)
         .inc();
     metrics.lease_expired_total("orders.validate").inc_by(2);
+    metrics
+        .move_failed_total("orders.validate", FailedMove::HandOff)
+        .inc();
+    metrics.set_disk(StoreKind::Dispatcher, 1, 4096, true);
     metrics.activation_lateness_seconds().observe(0.002);
     metrics
         .commit_batch_size(StoreKind::Dispatcher)
@@ -62,6 +66,9 @@ fn render_has_every_metric_with_help_type_and_labels() {
         r#"cascade_queue_depth{queue="orders.validate",state="leased",shard="2"} 1"#,
         r#"cascade_dead_letter_total{queue="orders.validate",reason="max_attempts"} 1"#,
         r#"cascade_lease_expired_total{queue="orders.validate"} 2"#,
+        r#"cascade_move_failed_total{queue="orders.validate",step="hand_off"} 1"#,
+        r#"cascade_disk_free_bytes{store="dispatcher",shard="1"} 4096"#,
+        r#"cascade_disk_alarm{store="dispatcher",shard="1"} 1"#,
         r#"cascade_activation_lateness_seconds_bucket{le="0.0025"} 1"#,
         r#"cascade_commit_batch_size_bucket{le="64.0",store="dispatcher"} 1"#,
         r#"cascade_commit_batch_size_bucket{le="4096.0",store="dispatcher"} 1"#,
@@ -121,6 +128,7 @@ fn docs_describe_every_metric_and_label_value() {
         .chain(EnqueueResult::ALL.iter().map(|v| v.as_str()))
         .chain(EnqueueRpc::ALL.iter().map(|v| v.as_str()))
         .chain(DeadLetterReason::ALL.iter().map(|v| v.as_str()))
+        .chain(FailedMove::ALL.iter().map(|v| v.as_str()))
         .chain(StoreKind::ALL.iter().map(|v| v.as_str()))
         .chain(HandlerOutcome::ALL.iter().map(|v| v.as_str()))
         .chain(BusResult::ALL.iter().map(|v| v.as_str()));
