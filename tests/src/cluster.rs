@@ -100,18 +100,23 @@ impl Cluster {
         let logs = dir.path().to_path_buf();
         let data = dir.path().join("data");
         let grpc = format!("127.0.0.1:{}", free_port());
+        // The harness's defaults first: a caller's own settings win.
+        let mut defaults: Vec<(String, String)> = vec![
+            ("CASCADE__CLUSTER__SHARDS".into(), SHARDS.to_string()),
+            ("CASCADE__DATA__DIR".into(), data.display().to_string()),
+            ("CASCADE__TELEMETRY__LOG_LEVEL".into(), "info".into()),
+        ];
+        defaults.retain(|(key, _)| !env.iter().any(|(given, _)| given == key));
         let mut env: Vec<(String, String)> = env
             .iter()
             .map(|(k, v)| (k.to_string(), v.to_string()))
+            .chain(defaults)
             .collect();
         let otel_env: Vec<(String, String)> = env
             .iter()
             .filter(|(k, _)| k.starts_with("OTEL_"))
             .cloned()
             .collect();
-        env.push(("CASCADE__CLUSTER__SHARDS".into(), SHARDS.to_string()));
-        env.push(("CASCADE__DATA__DIR".into(), data.display().to_string()));
-        env.push(("CASCADE__TELEMETRY__LOG_LEVEL".into(), "info".into()));
         let config: Vec<String> = config
             .map(|p| vec!["--config".to_string(), p.display().to_string()])
             .unwrap_or_default();
@@ -365,9 +370,15 @@ impl Cluster {
 
     /// Restarts the standalone process cleanly (SIGTERM, then start on the same data).
     pub fn restart_standalone(&mut self) {
+        self.restart_standalone_with(|| {});
+    }
+
+    /// Like `restart_standalone`, running `while_stopped` between the stop and the start.
+    pub fn restart_standalone_with(&mut self, while_stopped: impl FnOnce()) {
         assert_eq!(self.mode, Mode::Standalone);
         let status = self.front.process.terminate(GRACE);
         assert!(status.success(), "standalone exited with {status}");
+        while_stopped();
         let logs = self.dir.path().to_path_buf();
         self.front.restart(&logs);
     }

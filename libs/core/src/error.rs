@@ -97,7 +97,7 @@ impl Error {
 }
 
 /// Quotes user input for an error message: escaped, and cut after 40 characters.
-pub(crate) fn excerpt(input: &str) -> String {
+pub fn excerpt(input: &str) -> String {
     const MAX_CHARS: usize = 40;
     match input.char_indices().nth(MAX_CHARS) {
         Some((cut, _)) => format!("{:?}...", &input[..cut]),

@@ -1,9 +1,10 @@
 //! The HTTP admin port every service serves: `/healthz` (the process is up) and `/readyz`
 //! (it serves traffic). Services add their own routes (metrics, status page) to the router.
 
+use std::collections::BTreeMap;
 use std::net::SocketAddr;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
 
 use axum::Router;
 use axum::http::StatusCode;
@@ -12,17 +13,54 @@ use axum::routing::get;
 use crate::{ServiceError, Shutdown};
 
 /// Whether the service is ready to serve; `/readyz` answers 503 until it is, and again once
-/// shutdown begins.
+/// shutdown begins. A ready service may also be degraded (a shard's disk alarm): `/readyz`
+/// still answers 200, since it serves what lets the condition pass (consumers draining a
+/// full disk), and lists each condition on a line of its own after `ready`.
 #[derive(Clone, Default)]
-pub struct Readiness(Arc<AtomicBool>);
+pub struct Readiness {
+    ready: Arc<AtomicBool>,
+    degraded: Arc<Mutex<BTreeMap<String, String>>>,
+}
 
 impl Readiness {
     pub fn set(&self, ready: bool) {
-        self.0.store(ready, Ordering::Relaxed);
+        self.ready.store(ready, Ordering::Relaxed);
     }
 
     pub fn is_ready(&self) -> bool {
-        self.0.load(Ordering::Relaxed)
+        self.ready.load(Ordering::Relaxed)
+    }
+
+    /// A readiness of its own for a part of the process (one of the services `cascade
+    /// standalone` runs), whose conditions show on this one's `/readyz`.
+    pub fn part(&self) -> Readiness {
+        Readiness {
+            ready: Arc::default(),
+            degraded: Arc::clone(&self.degraded),
+        }
+    }
+
+    /// Raises (`Some(what)`) or clears (`None`) the condition named `key`, e.g.
+    /// `dispatcher shard 0`.
+    pub fn set_degraded(&self, key: &str, what: Option<String>) {
+        let mut degraded = self.degraded.lock().unwrap_or_else(PoisonError::into_inner);
+        match what {
+            Some(what) => degraded.insert(key.to_owned(), what),
+            None => degraded.remove(key),
+        };
+    }
+
+    /// The `/readyz` answer.
+    fn answer(&self) -> (StatusCode, String) {
+        if !self.is_ready() {
+            return (StatusCode::SERVICE_UNAVAILABLE, "not ready\n".into());
+        }
+        let degraded = self.degraded.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut body = String::from("ready\n");
+        for (key, what) in degraded.iter() {
+            body.push_str(&format!("degraded: {key}: {what}\n"));
+        }
+        (StatusCode::OK, body)
     }
 }
 
@@ -51,13 +89,8 @@ pub async fn serve_admin(
         .route(
             "/readyz",
             get(move || {
-                let ready = readiness.is_ready();
-                async move {
-                    match ready {
-                        true => (StatusCode::OK, "ready\n"),
-                        false => (StatusCode::SERVICE_UNAVAILABLE, "not ready\n"),
-                    }
-                }
+                let answer = readiness.answer();
+                async move { answer }
             }),
         )
         .merge(extra);

@@ -11,6 +11,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use cascade_core::units::{format_duration, serde_duration, serde_size};
+use cascade_store::durable::Watermark;
 use serde::{Deserialize, Serialize};
 
 use crate::{ServiceError, load_layers};
@@ -126,6 +127,9 @@ pub struct StoreSettings {
     pub checkpoint_bytes: u64,
     /// Live dedup entries per shard at most; the oldest age out first.
     pub dedup_max_entries: u64,
+    /// Free space of a shard's filesystem below which it refuses enqueues, updates and
+    /// hand-offs (takes, acks, deletes and purges go on): `auto` is 5 %, at most 1 GiB.
+    pub min_free_bytes: Watermark,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -235,6 +239,7 @@ impl Default for StoreSettings {
             checkpoint_interval: Duration::from_secs(30),
             checkpoint_bytes: 256 << 20,
             dedup_max_entries: 1_000_000,
+            min_free_bytes: Watermark::Auto,
         }
     }
 }

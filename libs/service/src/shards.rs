@@ -15,6 +15,10 @@ use std::fmt::Display;
 use std::future::Future;
 use std::time::Duration;
 
+use cascade_core::units::format_size;
+use cascade_store::durable::DiskState;
+use cascade_telemetry::Metrics;
+use cascade_telemetry::metrics::StoreKind;
 pub use running::{RunningShard, ShardCore, ShardTasks};
 
 use crate::{Readiness, Shutdown, shutdown_channel};
@@ -29,6 +33,11 @@ pub trait SupervisedShard: Sized + Send {
     /// Why the shard cannot go on, if it cannot.
     fn failure(&self) -> Option<Self::Error>;
 
+    /// The shard's number and the last sample of its disk, if it has a store.
+    fn disk(&self) -> Option<(u32, DiskState)> {
+        None
+    }
+
     /// Stops the shard gracefully; the supervisor has pulled the `stopping` signal the shard
     /// was started with.
     fn stop(self) -> impl Future<Output = Result<(), Self::Error>> + Send;
@@ -40,8 +49,12 @@ pub struct ShardSupervisor<'a> {
     pub service: &'static str,
     pub cluster: &'a str,
     pub shards: Vec<u32>,
-    /// Set once every shard serves; cleared once they begin to stop.
+    /// Set once every shard serves; cleared once they begin to stop. Also lists the shards
+    /// whose disk is below its watermark.
     pub readiness: Readiness,
+    /// Where the shards' disk gauges go, under `store`.
+    pub metrics: Metrics,
+    pub store: StoreKind,
 }
 
 impl ShardSupervisor<'_> {
@@ -80,7 +93,7 @@ impl ShardSupervisor<'_> {
         );
         let failure = tokio::select! {
             () = shutdown.wait() => None,
-            failure = first_failure(&running) => Some(failure),
+            failure = self.watch(&running) => Some(failure),
         };
         self.readiness.set(false);
         stop.trigger();
@@ -95,12 +108,29 @@ impl ShardSupervisor<'_> {
     }
 }
 
-async fn first_failure<S: SupervisedShard>(shards: &[S]) -> S::Error {
-    let mut checks = tokio::time::interval(FAILURE_CHECK);
-    loop {
-        checks.tick().await;
-        if let Some(failure) = shards.iter().find_map(S::failure) {
-            return failure;
+impl ShardSupervisor<'_> {
+    /// Reports the shards' disks until one of them fails; returns its failure.
+    async fn watch<S: SupervisedShard>(&self, shards: &[S]) -> S::Error {
+        let mut checks = tokio::time::interval(FAILURE_CHECK);
+        loop {
+            checks.tick().await;
+            if let Some(failure) = shards.iter().find_map(S::failure) {
+                return failure;
+            }
+            for (shard, disk) in shards.iter().filter_map(S::disk) {
+                self.metrics
+                    .set_disk(self.store, shard, disk.free, disk.alarm);
+                let alarm = disk.alarm.then(|| {
+                    format!(
+                        "disk alarm: {} free, below store.min_free_bytes ({}) plus {} kept for the next checkpoint; enqueues, updates and hand-offs are refused",
+                        format_size(disk.free),
+                        format_size(disk.watermark),
+                        format_size(disk.reserve)
+                    )
+                });
+                let key = format!("{} shard {shard}", self.service);
+                self.readiness.set_degraded(&key, alarm);
+            }
         }
     }
 }

@@ -3,6 +3,7 @@
 
 use std::path::{Path, PathBuf};
 
+use cascade_core::units::format_size;
 use cascade_core::{Code, Timestamp};
 
 use crate::wal::WalError;
@@ -46,9 +47,15 @@ pub enum StoreError {
     #[error("shard is busy: {what}; retry with backoff")]
     Busy { what: String },
     #[error(
-        "disk usage is above the watermark ({used} of {limit} bytes): enqueue is refused until space is freed"
+        "the shard's disk has {} free, below its watermark of {} (store.min_free_bytes){}: enqueues, updates and hand-offs are refused until space is freed; takes, acks, deletes and purges still work, so consumers can drain it",
+        format_size(*free), format_size(*watermark), checkpoint_room(*reserve)
     )]
-    DiskFull { used: u64, limit: u64 },
+    DiskFull {
+        free: u64,
+        watermark: u64,
+        /// Kept free on top of the watermark for the next checkpoint.
+        reserve: u64,
+    },
     #[error("shard stopped: {reason}")]
     Stopped { reason: String },
     #[error("corrupt data in {path}: {reason}; run `cascade data verify` to see what is wrong")]
@@ -151,6 +158,13 @@ impl StoreError {
             path: path.to_path_buf(),
             reason,
         }
+    }
+}
+
+fn checkpoint_room(reserve: u64) -> String {
+    match reserve {
+        0 => String::new(),
+        bytes => format!(" plus {} kept for its next checkpoint", format_size(bytes)),
     }
 }
 

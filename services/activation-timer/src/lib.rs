@@ -15,6 +15,7 @@ mod serve;
 mod shard;
 
 use cascade_service::{Deps, Settings, ShardSupervisor, Shutdown};
+use cascade_telemetry::metrics::StoreKind;
 
 pub use error::TimerError;
 
@@ -33,6 +34,8 @@ pub async fn run(settings: Settings, deps: Deps, shutdown: Shutdown) -> Result<(
         cluster: &settings.cluster.name,
         shards: settings.timer_shards(),
         readiness,
+        metrics: metrics.clone(),
+        store: StoreKind::Timer,
     };
     let served = supervisor
         .run(shutdown, |shard, stopping| {

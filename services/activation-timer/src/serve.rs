@@ -160,6 +160,9 @@ async fn due_counts(ctx: &TimerShard, request: DueCountsRequest) -> Result<DueCo
 }
 
 async fn schedule(ctx: &TimerShard, batch: ScheduleBatch) -> Result<(), TimerError> {
+    // Refused while the disk is below its watermark: the entries wait in the dispatcher's
+    // outbox. Cancels and firings go on, and shrink the schedule.
+    ctx.store.disk().check_space()?;
     let mut entries = Vec::with_capacity(batch.entries.len());
     for (index, entry) in batch.entries.iter().enumerate() {
         match schedule_entry_from_proto(entry, &format!("entries[{index}]")) {

@@ -90,8 +90,9 @@ pub async fn run_with(
     let grpc_addr = grpc.local_addr()?;
 
     let mut services = JoinSet::new();
-    let (dispatcher_ready, timer_ready) = (Readiness::default(), Readiness::default());
-    // Every service on the one bus and the one registry, each with its own readiness.
+    let (dispatcher_ready, timer_ready) = (readiness.part(), readiness.part());
+    // Every service on the one bus and the one registry, each with its own readiness (whose
+    // conditions, a shard's disk alarm, show on the process's `/readyz`).
     let deps = |readiness: &Readiness| Deps {
         bus: bus.clone(),
         readiness: readiness.clone(),

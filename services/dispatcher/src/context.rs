@@ -107,6 +107,13 @@ impl ShardContext {
         })
     }
 
+    /// RESOURCE_EXHAUSTED while the shard's disk is below `store.min_free_bytes`: asked by
+    /// what makes the store grow (enqueues, updates, hand-offs from other shards), not by
+    /// what lets consumers drain it.
+    pub fn check_space(&self) -> Result<(), DispatcherError> {
+        Ok(self.store.disk().check_space()?)
+    }
+
     /// The largest reply this shard may send.
     pub fn reply_budget(&self) -> usize {
         self.takes.budget()

@@ -24,6 +24,7 @@ mod take;
 mod wakeups;
 
 use cascade_service::{Deps, Settings, ShardSupervisor, Shutdown};
+use cascade_telemetry::metrics::StoreKind;
 
 pub use error::DispatcherError;
 
@@ -46,6 +47,8 @@ pub async fn run(
         cluster: &settings.cluster.name,
         shards: settings.dispatcher_shards(),
         readiness,
+        metrics: metrics.clone(),
+        store: StoreKind::Dispatcher,
     };
     let served = supervisor
         .run(shutdown, |shard, stopping| {

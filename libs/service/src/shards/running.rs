@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use cascade_bus::{Bus, Subscription};
 use cascade_store::Store;
-use cascade_store::durable::Maintenance;
+use cascade_store::durable::{DiskState, Maintenance};
 use tokio::task::JoinHandle;
 
 use super::SupervisedShard;
@@ -69,6 +69,10 @@ impl<C: ShardCore> SupervisedShard for RunningShard<C> {
     fn failure(&self) -> Option<ShardError> {
         self.tasks
             .failure(self.ctx.store().fatal(), self.ctx.stopping())
+    }
+
+    fn disk(&self) -> Option<(u32, DiskState)> {
+        Some((self.tasks.shard, self.ctx.store().disk().state()))
     }
 
     /// Waits for the tasks (the supervisor has pulled `stopping`), then closes the store.

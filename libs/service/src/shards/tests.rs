@@ -44,6 +44,8 @@ impl Fixture {
             cluster: "default",
             shards: vec![0, 1, 2],
             readiness: self.readiness.clone(),
+            metrics: cascade_telemetry::Metrics::new(),
+            store: cascade_telemetry::metrics::StoreKind::Dispatcher,
         }
     }
 

@@ -16,7 +16,7 @@ use std::time::Instant;
 
 use cascade_core::{Clock, Timestamp};
 
-use super::{Durability, StoreOptions};
+use super::{DiskWatch, Durability, StoreOptions};
 use crate::error::{StoreError, with_causes};
 use crate::kv::{Kv, checkpoint};
 use crate::observe::CommitObserver;
@@ -96,6 +96,7 @@ impl Shared {
 pub struct Store<S> {
     inbox: SyncSender<Job<S>>,
     shared: Arc<Shared>,
+    disk: Arc<DiskWatch>,
     threads: Mutex<Vec<JoinHandle<()>>>,
 }
 
@@ -103,6 +104,7 @@ impl<S: Maintenance> Store<S> {
     pub fn start(state: S, wal: Wal, options: StoreOptions, clock: Arc<dyn Clock>) -> Store<S> {
         let (inbox, jobs) = mpsc::sync_channel(options.inbox_capacity);
         let (to_syncer, syncer_rx) = mpsc::sync_channel(SYNC_QUEUE);
+        let disk = Arc::new(DiskWatch::new(state.kv().dir(), options.min_free));
         let shared = Arc::new(Shared {
             synced: Mutex::new(wal.durable_lsn()),
             synced_changed: Condvar::new(),
@@ -117,6 +119,7 @@ impl<S: Maintenance> Store<S> {
             shared: Arc::clone(&shared),
             checkpoint: None,
             last_checkpoint: Instant::now(),
+            disk: Arc::clone(&disk),
         };
         let syncer = Syncer {
             wal,
@@ -132,6 +135,7 @@ impl<S: Maintenance> Store<S> {
         Store {
             inbox,
             shared,
+            disk,
             threads: Mutex::new(threads),
         }
     }
@@ -169,6 +173,11 @@ impl<S: Maintenance> Store<S> {
         rx.await.map_err(|_| self.stopped())?
     }
 
+    /// The free space of the store's filesystem against `StoreOptions::min_free`.
+    pub fn disk(&self) -> &DiskWatch {
+        &self.disk
+    }
+
     /// The reason the store stopped, if a write, sync or checkpoint failed.
     pub fn fatal(&self) -> Option<String> {
         self.shared.fatal()
@@ -185,6 +194,7 @@ impl<S: Maintenance> Store<S> {
             inbox,
             shared,
             threads,
+            ..
         } = self;
         drop(inbox);
         for t in threads.into_inner().expect("threads lock") {
@@ -221,6 +231,7 @@ struct Writer<S> {
     shared: Arc<Shared>,
     checkpoint: Option<Running>,
     last_checkpoint: Instant,
+    disk: Arc<DiskWatch>,
 }
 
 impl<S: Maintenance> Writer<S> {
@@ -247,6 +258,8 @@ impl<S: Maintenance> Writer<S> {
                 .drain(..)
                 .map(|job| job(&mut self.state, now))
                 .collect();
+            self.disk
+                .sample_if_due(self.state.kv().dirty_bytes() as u64);
             if last_tick.elapsed() >= self.options.tick {
                 last_tick = Instant::now();
                 if let Err(e) = self.state.tick(now) {
@@ -255,6 +268,8 @@ impl<S: Maintenance> Writer<S> {
             }
             let records: Vec<Vec<u8>> = self.state.take_unlogged();
             self.next_lsn += records.len() as u64;
+            self.disk
+                .wrote(records.iter().map(|r| r.len() as u64).sum());
             if !(records.is_empty() && replies.is_empty()) {
                 let sent = self.to_syncer.send(ToSyncer::Group {
                     records,
@@ -294,6 +309,11 @@ impl<S: Maintenance> Writer<S> {
         while let Ok(job) = jobs.try_recv() {
             let reply = job(&mut self.state, self.clock.now());
             reply(Some(&stopped));
+        }
+        if self.shared.fatal().is_some() {
+            // After a failed write sled blocks forever flushing as it is dropped; what it
+            // holds is not trusted anyway (recovery replays the log), so it is let go.
+            std::mem::forget(self.state);
         }
     }
 

@@ -10,6 +10,7 @@
 //! torn log tail, which only an unacknowledged write can leave).
 
 mod actor;
+mod disk;
 mod identity;
 mod options;
 mod verify;
@@ -17,6 +18,7 @@ mod verify;
 use std::path::Path;
 
 pub use actor::{Maintenance, Store};
+pub use disk::{DiskState, DiskWatch, Watermark};
 pub use options::{ClusterIdentity, Durability, StoreOptions};
 pub use verify::{VerifyReport, verify};
 

@@ -3,6 +3,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use super::Watermark;
 use crate::observe::CommitObserver;
 
 /// When an acknowledgement is given relative to the log's `fdatasync`.
@@ -35,6 +36,9 @@ pub struct StoreOptions {
     /// The cluster the store must belong to: recorded when the store is created, checked
     /// at every open after. `None` checks nothing (tools, tests).
     pub cluster: Option<ClusterIdentity>,
+    /// Free space of the store's filesystem below which growth is refused (`DiskWatch`);
+    /// `Bytes(0)`, the default here, never refuses (tools, tests).
+    pub min_free: Watermark,
 }
 
 /// A cluster's name and shard count. A queue's shard is a hash of its name over the shard
@@ -57,6 +61,7 @@ impl Default for StoreOptions {
             tick: Duration::from_millis(10),
             commit_observer: None,
             cluster: None,
+            min_free: Watermark::Bytes(0),
         }
     }
 }

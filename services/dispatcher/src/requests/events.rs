@@ -16,6 +16,7 @@ pub(super) async fn enqueue(
     ctx: &ShardContext,
     request: v1::EnqueueBatchRequest,
 ) -> Result<v1::EnqueueBatchResponse, DispatcherError> {
+    ctx.check_space()?;
     // Checked before the closure: a misrouted item must change nothing.
     let items: Vec<Result<EnqueueItem, DispatcherError>> =
         convert::enqueue_batch_from_proto(request)
@@ -103,6 +104,7 @@ pub(super) async fn update(
 ) -> Result<v1::Event, DispatcherError> {
     let item = convert::update_from_proto(request)?;
     ctx.check_owned(&item.event.queue)?;
+    ctx.check_space()?;
     let updated = ctx
         .store
         .run(move |shard, now| {

@@ -72,6 +72,8 @@ pub(super) async fn deliver(
     ctx: &ShardContext,
     batch: DeliveryBatch,
 ) -> Result<Empty, DispatcherError> {
+    // Refused, the deliveries wait in the sender's outbox until this disk has room again.
+    ctx.check_space()?;
     let source = batch.source_shard;
     let mut deliveries = Vec::with_capacity(batch.deliveries.len());
     for (index, delivery) in batch.deliveries.into_iter().enumerate() {
