@@ -11,6 +11,7 @@
 
 mod admin;
 mod advance;
+mod client_errors;
 mod coalesce;
 mod error;
 mod gateway;

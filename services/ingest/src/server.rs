@@ -22,6 +22,7 @@ use tonic_health::ServingStatus;
 use tonic_health::server::HealthReporter;
 
 use crate::IngestError;
+use crate::client_errors;
 use crate::gateway::Gateway;
 use crate::limits::TAKE_POLL_SLICE;
 use crate::timed::TimedIngest;
@@ -99,6 +100,7 @@ pub async fn serve(
     );
     let mut server = Box::pin(
         Server::builder()
+            .layer(client_errors::layer(request_limit))
             .add_service(health_service)
             .add_service(reflection)
             .add_service(

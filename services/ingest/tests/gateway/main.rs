@@ -10,4 +10,5 @@ mod errors;
 mod long_poll;
 mod pipelines;
 mod routing;
+mod unreadable;
 mod validation;
