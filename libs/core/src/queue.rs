@@ -79,9 +79,7 @@ impl QueueName {
         }
         Ok(QueueName(name))
     }
-}
 
-impl QueueName {
     /// Whether the default dead-letter queue `<name>.dlq` can exist: for a template, that of
     /// the shortest queue it matches. A queue without one could never dead-letter an event.
     pub fn check_dead_letter_room(&self) -> Result<(), Error> {

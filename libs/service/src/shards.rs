@@ -106,9 +106,7 @@ impl ShardSupervisor<'_> {
             None => stopped,
         }
     }
-}
 
-impl ShardSupervisor<'_> {
     /// Reports the shards' disks until one of them fails; returns its failure.
     async fn watch<S: SupervisedShard>(&self, shards: &[S]) -> S::Error {
         let mut checks = tokio::time::interval(FAILURE_CHECK);

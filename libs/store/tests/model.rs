@@ -848,12 +848,18 @@ impl World {
             let page = self.shard.list_dead_letters(&qn(&dlq), 1000, "");
             let mq = self.model.mq(&dlq);
             let mut ev = mq.events.remove(&placeholder).expect("renamed");
+            let original = ev.e.headers[ORIGINAL_ID].clone();
             let mut new = page.expect("list").items;
-            new.retain(|e| !mq.events.contains_key(e.id.as_str()));
+            // One expiry pass may rename several dead letters into one queue: each is told
+            // apart by the ID it had.
+            new.retain(|e| {
+                !mq.events.contains_key(e.id.as_str())
+                    && e.headers.get(ORIGINAL_ID) == Some(&original)
+            });
             let [real] = new.as_slice() else {
                 panic!("one renamed dead letter in {dlq}: {new:?}")
             };
-            let prefix = format!("{}.", ev.e.headers[ORIGINAL_ID]);
+            let prefix = format!("{original}.");
             let n = real
                 .id
                 .as_str()

@@ -27,7 +27,7 @@ use crate::gateway::Gateway;
 use crate::limits::TAKE_POLL_SLICE;
 use crate::timed::TimedIngest;
 
-/// Requests to `Ingest` and `Worker` may be this much larger than the largest payload (a
+/// Requests to `Ingest`, `Worker` and `Admin` may be this much larger than the largest payload (a
 /// batch carries many, each item with its headers); never less than [`MIN_REQUEST_BYTES`].
 const REQUEST_ROOM_BYTES: usize = 1 << 20;
 const MIN_REQUEST_BYTES: usize = 16 << 20;
@@ -111,7 +111,7 @@ pub async fn serve(
                 WorkerServer::from_arc(Arc::clone(&gateway))
                     .max_decoding_message_size(request_limit),
             )
-            .add_service(AdminServer::from_arc(gateway))
+            .add_service(AdminServer::from_arc(gateway).max_decoding_message_size(request_limit))
             .serve_with_incoming_shutdown(
                 TcpIncoming::from(listener).with_nodelay(Some(true)),
                 stopping,

@@ -16,7 +16,8 @@ use std::time::Instant;
 
 use cascade_core::{Clock, Timestamp};
 
-use super::{DiskWatch, Durability, StoreOptions};
+use super::disk::{self, DiskWatch};
+use super::{Durability, StoreOptions};
 use crate::error::{StoreError, with_causes};
 use crate::kv::{Kv, checkpoint};
 use crate::observe::CommitObserver;
@@ -237,6 +238,7 @@ struct Writer<S> {
 impl<S: Maintenance> Writer<S> {
     fn run(mut self, jobs: Receiver<Job<S>>) {
         let mut last_tick = Instant::now();
+        let mut last_disk_sample = Instant::now();
         let mut group: Vec<Job<S>> = Vec::new();
         loop {
             let open = match jobs.recv_timeout(self.options.tick) {
@@ -258,8 +260,10 @@ impl<S: Maintenance> Writer<S> {
                 .drain(..)
                 .map(|job| job(&mut self.state, now))
                 .collect();
-            self.disk
-                .sample_if_due(self.state.kv().dirty_bytes() as u64);
+            if last_disk_sample.elapsed() >= disk::SAMPLE_EVERY {
+                last_disk_sample = Instant::now();
+                self.disk.sample(self.state.kv().dirty_bytes() as u64);
+            }
             if last_tick.elapsed() >= self.options.tick {
                 last_tick = Instant::now();
                 if let Err(e) = self.state.tick(now) {

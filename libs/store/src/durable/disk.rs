@@ -5,16 +5,15 @@
 //! nothing, and the alarm clears by itself once space comes back.
 //!
 //! The watch samples `statvfs` (space an unprivileged process may use) when it is made and
-//! then on the store's writer thread every `SAMPLE_EVERY`, so a store that opens on a full
-//! disk starts in the alarm. A write that still fails (another process filled the disk
+//! then whenever the store's writer thread asks (every `SAMPLE_EVERY`), so a store that
+//! opens on a full disk starts in the alarm. A write that still fails (another process filled the disk
 //! between samples) stays fatal: the log's state is unknown after it.
 
 use std::fmt;
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use cascade_core::units::{format_size, parse_size};
 use serde::{Deserialize, Serialize};
@@ -115,7 +114,6 @@ pub struct DiskWatch {
     written: AtomicU64,
     /// Kept free for the next checkpoint, as of the last sample.
     reserve: AtomicU64,
-    last_sample: Mutex<Instant>,
 }
 
 /// One sample: free bytes, the watermark in bytes, what is kept free for the next
@@ -139,7 +137,6 @@ impl DiskWatch {
             alarm: AtomicBool::new(false),
             written: AtomicU64::new(0),
             reserve: AtomicU64::new(0),
-            last_sample: Mutex::new(Instant::now()),
         };
         watch.sample(0);
         watch
@@ -149,7 +146,6 @@ impl DiskWatch {
     /// alarm is raised or cleared. A filesystem that cannot be asked (never seen on Linux for
     /// a directory the store holds open) keeps the last state, and says so.
     pub fn sample(&self, pending: u64) -> DiskState {
-        *self.last_sample.lock().expect("sample lock") = Instant::now();
         let stat = match rustix::fs::statvfs(&self.dir) {
             Ok(stat) => stat,
             Err(e) => {
@@ -170,39 +166,36 @@ impl DiskWatch {
         self.state()
     }
 
-    /// Samples if the last sample is `SAMPLE_EVERY` old.
-    pub fn sample_if_due(&self, pending: u64) {
-        let due = self.last_sample.lock().expect("sample lock").elapsed() >= SAMPLE_EVERY;
-        if due {
-            self.sample(pending);
-        }
-    }
-
     /// `bytes` more went to the log; raises the alarm at once if that takes the free space
     /// below the watermark (the next sample tells the truth, checkpoints and deletes included).
     pub fn wrote(&self, bytes: u64) {
+        if bytes == 0 {
+            return;
+        }
         let cost = bytes.saturating_mul(1 + CHECKPOINT_COST);
         self.written.fetch_add(cost, Ordering::Relaxed);
         let state = self.state();
-        if state.free < state.watermark.saturating_add(state.reserve) {
+        if !state.alarm && state.free < state.watermark.saturating_add(state.reserve) {
             self.set_alarm(true, state.free, state.watermark);
         }
     }
 
     /// Raises or clears the alarm; logs when it changes.
     fn set_alarm(&self, alarm: bool, free: u64, watermark: u64) {
-        let was = self.alarm.swap(alarm, Ordering::Relaxed);
-        let (free, watermark) = (format_size(free), format_size(watermark));
-        match (was, alarm) {
-            (false, true) => tracing::warn!(
-                dir = %self.dir.display(), %free, %watermark,
+        if self.alarm.swap(alarm, Ordering::Relaxed) == alarm {
+            return;
+        }
+        let (dir, free, watermark) = (
+            self.dir.display(),
+            format_size(free),
+            format_size(watermark),
+        );
+        match alarm {
+            true => tracing::warn!(
+                %dir, %free, %watermark,
                 "store.disk.alarm: enqueues, updates and hand-offs are refused until space is freed"
             ),
-            (true, false) => tracing::info!(
-                dir = %self.dir.display(), %free, %watermark,
-                "store.disk.alarm_cleared"
-            ),
-            _ => {}
+            false => tracing::info!(%dir, %free, %watermark, "store.disk.alarm_cleared"),
         }
     }
 

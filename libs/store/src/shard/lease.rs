@@ -435,18 +435,32 @@ impl State {
             c.leased -= 1;
             c.dead_lettered += 1;
         })?;
-        let mut headers = ev.headers;
-        headers.insert(DEAD_LETTER_FROM.into(), rec.name.to_string());
-        headers.insert(DEAD_LETTER_REASON.into(), truncate(reason, 1024));
         let delivery = Delivery {
             queue: dlq,
             id: ev.id,
             payload: ev.payload,
-            headers,
+            headers: ev.headers,
             activate_at: now,
             created_at: ev.created_at,
         };
-        self.deliver(txn, now, delivery, QueueKind::DeadLetter)
+        self.deliver_dead_letter(txn, now, delivery, &rec.name, reason)
+    }
+
+    /// Delivers `d` (addressed to a dead-letter queue) now, with the headers that say which
+    /// queue it left and why.
+    pub(super) fn deliver_dead_letter(
+        &mut self,
+        txn: &mut Txn<'_>,
+        now: Timestamp,
+        mut d: Delivery,
+        from: &QueueName,
+        reason: String,
+    ) -> Result<(), StoreError> {
+        d.headers.insert(DEAD_LETTER_FROM.into(), from.to_string());
+        d.headers
+            .insert(DEAD_LETTER_REASON.into(), truncate(reason, 1024));
+        d.activate_at = now;
+        self.deliver(txn, now, d, QueueKind::DeadLetter)
     }
 }
 

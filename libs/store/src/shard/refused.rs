@@ -6,8 +6,6 @@
 use cascade_core::{QueueName, Timestamp};
 
 use super::state::{Refused, State};
-use super::{DEAD_LETTER_FROM, DEAD_LETTER_REASON};
-use crate::codec::records::QueueKind;
 use crate::error::StoreError;
 use crate::kv::Txn;
 use crate::observe::{DeadLetterCause, MoveStep};
@@ -43,15 +41,8 @@ impl State {
             %error,
             "store.hand_off.refused"
         );
-        d.headers
-            .insert(DEAD_LETTER_FROM.into(), d.queue.to_string());
-        d.headers.insert(
-            DEAD_LETTER_REASON.into(),
-            format!("hand-off refused: {error}"),
-        );
-        d.queue = target;
-        d.activate_at = now;
-        self.deliver(txn, now, d, QueueKind::DeadLetter)
+        let from = std::mem::replace(&mut d.queue, target);
+        self.deliver_dead_letter(txn, now, d, &from, format!("hand-off refused: {error}"))
     }
 
     /// The dead-letter queue of `queue` if it has one that can exist, else `UNDELIVERABLE`.
