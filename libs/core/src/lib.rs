@@ -27,7 +27,9 @@ pub use commands::{
 };
 pub use config::QueueConfig;
 pub use error::{Code, Error};
-pub use event::{Event, EventState, validate_headers};
+pub use event::{
+    Event, EventState, MAX_HEADER_NAME_BYTES, MAX_HEADER_VALUE_BYTES, MAX_HEADERS, validate_headers,
+};
 pub use id::{EventId, IdempotencyKey};
 pub use outcome::Outcome;
 pub use pipeline::{HandlerKind, HandlerSpec, Pipeline, Stage};

@@ -54,7 +54,7 @@ impl Process {
         let (trigger, shutdown) = shutdown_channel();
         tokio::spawn(trigger.on_signal());
         let readiness = Readiness::default();
-        let metrics = Metrics::new();
+        let metrics = Metrics::with_queue_series(settings.telemetry.max_queue_series);
         crate::observe::observe_bus(&bus, &metrics);
         let (_, admin) = serve_admin(
             &settings.http.addr,

@@ -11,6 +11,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use cascade_core::units::{format_duration, serde_duration, serde_size};
+use cascade_store::ShardLimits;
 use cascade_store::durable::Watermark;
 use serde::{Deserialize, Serialize};
 
@@ -33,6 +34,7 @@ pub struct Settings {
     pub dispatcher: DispatcherSettings,
     pub timer: TimerSettings,
     pub ingest: IngestSettings,
+    pub limits: LimitSettings,
     /// Logs, trace export (OTLP) and service identity; see `cascade_telemetry`.
     pub telemetry: cascade_telemetry::TelemetrySettings,
     /// The resource manager: the handler budget shared by priority, and how fast it reacts;
@@ -172,11 +174,30 @@ pub struct IngestSettings {
     /// Largest payload accepted, whatever a queue allows (the bus must carry it).
     #[serde(with = "serde_size")]
     pub max_payload: u64,
+    /// Encoded bytes of one `EnqueueBatch` or `Complete` at most (items with their payloads
+    /// and headers). The gateway's gRPC limit is the larger of this and `max_payload` with
+    /// room for an item's headers, so a request within both is never refused unread.
+    #[serde(with = "serde_size")]
+    pub max_batch_bytes: u64,
     /// Coalesced bus requests in flight at once per shard and kind (enqueues, completions):
     /// with more than one, the shard works on the next batch while the previous one is made
     /// durable. Requests in flight together carry independent callers, so no order is kept
     /// between them.
     pub requests_in_flight: u32,
+}
+
+/// What the cluster holds at most, where its memory, its stats rounds and its `/metrics`
+/// grow with the count (docs/operations.md, "Limits").
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct LimitSettings {
+    /// Queues and templates (from `CreateQueue` and pipeline stages) per dispatcher shard;
+    /// queues made from a template are not counted.
+    pub max_queues: u64,
+    /// Pipelines in the cluster.
+    pub max_pipelines: u32,
+    /// Stages per pipeline.
+    pub max_stages: u32,
 }
 
 impl Default for ClusterSettings {
@@ -266,11 +287,34 @@ impl Default for TimerSettings {
     }
 }
 
+impl Default for LimitSettings {
+    fn default() -> Self {
+        let shard = ShardLimits::default();
+        LimitSettings {
+            max_queues: shard.max_queues,
+            max_pipelines: u32::try_from(shard.max_pipelines).unwrap_or(u32::MAX),
+            max_stages: u32::try_from(shard.max_stages).unwrap_or(u32::MAX),
+        }
+    }
+}
+
+impl LimitSettings {
+    /// The limits a dispatcher shard enforces.
+    pub fn shard(&self) -> ShardLimits {
+        ShardLimits {
+            max_queues: self.max_queues,
+            max_pipelines: self.max_pipelines as usize,
+            max_stages: self.max_stages as usize,
+        }
+    }
+}
+
 impl Default for IngestSettings {
     fn default() -> Self {
         IngestSettings {
             max_batch_items: 1000,
             max_payload: 4 << 20,
+            max_batch_bytes: 16 << 20,
             requests_in_flight: 2,
         }
     }
@@ -362,10 +406,18 @@ impl Settings {
             ("dispatcher.outbox_batch", self.dispatcher.outbox_batch),
             ("timer.batch", self.timer.batch),
             ("ingest.max_batch_items", self.ingest.max_batch_items),
+            ("limits.max_pipelines", self.limits.max_pipelines),
+            ("limits.max_stages", self.limits.max_stages),
         ] {
             if value == 0 {
                 return Err(ServiceError::setting(key, "must be at least 1"));
             }
+        }
+        if self.limits.max_queues == 0 {
+            return Err(ServiceError::setting(
+                "limits.max_queues",
+                "must be at least 1",
+            ));
         }
         if self.store.checkpoint_bytes < 1 << 20 {
             return Err(ServiceError::setting(
@@ -373,11 +425,7 @@ impl Settings {
                 "must be at least 1MiB",
             ));
         }
-        for (i, pipeline) in self.pipelines.iter().enumerate() {
-            pipeline
-                .validate()
-                .map_err(|e| ServiceError::setting(format!("pipelines[{i}]"), e.to_string()))?;
-        }
+        self.validate_pipelines()?;
         if !(1..=MAX_REQUESTS_IN_FLIGHT).contains(&self.ingest.requests_in_flight) {
             return Err(ServiceError::setting(
                 "ingest.requests_in_flight",
@@ -387,6 +435,12 @@ impl Settings {
                 ),
             ));
         }
+        if self.ingest.max_batch_bytes < 1 << 10 {
+            return Err(ServiceError::setting(
+                "ingest.max_batch_bytes",
+                "must be at least 1KiB",
+            ));
+        }
         if self.ingest.max_payload == 0 {
             return Err(ServiceError::setting(
                 "ingest.max_payload",
@@ -394,6 +448,38 @@ impl Settings {
             ));
         }
         self.validate_resource_manager()?;
+        Ok(())
+    }
+
+    /// Each pipeline valid, and within the limits the shards will hold it to.
+    fn validate_pipelines(&self) -> Result<(), ServiceError> {
+        let limits = &self.limits;
+        if self.pipelines.len() > limits.max_pipelines as usize {
+            return Err(ServiceError::setting(
+                "pipelines",
+                format!(
+                    "{} pipelines are more than limits.max_pipelines ({}) allows",
+                    self.pipelines.len(),
+                    limits.max_pipelines
+                ),
+            ));
+        }
+        for (i, pipeline) in self.pipelines.iter().enumerate() {
+            let key = format!("pipelines[{i}]");
+            pipeline
+                .validate()
+                .map_err(|e| ServiceError::setting(&key, e.to_string()))?;
+            if pipeline.stages.len() > limits.max_stages as usize {
+                return Err(ServiceError::setting(
+                    key,
+                    format!(
+                        "stages: {} stages are more than limits.max_stages ({}) allows",
+                        pipeline.stages.len(),
+                        limits.max_stages
+                    ),
+                ));
+            }
+        }
         Ok(())
     }
 

@@ -25,5 +25,5 @@ pub mod wal;
 pub use durable::{ClusterIdentity, Durability, Store, StoreOptions};
 pub use error::StoreError;
 pub use observe::{CommitObserver, DeadLetterCause, MoveStep, ShardObserver};
-pub use shard::{Shard, ShardSettings};
+pub use shard::{Shard, ShardLimits, ShardSettings};
 pub use timer::{DueCounts, ScheduleEntry, Timer};

@@ -45,6 +45,9 @@ pub struct TelemetrySettings {
     /// How long shutdown waits for buffered spans to reach the collector.
     #[serde(with = "serde_duration")]
     pub shutdown_timeout: Duration,
+    /// Queue families with `/metrics` series of their own at most, per process; the rest
+    /// are summed under `queue="(other)"`. 0: every queue summed there.
+    pub max_queue_series: usize,
 }
 
 impl Default for TelemetrySettings {
@@ -57,6 +60,7 @@ impl Default for TelemetrySettings {
             resource_attributes: BTreeMap::new(),
             sample_ratio: 1.0,
             shutdown_timeout: Duration::from_secs(2),
+            max_queue_series: crate::metrics::DEFAULT_QUEUE_SERIES,
         }
     }
 }

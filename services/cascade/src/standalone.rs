@@ -69,7 +69,8 @@ pub async fn run_with(
     let (stop, stopping) = shutdown_channel();
     let readiness = Readiness::default();
     // One registry for every service here, so that one `/metrics` shows them all.
-    let metrics = cascade_telemetry::Metrics::new();
+    let metrics =
+        cascade_telemetry::Metrics::with_queue_series(settings.telemetry.max_queue_series);
     cascade_service::observe::observe_bus(&bus, &metrics);
     // The manager turns standalone's stage workers: without them it has nothing to run.
     let local_rm =

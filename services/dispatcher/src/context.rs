@@ -42,8 +42,8 @@ pub(crate) struct ShardContext {
     pub request_timeout: Duration,
     /// Set when the shard stops: the request loop ends, long polls answer at once.
     pub stopping: Shutdown,
-    /// The process's registry; the stats publisher sets the depth gauges in it.
-    pub metrics: Metrics,
+    /// The shard's per-family series; the stats publisher sets the depth gauges with it.
+    pub metrics: Arc<ShardMetrics>,
 }
 
 impl ShardContext {
@@ -56,12 +56,14 @@ impl ShardContext {
         stopping: Shutdown,
     ) -> Result<Arc<ShardContext>, ShardError> {
         let shards = settings.cluster.shards;
+        let shard_metrics = Arc::new(ShardMetrics::new(shard, &metrics));
         let shard_settings = ShardSettings {
             dedup_max_entries: settings.store.dedup_max_entries,
             // Differs between runs and shards; reproducibility matters only in the store's tests.
             jitter_seed: u64::from(shard) ^ SystemClock.now().as_micros(),
             router: Arc::new(move |queue: &QueueName| shard_of(queue, shards) == shard),
-            observer: Arc::new(ShardMetrics::new(&metrics)),
+            observer: shard_metrics.clone(),
+            limits: settings.limits.shard(),
         };
         let commits = observe_commits(&metrics, StoreKind::Dispatcher);
         let store = open_shard_store(settings, SERVICE, shard, Some(commits), move |kv| {
@@ -84,7 +86,7 @@ impl ShardContext {
             stats_interval: dispatcher.stats_interval,
             request_timeout: settings.bus.request_timeout,
             stopping,
-            metrics,
+            metrics: shard_metrics,
         }))
     }
 

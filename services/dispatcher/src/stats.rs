@@ -18,14 +18,12 @@ use cascade_store::StoreError;
 use prost::Message;
 
 use crate::context::ShardContext;
-use crate::metrics::Depth;
 use crate::take::repeated_field_cost;
 
 /// Queues read per writer closure.
 const PAGE: usize = 256;
 
 pub(crate) async fn publish(ctx: Arc<ShardContext>) {
-    let mut depth = Depth::new(ctx.shard, &ctx.metrics);
     let mut ticks = tokio::time::interval(ctx.stats_interval);
     ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
@@ -35,7 +33,7 @@ pub(crate) async fn publish(ctx: Arc<ShardContext>) {
         }
         match collect(&ctx).await {
             Ok((queues, families)) => {
-                depth.update(&queues, &families);
+                ctx.metrics.update_depth(&queues, &families);
                 send(&ctx, queues, families).await;
             }
             Err(e) => tracing::warn!(shard = ctx.shard, error = %e, "dispatcher.stats.collect"),

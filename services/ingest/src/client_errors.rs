@@ -33,7 +33,7 @@ fn rewrite_status(mut response: Response<Body>, limit: usize) -> Response<Body> 
             &message[UNDECODABLE.len()..]
         )),
         Code::OutOfRange if message.contains(TOO_LARGE) => Status::resource_exhausted(format!(
-            "request: {}, over the gateway's limit of {limit} bytes (ingest.max_payload plus 1MiB for the rest of the request, at least 16MiB); send smaller payloads, or fewer items per request",
+            "request: {}, over the gateway's limit of {limit} bytes (the larger of ingest.max_payload with room for an item's headers, and ingest.max_batch_bytes); send smaller payloads, or fewer items per request",
             found_size(message).unwrap_or_else(|| "too large".into())
         )),
         _ => return response,

@@ -170,6 +170,8 @@ impl Ingest for Gateway {
         request: Request<EnqueueBatchRequest>,
     ) -> Result<Response<EnqueueBatchResponse>, Status> {
         let (metadata, _, request) = request.into_parts();
+        self.limits
+            .check_batch_bytes("items", prost::Message::encoded_len(&request))?;
         let mut items = request.items;
         self.limits.check_items("items", items.len())?;
         let (span, item_spans) = trace::enqueue_batch_spans(&metadata, &mut items);

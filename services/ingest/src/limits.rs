@@ -1,9 +1,12 @@
 //! The sizes the gateway enforces before anything reaches a shard: items per request
-//! (`ingest.max_batch_items`), bytes per payload (`ingest.max_payload`), and bytes per bus
-//! message (the bus's `max_payload` less room for the envelope).
+//! (`ingest.max_batch_items`), bytes per payload (`ingest.max_payload`), bytes per batch
+//! (`ingest.max_batch_bytes`), and bytes per bus message (the bus's `max_payload` less room
+//! for the envelope). The transport's own limit ([`request_limit`]) is derived from them, so
+//! that a request these checks accept is never refused before they run.
 
 use std::time::Duration;
 
+use cascade_core::{MAX_HEADER_NAME_BYTES, MAX_HEADER_VALUE_BYTES, MAX_HEADERS};
 use cascade_service::Settings;
 
 use crate::IngestError;
@@ -17,6 +20,22 @@ const BUS_ENVELOPE_ROOM: usize = 4096;
 /// costs one bus request per slice.
 pub(crate) const TAKE_POLL_SLICE: Duration = Duration::from_secs(2);
 
+/// What one item may carry besides its payload: its headers at their limits, plus room for
+/// its queue, IDs, times and a dead-letter reason, with their protobuf framing.
+const ITEM_ROOM: usize =
+    MAX_HEADERS * (MAX_HEADER_NAME_BYTES + MAX_HEADER_VALUE_BYTES + 8) + (64 << 10);
+
+/// The largest request the gRPC transport reads: one item with the largest payload, or the
+/// largest batch, whichever is larger. A larger one is refused before it is decoded.
+pub(crate) fn request_limit(settings: &Settings) -> usize {
+    let largest_item = to_usize(settings.ingest.max_payload).saturating_add(ITEM_ROOM);
+    largest_item.max(to_usize(settings.ingest.max_batch_bytes))
+}
+
+fn to_usize(bytes: u64) -> usize {
+    usize::try_from(bytes).unwrap_or(usize::MAX)
+}
+
 #[derive(Clone, Debug)]
 pub(crate) struct Limits {
     /// `ingest.max_payload`.
@@ -25,6 +44,8 @@ pub(crate) struct Limits {
     pub bus_room: usize,
     /// `ingest.max_batch_items`: items per client request and per coalesced bus request.
     pub max_batch_items: usize,
+    /// `ingest.max_batch_bytes`: encoded bytes of one batch request.
+    pub max_batch_bytes: u64,
     /// `ingest.requests_in_flight`: coalesced bus requests per shard and kind at once.
     pub requests_in_flight: usize,
     /// `bus.request_timeout`.
@@ -39,6 +60,7 @@ impl Limits {
             max_payload: settings.ingest.max_payload,
             bus_room: bus_max_payload.saturating_sub(BUS_ENVELOPE_ROOM),
             max_batch_items: usize::try_from(settings.ingest.max_batch_items).unwrap_or(usize::MAX),
+            max_batch_bytes: settings.ingest.max_batch_bytes,
             requests_in_flight: usize::try_from(settings.ingest.requests_in_flight)
                 .unwrap_or(usize::MAX),
             request_timeout: settings.bus.request_timeout,
@@ -58,6 +80,21 @@ impl Limits {
                 self.max_batch_items
             ),
         ))
+    }
+
+    /// RESOURCE_EXHAUSTED when a batch request (`encoded_len` bytes) is over
+    /// `ingest.max_batch_bytes`; `field` names its items.
+    pub fn check_batch_bytes(&self, field: &str, encoded_len: usize) -> Result<(), IngestError> {
+        let size = encoded_len as u64;
+        if size <= self.max_batch_bytes {
+            return Ok(());
+        }
+        Err(IngestError::TooLarge {
+            field: field.to_owned(),
+            size,
+            limit: self.max_batch_bytes,
+            why: "ingest.max_batch_bytes; split the request".to_owned(),
+        })
     }
 
     /// RESOURCE_EXHAUSTED when the payload in `field` is over `ingest.max_payload`, or when the
@@ -113,6 +150,7 @@ mod tests {
             max_payload: 1000,
             bus_room: 2000,
             max_batch_items: 3,
+            max_batch_bytes: 5000,
             requests_in_flight: 2,
             request_timeout: Duration::from_secs(2),
             max_take_wait: Duration::from_secs(30),
@@ -145,6 +183,29 @@ mod tests {
                 .starts_with("payload: 900 bytes is over the limit of 400 bytes"),
             "{err}"
         );
+    }
+
+    #[test]
+    fn batch_bytes_over_the_limit_name_it() {
+        let err = limits()
+            .check_batch_bytes("items", 5001)
+            .expect_err("too large");
+        assert_eq!(err.code(), tonic::Code::ResourceExhausted);
+        assert_eq!(
+            err.to_string(),
+            "items: 5001 bytes is over the limit of 5000 bytes (ingest.max_batch_bytes; split the request)"
+        );
+        assert!(limits().check_batch_bytes("items", 5000).is_ok());
+    }
+
+    #[test]
+    fn the_transport_limit_fits_the_largest_item_and_the_largest_batch() {
+        let mut settings = Settings::default();
+        settings.ingest.max_payload = 4 << 20;
+        settings.ingest.max_batch_bytes = 1 << 20;
+        assert_eq!(request_limit(&settings), (4 << 20) + ITEM_ROOM);
+        settings.ingest.max_batch_bytes = 64 << 20;
+        assert_eq!(request_limit(&settings), 64 << 20);
     }
 
     #[test]

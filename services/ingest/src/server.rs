@@ -27,11 +27,6 @@ use crate::gateway::Gateway;
 use crate::limits::TAKE_POLL_SLICE;
 use crate::timed::TimedIngest;
 
-/// Requests to `Ingest`, `Worker` and `Admin` may be this much larger than the largest payload (a
-/// batch carries many, each item with its headers); never less than [`MIN_REQUEST_BYTES`].
-const REQUEST_ROOM_BYTES: usize = 1 << 20;
-const MIN_REQUEST_BYTES: usize = 16 << 20;
-
 /// Added to the longest RPC (a `Take` that waits) before the drain gives up on open streams.
 const DRAIN_SLACK: Duration = Duration::from_secs(1);
 
@@ -73,7 +68,7 @@ pub async fn serve(
         metrics,
     } = deps;
     let local = listener.local_addr().ok();
-    let request_limit = request_limit(&settings);
+    let request_limit = crate::limits::request_limit(&settings);
     let reflection = reflection_service()?;
     let mut tasks = JoinSet::new();
     let gateway = Arc::new(Gateway::start(&settings, bus, shutdown.clone(), &mut tasks));
@@ -139,14 +134,6 @@ pub async fn serve(
     while tasks.join_next().await.is_some() {}
     tracing::info!("ingest.stopped");
     Ok(served?)
-}
-
-/// The largest `Ingest` or `Worker` request accepted.
-fn request_limit(settings: &Settings) -> usize {
-    usize::try_from(settings.ingest.max_payload)
-        .unwrap_or(usize::MAX)
-        .saturating_add(REQUEST_ROOM_BYTES)
-        .max(MIN_REQUEST_BYTES)
 }
 
 /// Reflection v1 over our descriptors and health's, listing only what this port serves.

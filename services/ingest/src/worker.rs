@@ -213,7 +213,10 @@ impl Worker for Gateway {
         &self,
         request: Request<CompleteRequest>,
     ) -> Result<Response<CompleteResponse>, Status> {
-        let mut completions = request.into_inner().completions;
+        let request = request.into_inner();
+        self.limits
+            .check_batch_bytes("completions", prost::Message::encoded_len(&request))?;
+        let mut completions = request.completions;
         self.limits.check_items("completions", completions.len())?;
         // Alive until the shards answered: each covers its advance's commit.
         let _advances = trace::advance_spans(&mut completions);

@@ -34,10 +34,11 @@ impl Shard {
             }
             return Ok(Queue { name, config });
         }
+        self.st.check_queue_room("name", 1)?;
         // A queue made from a template or as a dead-letter queue becomes explicit, events kept.
         let rec = self.st.write_queue(&mut txn, now, &name, &config, existing);
         let batch = self.st.seal(txn);
-        self.commit_queue(batch, rec)?;
+        self.commit_queue(batch, rec, 1)?;
         Ok(Queue { name, config })
     }
 
@@ -56,16 +57,25 @@ impl Shard {
         if !State::needs_write(existing.as_ref(), &config) {
             return Ok(Queue { name, config });
         }
+        let adding = u64::from(State::adds_queue(existing.as_ref()));
+        self.st.check_queue_room("name", adding)?;
         let rec = self.st.write_queue(&mut txn, now, &name, &config, existing);
         let batch = self.st.seal(txn);
-        self.commit_queue(batch, rec)?;
+        self.commit_queue(batch, rec, adding)?;
         Ok(Queue { name, config })
     }
 
-    /// Commits a write of `rec`, keeping the in-memory templates and families in step.
-    fn commit_queue(&mut self, batch: Batch, rec: QueueRecord) -> Result<(), StoreError> {
+    /// Commits a write of `rec` (`adding` to the shard's queue count), keeping the
+    /// in-memory templates and families in step.
+    fn commit_queue(
+        &mut self,
+        batch: Batch,
+        rec: QueueRecord,
+        adding: u64,
+    ) -> Result<(), StoreError> {
         if rec.kind != QueueKind::Template {
             self.st.commit(&mut self.kv, batch);
+            self.st.queues += adding;
             return Ok(());
         }
         let mut templates = self.st.templates.clone();
@@ -78,6 +88,7 @@ impl Shard {
             .then(|| Families::load(&self.kv, &templates, &self.st.stages))
             .transpose()?;
         self.st.commit(&mut self.kv, batch);
+        self.st.queues += adding;
         self.st.templates = templates;
         if let Some(families) = families {
             self.st.families = families;
@@ -167,6 +178,7 @@ impl Shard {
             .transpose()?;
         let batch = self.st.seal(txn);
         self.st.commit(&mut self.kv, batch);
+        self.st.queues -= u64::from(!State::adds_queue(Some(&rec)));
         self.st.ready_cursor.remove(&rec.id);
         if let (Some(templates), Some(families)) = (templates, families) {
             self.st.templates = templates;

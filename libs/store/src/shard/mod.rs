@@ -10,6 +10,7 @@ mod enqueue;
 mod events;
 mod families;
 mod lease;
+mod limits;
 mod pipelines;
 mod refused;
 mod state;
@@ -25,6 +26,7 @@ use crate::codec::records::{self, QueueKind, QueueRecord};
 use crate::error::StoreError;
 use crate::kv::{Flow, Kv};
 use crate::observe::{NoObserver, ShardObserver};
+pub use limits::ShardLimits;
 pub use refused::UNDELIVERABLE;
 pub use state::Resolved;
 use state::State;
@@ -42,6 +44,7 @@ pub struct ShardSettings {
     pub router: Router,
     /// Told of enqueues, dead letters, lease expiries and activations (metrics).
     pub observer: Arc<dyn ShardObserver>,
+    pub limits: ShardLimits,
 }
 
 impl Default for ShardSettings {
@@ -51,6 +54,7 @@ impl Default for ShardSettings {
             jitter_seed: 0x5eed,
             router: Arc::new(|_| true),
             observer: Arc::new(NoObserver),
+            limits: ShardLimits::default(),
         }
     }
 }
@@ -68,6 +72,7 @@ impl Shard {
             rng: fastrand::Rng::with_seed(settings.jitter_seed),
             settings,
             templates: Vec::new(),
+            queues: 0,
             seqs,
             ready_cursor: HashMap::new(),
             families: families::Families::default(),
@@ -77,7 +82,7 @@ impl Shard {
             dedup_head_expiry: None,
             unlogged: Vec::new(),
         };
-        st.templates = load_templates(&kv)?;
+        (st.templates, st.queues) = load_templates(&kv)?;
         let mut shard = Shard { kv, st };
         shard.st.stages = families::stage_queues(&shard.list_pipelines()?);
         let st = &shard.st;
@@ -99,19 +104,22 @@ impl Shard {
     }
 }
 
-/// Templates, longest name first: the most specific match wins.
-fn load_templates(kv: &Kv) -> Result<Vec<QueueRecord>, StoreError> {
+/// Templates, longest name first (the most specific match wins), and the count of
+/// queues and templates that `ShardLimits::max_queues` bounds.
+fn load_templates(kv: &Kv) -> Result<(Vec<QueueRecord>, u64), StoreError> {
     let (start, end) = keys::queue_space();
     let mut templates = Vec::new();
+    let mut counted = 0;
     kv.scan(&start, &end, |_, v| {
         let rec = records::decode_queue(v).map_err(|e| State::corrupt(kv, e))?;
+        counted += u64::from(!State::adds_queue(Some(&rec)));
         if rec.kind == QueueKind::Template {
             templates.push(rec);
         }
         Ok(Flow::Continue)
     })?;
     sort_templates(&mut templates);
-    Ok(templates)
+    Ok((templates, counted))
 }
 
 fn sort_templates(templates: &mut [QueueRecord]) {

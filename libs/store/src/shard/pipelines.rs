@@ -22,7 +22,10 @@ impl Shard {
         pipeline: Pipeline,
     ) -> Result<Pipeline, StoreError> {
         pipeline.validate()?;
+        let mut pipelines = self.list_pipelines()?;
+        self.st.check_pipeline_limits(&pipeline, &pipelines)?;
         let mut txn = self.st.begin(&self.kv);
+        let mut writes = Vec::new();
         for stage in &pipeline.stages {
             let queue = pipeline.stage_queue(&stage.name);
             if !(self.st.settings.router)(&queue) {
@@ -30,10 +33,17 @@ impl Shard {
             }
             let existing = self.st.stored_queue(&txn, &queue)?;
             if State::needs_write(existing.as_ref(), &stage.queue) {
-                // Stage names hold no `*`: never a template, so no in-memory list to update.
-                self.st
-                    .write_queue(&mut txn, now, &queue, &stage.queue, existing);
+                writes.push((queue, &stage.queue, existing));
             }
+        }
+        let adding = writes
+            .iter()
+            .map(|(_, _, existing)| u64::from(State::adds_queue(existing.as_ref())))
+            .sum();
+        self.st.check_queue_room("stages", adding)?;
+        for (queue, config, existing) in writes {
+            // Stage names hold no `*`: never a template, so no in-memory list to update.
+            self.st.write_queue(&mut txn, now, &queue, config, existing);
         }
         txn.put(
             keys::pipeline(&pipeline.name),
@@ -41,7 +51,6 @@ impl Shard {
         );
         // A stage's queue leaves its template's family (and a stage left out of the new
         // version joins it again): sum the families again, before anything is written.
-        let mut pipelines = self.list_pipelines()?;
         pipelines.retain(|p| p.name != pipeline.name);
         pipelines.push(pipeline.clone());
         let stages = stage_queues(&pipelines);
@@ -50,6 +59,7 @@ impl Shard {
             .transpose()?;
         let batch = self.st.seal(txn);
         self.st.commit(&mut self.kv, batch);
+        self.st.queues += adding;
         self.st.stages = stages;
         if let Some(families) = families {
             self.st.families = families;

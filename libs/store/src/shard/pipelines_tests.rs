@@ -4,31 +4,11 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use cascade_core::{HandlerKind, HandlerSpec, Outcome, Pipeline, QueueConfig, Stage};
+use cascade_core::{Outcome, QueueConfig};
 
 use crate::error::StoreError;
-use crate::shard::tests::{at, cmd, open, q};
+use crate::shard::tests::{at, cmd, open, pipeline, q};
 use crate::shard::{EnqueueCmd, ShardSettings};
-
-fn pipeline(name: &str, stages: &[&str]) -> Pipeline {
-    let stage = |name: &&str| Stage {
-        name: (*name).to_owned(),
-        queue: QueueConfig::default(),
-        handler: HandlerSpec {
-            kind: HandlerKind::Builtin("noop".into()),
-            concurrency: 1,
-            timeout: Duration::from_secs(30),
-        },
-        priority: 0,
-        min_handlers: 0,
-        max_handlers: 1,
-        next: None,
-    };
-    Pipeline {
-        name: name.to_owned(),
-        stages: stages.iter().map(stage).collect(),
-    }
-}
 
 fn into(queue: &str, payload: &str) -> EnqueueCmd {
     EnqueueCmd {

@@ -93,6 +93,9 @@ pub(super) struct State {
     pub settings: ShardSettings,
     pub rng: fastrand::Rng,
     pub templates: Vec<QueueRecord>,
+    /// Queues and templates stored, those made from a template or as dead-letter queues
+    /// left out (`ShardLimits::max_queues`).
+    pub queues: u64,
     pub seqs: Sequences,
     pub ready_cursor: HashMap<u64, Vec<u8>>,
     /// The sums of the queues each template covers.

@@ -5,7 +5,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use cascade_core::{
-    EventId, EventState, IdempotencyKey, Outcome, QueueConfig, QueueName, Timestamp,
+    EventId, EventState, HandlerKind, HandlerSpec, IdempotencyKey, Outcome, Pipeline, QueueConfig,
+    QueueName, Stage, Timestamp,
 };
 
 use super::*;
@@ -37,6 +38,26 @@ fn with_queue(config: QueueConfig) -> (tempfile::TempDir, Shard) {
         .create_queue(at(0), q("jobs"), config)
         .expect("create");
     (dir, shard)
+}
+
+pub(super) fn pipeline(name: &str, stages: &[&str]) -> Pipeline {
+    let stage = |name: &&str| Stage {
+        name: (*name).to_owned(),
+        queue: QueueConfig::default(),
+        handler: HandlerSpec {
+            kind: HandlerKind::Builtin("noop".into()),
+            concurrency: 1,
+            timeout: Duration::from_secs(30),
+        },
+        priority: 0,
+        min_handlers: 0,
+        max_handlers: 1,
+        next: None,
+    };
+    Pipeline {
+        name: name.to_owned(),
+        stages: stages.iter().map(stage).collect(),
+    }
 }
 
 pub(super) fn cmd(payload: &str) -> EnqueueCmd {

@@ -10,8 +10,9 @@
 
 mod http;
 mod labels;
+mod queue_series;
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 
 use prometheus_client::encoding::text::encode;
 use prometheus_client::metrics::family::Family;
@@ -29,6 +30,8 @@ pub use labels::{
 };
 /// The handle types the accessors return, so that callers need no `prometheus-client`.
 pub use prometheus_client::metrics::{counter::Counter, histogram::Histogram};
+use queue_series::QueueSeries;
+pub use queue_series::{DEFAULT_QUEUE_SERIES, OTHER_QUEUES};
 
 /// The exposed names. Counters are registered without `_total`, which the exposition adds
 /// to their samples (their `# TYPE` line names them without it).
@@ -90,6 +93,7 @@ pub struct Metrics {
 
 struct Inner {
     registry: Registry,
+    queue_series: Mutex<QueueSeries>,
     enqueue_total: Family<EnqueueLabels, Counter>,
     enqueue_duration: Histograms<RpcLabels>,
     queue_depth: Family<DepthLabels, Gauge>,
@@ -114,7 +118,13 @@ impl Default for Metrics {
 }
 
 impl Metrics {
+    /// With [`DEFAULT_QUEUE_SERIES`] queue families labelled apart.
     pub fn new() -> Metrics {
+        Metrics::with_queue_series(DEFAULT_QUEUE_SERIES)
+    }
+
+    /// With at most `cap` queue families labelled apart (`telemetry.max_queue_series`).
+    pub fn with_queue_series(cap: usize) -> Metrics {
         let mut registry = Registry::default();
         let enqueue_total = Family::default();
         registry.register(
@@ -215,6 +225,7 @@ impl Metrics {
         Metrics {
             inner: Arc::new(Inner {
                 registry,
+                queue_series: Mutex::new(QueueSeries::new(cap)),
                 enqueue_total,
                 enqueue_duration,
                 queue_depth,
@@ -234,7 +245,60 @@ impl Metrics {
         }
     }
 
-    /// `cascade_enqueue_total{queue, result}`; `queue_family` by `cascade_core::queue_family`.
+    /// The `queue` label of `queue_family` (by `cascade_core::queue_family`) in the
+    /// per-queue metrics below: the family itself while fewer than the cap have series of
+    /// their own, else [`OTHER_QUEUES`]. Each holder (a shard holding the family's queues)
+    /// calls [`Metrics::release_queue`] with the label once the family is gone from it.
+    pub fn hold_queue(&self, queue_family: &str) -> String {
+        self.queue_series().hold(queue_family)
+    }
+
+    /// Lets go of a label from [`Metrics::hold_queue`]: when no holder is left, the
+    /// family's counters go (its depth series go with its shard's, `forget_queue_depth`).
+    pub fn release_queue(&self, label: &str) {
+        if !self.queue_series().release(label) {
+            return;
+        }
+        let inner = &self.inner;
+        let queue = || label.to_owned();
+        for &result in EnqueueResult::ALL {
+            inner.enqueue_total.remove(&EnqueueLabels {
+                queue: queue(),
+                result,
+            });
+        }
+        for &reason in DeadLetterReason::ALL {
+            inner.dead_letter_total.remove(&DeadLetterLabels {
+                queue: queue(),
+                reason,
+            });
+        }
+        inner
+            .lease_expired_total
+            .remove(&QueueLabels { queue: queue() });
+        for &step in FailedMove::ALL {
+            inner.move_failed_total.remove(&FailedMoveLabels {
+                queue: queue(),
+                step,
+            });
+        }
+    }
+
+    /// Whether a family summed under [`OTHER_QUEUES`] could now get series of its own
+    /// (another family's were dropped): its holder then holds it again.
+    pub fn queue_series_room(&self) -> bool {
+        self.queue_series().has_room()
+    }
+
+    fn queue_series(&self) -> std::sync::MutexGuard<'_, QueueSeries> {
+        // Each call changes the map whole: a panic elsewhere cannot leave it half-updated.
+        self.inner
+            .queue_series
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// `cascade_enqueue_total{queue, result}`; `queue` a label from [`Metrics::hold_queue`].
     pub fn enqueue_total(&self, queue_family: &str, result: EnqueueResult) -> Counter {
         self.inner
             .enqueue_total
@@ -375,13 +439,19 @@ impl Metrics {
             .set(saturating_i64(handlers));
     }
 
-    /// Drops a removed stage's resource-manager gauges.
+    /// Drops a removed stage's series: its resource-manager gauges and handler durations.
     pub fn forget_stage(&self, stage: &str) {
         let labels = StageLabels {
             stage: stage.to_owned(),
         };
         self.inner.rm_desired_handlers.remove(&labels);
         self.inner.stage_handlers.remove(&labels);
+        for &outcome in HandlerOutcome::ALL {
+            self.inner.handler_duration.remove(&HandlerLabels {
+                stage: stage.to_owned(),
+                outcome,
+            });
+        }
     }
 
     /// Every metric in the OpenMetrics text format (which Prometheus scrapes), `# EOF` last.

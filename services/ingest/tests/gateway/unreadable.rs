@@ -8,7 +8,7 @@ use tonic::Code;
 use tonic::codegen::http::uri::PathAndQuery;
 use tonic_prost::ProstCodec;
 
-use crate::harness::{Gateway, answer_with, cluster, echo};
+use crate::harness::{Gateway, answer_with, cluster, echo, fake_shards, settings};
 
 /// `EnqueueRequest` as raw bytes on the wire: field 1 (`queue`) as bytes, so that it need
 /// not be UTF-8, or field 5 (`payload`) sent as a varint, which no `bytes` field can be.
@@ -81,4 +81,56 @@ async fn undecodable_and_oversized_requests_are_the_clients_errors() {
         huge.message()
     );
     assert!(heard.all().is_empty(), "a shard heard of it");
+}
+
+fn header_at_its_limits(i: usize) -> (String, String) {
+    let name = format!(
+        "{i:03}{}",
+        "h".repeat(cascade_core::MAX_HEADER_NAME_BYTES - 3)
+    );
+    (name, "v".repeat(cascade_core::MAX_HEADER_VALUE_BYTES))
+}
+
+#[tokio::test]
+async fn the_largest_valid_requests_pass_the_transport() {
+    let bus = cascade_bus::Bus::local();
+    let heard = fake_shards(&bus, 0..1, answer_with(echo)).await;
+    let mut defaults = settings(1);
+    let max_payload = 4 << 20;
+    defaults.ingest.max_payload = max_payload as u64;
+    defaults.ingest.max_batch_bytes = 16 << 20;
+    let gateway = Gateway::start(defaults, &bus).await;
+    // The largest payload with every header at its limits.
+    let full = EnqueueRequest {
+        queue: "jobs".into(),
+        payload: vec![0; max_payload],
+        headers: (0..cascade_core::MAX_HEADERS)
+            .map(header_at_its_limits)
+            .collect(),
+        ..EnqueueRequest::default()
+    };
+    gateway
+        .ingest()
+        .await
+        .enqueue(full)
+        .await
+        .expect("the largest single enqueue");
+    // A batch just under ingest.max_batch_bytes (16MiB), far over one payload.
+    let item = |i: usize| EnqueueRequest {
+        queue: "jobs".into(),
+        id: format!("big-{i}"),
+        payload: vec![0; (15 << 20) / 4],
+        ..EnqueueRequest::default()
+    };
+    let batch = cascade_proto::v1::EnqueueBatchRequest {
+        items: (0..4).map(item).collect(),
+    };
+    let answer = gateway
+        .ingest()
+        .await
+        .enqueue_batch(batch)
+        .await
+        .expect("a batch under the limit");
+    assert_eq!(answer.into_inner().results.len(), 4);
+    assert!(!heard.all().is_empty(), "the shard got them");
 }

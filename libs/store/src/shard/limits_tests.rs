@@ -1,0 +1,114 @@
+//! The shard's limits: refused with INVALID_ARGUMENT naming the limit, nothing written, and
+//! the queue count kept across deletes and a reopen.
+
+use cascade_core::{Code, QueueConfig};
+
+use crate::durable::Maintenance;
+use crate::kv::Kv;
+use crate::shard::tests::{at, cmd, open, pipeline, q};
+use crate::shard::{EnqueueCmd, Shard, ShardLimits, ShardSettings};
+
+fn limited(max_queues: u64, max_pipelines: usize, max_stages: usize) -> ShardSettings {
+    ShardSettings {
+        limits: ShardLimits {
+            max_queues,
+            max_pipelines,
+            max_stages,
+        },
+        ..ShardSettings::default()
+    }
+}
+
+fn assert_limit(err: crate::error::StoreError, field: &str, limit: &str) {
+    assert_eq!(err.code(), Code::InvalidArgument, "{err}");
+    let text = err.to_string();
+    assert!(text.starts_with(&format!("{field}: ")), "{text}");
+    assert!(text.contains(limit), "{text}");
+}
+
+#[test]
+fn queues_and_templates_count_and_per_user_queues_do_not() {
+    let (_d, mut s) = open(limited(3, 100, 32));
+    let config = QueueConfig::default;
+    s.create_queue(at(0), q("a"), config()).expect("a");
+    s.create_queue(at(0), q("inbox:*"), config())
+        .expect("template");
+    // Made from the template, and a dead-letter queue made on first use: not counted.
+    for user in ["inbox:u1", "inbox:u2", "inbox:u3"] {
+        s.enqueue(
+            at(0),
+            EnqueueCmd {
+                queue: q(user),
+                ..cmd("x")
+            },
+        )
+        .expect("per-user enqueue");
+    }
+    s.create_queue(at(0), q("b"), config()).expect("b");
+    // Creating one again is no new queue.
+    s.create_queue(at(0), q("b"), config()).expect("b again");
+    let err = s.create_queue(at(0), q("c"), config()).expect_err("over");
+    assert_limit(err, "name", "limits.max_queues (3)");
+    assert!(s.get_queue(&q("c")).is_err(), "nothing written");
+    // A queue made from a template becomes counted when created explicitly.
+    let err = s
+        .create_queue(at(0), q("inbox:u1"), config())
+        .expect_err("over");
+    assert_limit(err, "name", "limits.max_queues");
+    s.delete_queue(&q("a")).expect("delete");
+    s.create_queue(at(0), q("inbox:u1"), config())
+        .expect("room again");
+    let err = s
+        .create_queue(at(0), q("c"), config())
+        .expect_err("full again");
+    assert_limit(err, "name", "this shard holds 3 queues and templates");
+}
+
+#[test]
+fn the_count_survives_a_reopen() {
+    let (dir, mut s) = open(limited(2, 100, 32));
+    s.create_queue(at(0), q("a"), QueueConfig::default())
+        .expect("a");
+    s.create_queue(at(0), q("b*"), QueueConfig::default())
+        .expect("b*");
+    let layer = s.kv_mut().freeze();
+    crate::kv::checkpoint::write(s.kv().db(), s.kv().dir(), &layer, 1).expect("checkpoint");
+    s.kv_mut().finish_checkpoint();
+    drop(s);
+    let kv = Kv::open(&dir.path().join("state"), 1 << 20).expect("reopen");
+    let mut s = Shard::new(kv, limited(2, 100, 32)).expect("shard");
+    let err = s
+        .create_queue(at(1), q("c"), QueueConfig::default())
+        .expect_err("still full");
+    assert_limit(err, "name", "this shard holds 2 queues");
+}
+
+#[test]
+fn pipelines_and_their_stages_are_bounded() {
+    let (_d, mut s) = open(limited(4, 2, 3));
+    let err = s
+        .apply_pipeline(at(0), pipeline("wide", &["a", "b", "c", "d"]))
+        .expect_err("4 stages");
+    assert_limit(err, "stages", "4 stages is more than limits.max_stages (3)");
+    s.apply_pipeline(at(0), pipeline("one", &["a", "b"]))
+        .expect("one");
+    // Stage queues count: 2 of 4 taken, so 3 more do not fit.
+    let err = s
+        .apply_pipeline(at(0), pipeline("two", &["a", "b", "c"]))
+        .expect_err("queues");
+    assert_limit(err, "stages", "limits.max_queues (4)");
+    assert!(s.get_pipeline("two").is_err(), "nothing written");
+    s.apply_pipeline(at(0), pipeline("two", &["a", "b"]))
+        .expect("two");
+    let err = s
+        .apply_pipeline(at(0), pipeline("three", &["a"]))
+        .expect_err("pipelines");
+    assert_limit(
+        err,
+        "name",
+        "2 pipelines exist, the most limits.max_pipelines (2)",
+    );
+    // Re-applying one that exists is no new pipeline, and its stages are counted already.
+    s.apply_pipeline(at(1), pipeline("one", &["a", "b"]))
+        .expect("re-apply");
+}
