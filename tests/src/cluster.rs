@@ -224,6 +224,11 @@ impl Cluster {
     }
 
     /// The gateway's gRPC address (`127.0.0.1:<port>`).
+    /// The process ID of standalone, or of the gateway in the distributed mode.
+    pub fn front_pid(&self) -> u32 {
+        self.front.process.pid()
+    }
+
     pub fn gateway(&self) -> &str {
         &self.grpc
     }
@@ -335,6 +340,16 @@ impl Cluster {
     /// SIGKILLs stage worker `number`; [`Cluster::restart_stage_worker`] starts it again.
     pub fn kill_stage_worker(&mut self, number: usize) {
         self.stage_workers[number].process.kill();
+    }
+
+    /// The process ID of stage worker `number` (to stop and continue it).
+    pub fn stage_worker_pid(&self, number: usize) -> u32 {
+        self.stage_workers[number].process.pid()
+    }
+
+    /// What stage worker `number` logged so far.
+    pub fn stage_worker_log(&self, number: usize) -> String {
+        self.stage_workers[number].process.log()
     }
 
     pub fn restart_stage_worker(&mut self, number: usize) {

@@ -64,10 +64,16 @@ pub async fn supervise(gateway: String, managed: Managed, shutdown: Shutdown) {
             _ = tokio::time::sleep(PIPELINE_POLL) => {}
         }
     }
+    // All told first, then awaited: each may be in a long-poll take, and one at a time the
+    // stop would take the sum of their polls.
+    let mut tasks = Vec::with_capacity(running.len());
     for (queue, worker) in running.drain() {
         managed.executor.unregister(&queue);
         worker.stop.trigger();
-        let _ = worker.task.await;
+        tasks.push(worker.task);
+    }
+    for task in tasks {
+        let _ = task.await;
     }
 }
 

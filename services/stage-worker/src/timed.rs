@@ -3,6 +3,7 @@
 //! (`advance` at the last stage too, where the worker acks), `error` for a failed call,
 //! and `timeout` for a call dropped unanswered (its timeout passed, or shutdown cut it).
 
+use std::sync::OnceLock;
 use std::time::Instant;
 
 use cascade_core::{Event, Outcome};
@@ -10,28 +11,38 @@ use cascade_telemetry::Metrics;
 use cascade_telemetry::metrics::{HandlerOutcome, Histogram};
 use cascade_worker::{BoxedHandler, Handler, HandlerError};
 
-/// A handler, timed. The histograms of every outcome are made once, so that a call costs
-/// an `Instant` and one observation.
+/// A handler, timed. An outcome's histogram is made at its first call and kept, so that a
+/// call costs an `Instant` and one observation, and a stage shows only the outcomes it had
+/// (each is 17 series: a stage with every outcome made up front cost 13 KiB of `/metrics`).
 pub(crate) struct TimedHandler {
     inner: BoxedHandler,
-    /// One histogram per outcome.
-    durations: Vec<(HandlerOutcome, Histogram)>,
+    stage: String,
+    metrics: Metrics,
+    /// One histogram per outcome, in `HandlerOutcome::ALL` order.
+    durations: Vec<OnceLock<Histogram>>,
 }
 
 impl TimedHandler {
     /// `stage`: the stage's queue name, `<pipeline>.<stage>`.
     pub fn new(inner: BoxedHandler, stage: &str, metrics: &Metrics) -> TimedHandler {
-        let durations = HandlerOutcome::ALL
-            .iter()
-            .map(|&outcome| (outcome, metrics.handler_duration_seconds(stage, outcome)))
-            .collect();
-        TimedHandler { inner, durations }
+        TimedHandler {
+            inner,
+            stage: stage.to_owned(),
+            metrics: metrics.clone(),
+            durations: HandlerOutcome::ALL
+                .iter()
+                .map(|_| OnceLock::new())
+                .collect(),
+        }
     }
 
     fn observe(&self, outcome: HandlerOutcome, started: Instant) {
-        if let Some((_, histogram)) = self.durations.iter().find(|(o, _)| *o == outcome) {
-            histogram.observe(started.elapsed().as_secs_f64());
-        }
+        let Some(index) = HandlerOutcome::ALL.iter().position(|o| *o == outcome) else {
+            return;
+        };
+        let histogram = self.durations[index]
+            .get_or_init(|| self.metrics.handler_duration_seconds(&self.stage, outcome));
+        histogram.observe(started.elapsed().as_secs_f64());
     }
 }
 
@@ -132,9 +143,12 @@ mod tests {
             r#"cascade_handler_duration_seconds_count{stage="orders.validate",outcome="release"} 1"#,
             r#"cascade_handler_duration_seconds_count{stage="orders.validate",outcome="error"} 1"#,
             r#"cascade_handler_duration_seconds_count{stage="orders.validate",outcome="timeout"} 1"#,
-            r#"cascade_handler_duration_seconds_count{stage="orders.validate",outcome="ack"} 0"#,
         ] {
             assert!(text.contains(sample), "{sample}\n{text}");
         }
+        assert!(
+            !text.contains(r#"outcome="ack""#),
+            "made only when met\n{text}"
+        );
     }
 }

@@ -1,0 +1,239 @@
+//! What a pipeline stage, a queue and a per-user queue cost in memory: `cascade standalone`
+//! (release build, 1 shard, stage workers on, default settings but raised limits) is given,
+//! phase by phase, pipelines of `limits.max_stages` (32) no-op stages, plain queues holding
+//! one 100-byte event each, and per-user queues of one template holding one event each. After
+//! each phase (and a pause for the stats round, the resource manager and the allocator to
+//! settle) it prints the process's resident memory (`VmRSS`), the growth per item, and the
+//! size of `/metrics`.
+//!
+//! Run: `cargo build --release --bins && cargo bench -p cascade-e2e --bench memory`.
+//! Environment: `CASCADE_BENCH_PIPELINES` (default 10), `CASCADE_BENCH_QUEUES` (10,000),
+//! `CASCADE_BENCH_USERS` (200,000). Under `cargo test --all-targets` (no `--bench`) it runs
+//! with a few of each against the debug binary, as a smoke test.
+
+use std::time::Duration;
+
+use cascade_client::{Client, api};
+use cascade_e2e::process::http_get;
+use cascade_e2e::scenarios::{config, seconds};
+use cascade_e2e::{Cluster, Mode};
+use tokio::task::JoinSet;
+
+type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+const STAGES: usize = 32;
+const PAYLOAD: [u8; 100] = [b'x'; 100];
+/// Requests in flight while filling.
+const CONCURRENCY: usize = 64;
+const BATCH: usize = 1000;
+
+struct Plan {
+    pipelines: usize,
+    queues: usize,
+    users: usize,
+    settle: Duration,
+}
+
+impl Plan {
+    fn from_env(bench: bool) -> Plan {
+        let count = |name: &str, full: usize, smoke: usize| match bench {
+            true => std::env::var(name)
+                .ok()
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(full),
+            false => smoke,
+        };
+        Plan {
+            pipelines: count("CASCADE_BENCH_PIPELINES", 10, 1),
+            queues: count("CASCADE_BENCH_QUEUES", 10_000, 20),
+            users: count("CASCADE_BENCH_USERS", 200_000, 100),
+            settle: Duration::from_secs(if bench { 5 } else { 0 }),
+        }
+    }
+}
+
+/// Resident memory of `pid` in bytes (Linux).
+fn rss(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("/proc status");
+    let line = status
+        .lines()
+        .find(|l| l.starts_with("VmRSS:"))
+        .expect("VmRSS");
+    let kib: u64 = line
+        .split_whitespace()
+        .nth(1)
+        .and_then(|v| v.parse().ok())
+        .expect("a number of kB");
+    kib * 1024
+}
+
+fn metrics_bytes(cluster: &Cluster) -> usize {
+    http_get(cluster.http(), "/metrics")
+        .map(|(_, body)| body.len())
+        .unwrap_or(0)
+}
+
+struct Meter<'a> {
+    cluster: &'a Cluster,
+    settle: Duration,
+    last: u64,
+}
+
+impl Meter<'_> {
+    async fn phase(&mut self, what: &str, items: usize) {
+        tokio::time::sleep(self.settle).await;
+        let now = rss(self.cluster.front_pid());
+        let grown = now.saturating_sub(self.last);
+        let per_item = match items {
+            0 => String::from("-"),
+            n => format!("{:.0} bytes", grown as f64 / n as f64),
+        };
+        println!(
+            "| {what} | {items} | {:.1} MiB | +{:.1} MiB | {per_item} | {} KiB |",
+            now as f64 / 1048576.0,
+            grown as f64 / 1048576.0,
+            metrics_bytes(self.cluster) / 1024
+        );
+        self.last = now;
+    }
+}
+
+fn stage(name: String) -> api::Stage {
+    api::Stage {
+        name,
+        handler: Some(api::HandlerSpec {
+            kind: Some(api::handler_spec::Kind::Builtin("noop".into())),
+            concurrency: 1,
+            timeout: Some(seconds(10.0)),
+        }),
+        ..Default::default()
+    }
+}
+
+async fn apply_pipelines(c: &Client, count: usize) -> Result<(), BoxError> {
+    for p in 0..count {
+        let pipeline = api::Pipeline {
+            name: format!("mem{p}"),
+            stages: (0..STAGES).map(|s| stage(format!("s{s}"))).collect(),
+        };
+        c.admin().apply_pipeline(pipeline).await?;
+    }
+    Ok(())
+}
+
+/// Runs `requests` (indices `0..count`) with `CONCURRENCY` in flight.
+async fn in_parallel<F, Fut>(count: usize, request: F) -> Result<(), BoxError>
+where
+    F: Fn(usize) -> Fut,
+    Fut: std::future::Future<Output = Result<(), BoxError>> + Send + 'static,
+{
+    let mut tasks = JoinSet::new();
+    for i in 0..count {
+        if tasks.len() == CONCURRENCY {
+            tasks.join_next().await.expect("a task")??;
+        }
+        tasks.spawn(request(i));
+    }
+    while let Some(done) = tasks.join_next().await {
+        done??;
+    }
+    Ok(())
+}
+
+fn event(queue: String) -> api::EnqueueRequest {
+    api::EnqueueRequest {
+        queue,
+        payload: PAYLOAD.to_vec(),
+        ..Default::default()
+    }
+}
+
+async fn fill_queues(c: &Client, count: usize) -> Result<(), BoxError> {
+    in_parallel(count, |i| {
+        let c = c.clone();
+        async move {
+            let name = format!("mem-q{i}");
+            c.admin()
+                .create_queue(api::CreateQueueRequest {
+                    name: name.clone(),
+                    config: Some(config(30.0, 0)),
+                })
+                .await?;
+            c.ingest().enqueue(event(name)).await?;
+            Ok(())
+        }
+    })
+    .await
+}
+
+async fn fill_users(c: &Client, count: usize) -> Result<(), BoxError> {
+    c.admin()
+        .create_queue(api::CreateQueueRequest {
+            name: "mem-inbox:*".into(),
+            config: Some(config(30.0, 0)),
+        })
+        .await?;
+    in_parallel(count.div_ceil(BATCH), |b| {
+        let c = c.clone();
+        async move {
+            let users = (b * BATCH)..((b + 1) * BATCH).min(count);
+            let items = users.map(|u| event(format!("mem-inbox:u{u}"))).collect();
+            let answer = c
+                .ingest()
+                .enqueue_batch(api::EnqueueBatchRequest { items })
+                .await?;
+            match answer.into_inner().results.iter().find(|r| r.code != 0) {
+                Some(failed) => Err(failed.message.clone().into()),
+                None => Ok(()),
+            }
+        }
+    })
+    .await
+}
+
+#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+async fn main() -> Result<(), BoxError> {
+    let bench = std::env::args().any(|a| a == "--bench");
+    let plan = Plan::from_env(bench);
+    let max_queues = (plan.queues + plan.pipelines * STAGES + 1).to_string();
+    let max_pipelines = plan.pipelines.max(1).to_string();
+    let cluster = tokio::task::spawn_blocking(move || {
+        let env = [
+            ("CASCADE__CLUSTER__SHARDS", "1"),
+            ("CASCADE__LIMITS__MAX_QUEUES", max_queues.as_str()),
+            ("CASCADE__LIMITS__MAX_PIPELINES", max_pipelines.as_str()),
+            ("CASCADE__TELEMETRY__LOG_LEVEL", "warn"),
+        ];
+        Cluster::start_with(Mode::Standalone, None, &env)
+    })
+    .await?;
+    let c = cluster.client().await;
+    let mut meter = Meter {
+        cluster: &cluster,
+        settle: plan.settle,
+        last: 0,
+    };
+    println!("| phase | items | RSS | growth | per item | /metrics |");
+    println!("| --- | ---: | ---: | ---: | ---: | ---: |");
+    meter.phase("started", 0).await;
+    apply_pipelines(&c, plan.pipelines).await?;
+    meter
+        .phase(
+            "pipelines of 32 no-op stages (per stage)",
+            plan.pipelines * STAGES,
+        )
+        .await;
+    fill_queues(&c, plan.queues).await?;
+    meter
+        .phase("plain queues, 1 event each (per queue)", plan.queues)
+        .await;
+    fill_users(&c, plan.users).await?;
+    meter
+        .phase(
+            "per-user queues of a template, 1 event each (per queue)",
+            plan.users,
+        )
+        .await;
+    cluster.stop();
+    Ok(())
+}
