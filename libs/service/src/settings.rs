@@ -453,32 +453,12 @@ impl Settings {
 
     /// Each pipeline valid, and within the limits the shards will hold it to.
     fn validate_pipelines(&self) -> Result<(), ServiceError> {
-        let limits = &self.limits;
-        if self.pipelines.len() > limits.max_pipelines as usize {
-            return Err(ServiceError::setting(
-                "pipelines",
-                format!(
-                    "{} pipelines are more than limits.max_pipelines ({}) allows",
-                    self.pipelines.len(),
-                    limits.max_pipelines
-                ),
-            ));
-        }
+        let limits = self.limits.shard();
         for (i, pipeline) in self.pipelines.iter().enumerate() {
-            let key = format!("pipelines[{i}]");
             pipeline
                 .validate()
-                .map_err(|e| ServiceError::setting(&key, e.to_string()))?;
-            if pipeline.stages.len() > limits.max_stages as usize {
-                return Err(ServiceError::setting(
-                    key,
-                    format!(
-                        "stages: {} stages are more than limits.max_stages ({}) allows",
-                        pipeline.stages.len(),
-                        limits.max_stages
-                    ),
-                ));
-            }
+                .and_then(|()| limits.check_pipeline(pipeline, &self.pipelines[..i]))
+                .map_err(|e| ServiceError::setting(format!("pipelines[{i}]"), e.to_string()))?;
         }
         Ok(())
     }

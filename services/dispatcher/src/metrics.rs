@@ -8,9 +8,9 @@
 //!   counts summed per label.
 //!
 //! A family's label comes from `Metrics::hold_queue` (its own name, or `(other)` beyond the
-//! process's cap, until a labelled family goes and frees a place). A family missing from two stats rounds in a row (its queues deleted, or
-//! emptied template instances) is let go: its depth and counter series are dropped, so
-//! deleted queues leave no series behind. Two rounds, so that a queue created while a
+//! process's cap, until a labelled family goes and frees a place). A family missing from two
+//! stats rounds in a row (its queues deleted, or emptied template instances) is let go: its
+//! depth and counter series are dropped, so deleted queues leave no series behind. Two rounds, so that a queue created while a
 //! round was being collected is not let go before the next round has seen it.
 
 use std::collections::{HashMap, HashSet};
@@ -89,9 +89,7 @@ impl Series {
             }
         })
     }
-}
 
-impl Series {
     /// Gives families summed under `(other)` series of their own while there is room (a
     /// labelled family went), in name order so that which ones is predictable. Their
     /// counters start again from 0 under their own label; the depth follows next round.
@@ -139,8 +137,14 @@ impl ShardMetrics {
         self.series.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
+    /// Every store event comes here, on the writer thread: a known family is looked up
+    /// without copying its name.
     fn count(&self, family: &str, counter: impl FnOnce(&FamilyCounters) -> &Counter) {
         let mut series = self.series();
+        if let Some(known) = series.families.get(family) {
+            counter(&known.counters).inc();
+            return;
+        }
         counter(&series.family(&self.metrics, family).counters).inc();
     }
 

@@ -132,6 +132,31 @@ fn errors_name_the_key() {
 }
 
 #[test]
+fn the_config_files_pipelines_keep_to_the_limits() {
+    let pipeline = |name: &str, stages: usize| {
+        let mut text = format!("[[pipelines]]\nname = \"{name}\"\n");
+        for s in 0..stages {
+            text.push_str(&format!(
+                "[[pipelines.stages]]\nname = \"s{s}\"\nhandler = {{ kind = {{ builtin = \"noop\" }} }}\n"
+            ));
+        }
+        text
+    };
+    let limits = "[limits]\nmax_pipelines = 1\nmax_stages = 2\n";
+    let e = error_of(&format!("{limits}{}", pipeline("wide", 3)), &[]);
+    assert!(
+        e.contains("pipelines[0]") && e.contains("3 stages is more than limits.max_stages (2)"),
+        "{e}"
+    );
+    let two = format!("{limits}{}{}", pipeline("a", 1), pipeline("b", 1));
+    let e = error_of(&two, &[]);
+    assert!(
+        e.contains("pipelines[1]") && e.contains("limits.max_pipelines (1)"),
+        "{e}"
+    );
+}
+
+#[test]
 fn a_missing_file_is_an_error() {
     let e = Settings::load_from(Some(Path::new("/nonexistent/cascade.toml")), &[], env(&[]))
         .expect_err("missing");

@@ -55,36 +55,37 @@ impl State {
         )
         .into())
     }
+}
 
-    /// INVALID_ARGUMENT unless `pipeline` fits the limits, `stored` the pipelines there are.
-    pub(super) fn check_pipeline_limits(
+impl ShardLimits {
+    /// INVALID_ARGUMENT unless `pipeline` fits the limits, `stored` the pipelines there are
+    /// (re-applying one of them is no new pipeline). The settings check the config file's
+    /// pipelines with it too.
+    pub fn check_pipeline(
         &self,
         pipeline: &Pipeline,
         stored: &[Pipeline],
-    ) -> Result<(), StoreError> {
-        let limits = &self.settings.limits;
-        if pipeline.stages.len() > limits.max_stages {
+    ) -> Result<(), cascade_core::Error> {
+        if pipeline.stages.len() > self.max_stages {
             return Err(cascade_core::Error::invalid(
                 "stages",
                 format!(
                     "{} stages is more than limits.max_stages ({}) allows; split the pipeline or raise the limit",
                     pipeline.stages.len(),
-                    limits.max_stages
+                    self.max_stages
                 ),
-            )
-            .into());
+            ));
         }
         let new = !stored.iter().any(|p| p.name == pipeline.name);
-        if new && stored.len() >= limits.max_pipelines {
+        if new && stored.len() >= self.max_pipelines {
             return Err(cascade_core::Error::invalid(
                 "name",
                 format!(
                     "{} pipelines exist, the most limits.max_pipelines ({}) allows; re-apply an existing pipeline or raise the limit",
                     stored.len(),
-                    limits.max_pipelines
+                    self.max_pipelines
                 ),
-            )
-            .into());
+            ));
         }
         Ok(())
     }

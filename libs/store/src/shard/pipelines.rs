@@ -23,7 +23,10 @@ impl Shard {
     ) -> Result<Pipeline, StoreError> {
         pipeline.validate()?;
         let mut pipelines = self.list_pipelines()?;
-        self.st.check_pipeline_limits(&pipeline, &pipelines)?;
+        self.st
+            .settings
+            .limits
+            .check_pipeline(&pipeline, &pipelines)?;
         let mut txn = self.st.begin(&self.kv);
         let mut writes = Vec::new();
         for stage in &pipeline.stages {
