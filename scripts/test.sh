@@ -5,8 +5,9 @@
 # the Dockerfile's tests (tests/chart: Helm 3 and 4 lint and render, Kubernetes schemas,
 # checkov, hadolint, assertions on the rendered objects, the hooks run for real).
 # Installs what it needs that a fresh machine lacks: rustfmt/clippy components, the
-# nats-server that the bus tests start, and the headless Chromium that the status page test
-# drives (Debian's packages; the tests fail without them), and the chart's tools
+# nats-server that the bus tests start, libfaketime (the fault suite steps a server's wall
+# clock with it) and the headless Chromium that the status page test drives (Debian's
+# packages; the tests fail without them), and the chart's tools
 # (scripts/chart-tools.sh: PyPI and npm packages, into target/chart-tools). The status page
 # test saves its screenshot under target/test-artifacts/.
 set -euo pipefail
@@ -19,6 +20,8 @@ if ! cargo clippy --version >/dev/null 2>&1; then rustup component add clippy; f
 # fonts-dejavu-core so that the page's text renders on a minimal machine.
 PACKAGES=()
 if ! command -v nats-server >/dev/null 2>&1; then PACKAGES+=(nats-server); fi
+# libfaketime: the fault suite steps a server's wall clock with it.
+if ! command -v faketime >/dev/null 2>&1; then PACKAGES+=(faketime); fi
 if ! command -v chromium >/dev/null 2>&1 && ! command -v chromium-browser >/dev/null 2>&1; then
     PACKAGES+=(chromium fonts-dejavu-core)
 fi

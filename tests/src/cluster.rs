@@ -23,6 +23,17 @@ pub enum Mode {
     Distributed,
 }
 
+/// A stateful part of a cluster, to crash and restart.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Part {
+    /// The process of dispatcher shard N (standalone: the whole process).
+    Dispatcher(u32),
+    /// The activation-timer process of shard N (distributed only).
+    Timer(u32),
+    /// The NATS server (distributed only).
+    Nats,
+}
+
 /// A service process and the admin address it is checked on.
 struct Service {
     process: Process,
@@ -57,6 +68,7 @@ pub struct Cluster {
     pub mode: Mode,
     pub grpc: String,
     nats: Option<Process>,
+    nats_port: Option<u16>,
     /// Standalone: the one process. Distributed: ingest.
     front: Service,
     dispatchers: Vec<Service>,
@@ -96,6 +108,17 @@ impl Cluster {
     /// settings for every process (they win over the file), and standard `OTEL_*`
     /// variables, which stage workers started later get too.
     pub fn start_with(mode: Mode, config: Option<&Path>, env: &[(&str, &str)]) -> Cluster {
+        Cluster::start_routed(mode, config, env, &|url| url.to_owned())
+    }
+
+    /// Like [`Cluster::start_with`]; distributed, the services reach NATS at
+    /// `route(<the NATS server's URL>)` (a proxy in front of it).
+    pub fn start_routed(
+        mode: Mode,
+        config: Option<&Path>,
+        env: &[(&str, &str)],
+        route: &dyn Fn(&str) -> String,
+    ) -> Cluster {
         let dir = tempfile::tempdir().expect("tempdir");
         let logs = dir.path().to_path_buf();
         let data = dir.path().join("data");
@@ -138,6 +161,7 @@ impl Cluster {
                     grpc,
                     dir,
                     nats: None,
+                    nats_port: None,
                     front,
                     dispatchers: Vec::new(),
                     timers: Vec::new(),
@@ -149,8 +173,9 @@ impl Cluster {
             }
             Mode::Distributed => {
                 let (nats, url) = start_nats(&logs);
+                let nats_port = url.rsplit(':').next().and_then(|p| p.parse().ok());
                 env.push(("CASCADE__BUS__KIND".into(), "nats".into()));
-                env.push(("CASCADE__BUS__URL".into(), url));
+                env.push(("CASCADE__BUS__URL".into(), route(&url)));
                 let mut dispatchers = Vec::new();
                 let mut timers = Vec::new();
                 for shard in 0..SHARDS {
@@ -194,6 +219,7 @@ impl Cluster {
                     grpc,
                     dir,
                     nats: Some(nats),
+                    nats_port,
                     front,
                     dispatchers,
                     timers,
@@ -337,6 +363,27 @@ impl Cluster {
             .map(|(_, url)| url.as_str())
     }
 
+    /// SIGKILLs `part` and starts it again (on the same data, NATS on the same port), and
+    /// waits until it is ready.
+    pub fn crash_and_restart(&mut self, part: Part) {
+        match part {
+            Part::Dispatcher(shard) => self.crash_and_restart_dispatcher(shard),
+            Part::Timer(shard) => {
+                assert_eq!(self.mode, Mode::Distributed, "standalone: use Dispatcher");
+                let logs = self.dir.path().to_path_buf();
+                let timer = &mut self.timers[shard as usize];
+                timer.process.kill();
+                timer.restart(&logs);
+            }
+            Part::Nats => {
+                let mut nats = self.nats.take().expect("distributed: a NATS server");
+                nats.kill();
+                let port = self.nats_port.expect("a NATS port");
+                self.nats = Some(start_nats_on(self.dir.path(), port));
+            }
+        }
+    }
+
     /// SIGKILLs stage worker `number`; [`Cluster::restart_stage_worker`] starts it again.
     pub fn kill_stage_worker(&mut self, number: usize) {
         self.stage_workers[number].process.kill();
@@ -416,12 +463,20 @@ fn command(
 
 /// A real `nats-server` on a free loopback port. Fails (never skips) when it is missing.
 pub fn start_nats(logs: &Path) -> (Process, String) {
+    let port = free_port();
+    (
+        start_nats_on(logs, port),
+        format!("nats://127.0.0.1:{port}"),
+    )
+}
+
+/// A real `nats-server` on loopback port `port`, once it accepts connections.
+fn start_nats_on(logs: &Path, port: u16) -> Process {
     let found = Command::new("nats-server").arg("--version").output();
     assert!(
         found.is_ok_and(|o| o.status.success()),
         "nats-server is not installed: run ./scripts/test.sh, which installs it"
     );
-    let port = free_port();
     let mut command = Command::new("nats-server");
     command.args(["-a", "127.0.0.1", "-p", &port.to_string()]);
     let mut nats = Process::start("nats-server", command, logs);
@@ -436,5 +491,5 @@ pub fn start_nats(logs: &Path) -> (Process, String) {
         );
         std::thread::sleep(Duration::from_millis(10));
     }
-    (nats, format!("nats://127.0.0.1:{port}"))
+    nats
 }

@@ -20,6 +20,8 @@ pub struct Call {
     /// From the `cascade-stage` header.
     pub stage: String,
     pub attempt: u32,
+    /// The request's body: the event's payload.
+    pub payload: Vec<u8>,
     pub status: u16,
     pub at: Instant,
 }
@@ -77,6 +79,11 @@ impl HandlerServer {
         self.shared.calls.lock().expect("calls").clone()
     }
 
+    /// How many calls were answered so far.
+    pub fn call_count(&self) -> usize {
+        self.shared.calls.lock().expect("calls").len()
+    }
+
     /// Calls of `stage` answered 2xx so far.
     pub fn successes(&self, stage: &str) -> usize {
         let calls = self.shared.calls.lock().expect("calls");
@@ -106,6 +113,7 @@ async fn handle(
     State(shared): State<Arc<Shared>>,
     Path(path_stage): Path<String>,
     headers: HeaderMap,
+    body: axum::body::Bytes,
 ) -> StatusCode {
     let header = |name: &str| header(&headers, name);
     let stage = header("cascade-stage");
@@ -123,6 +131,7 @@ async fn handle(
         id: header("cascade-event-id"),
         stage,
         attempt: header("cascade-attempt").parse().unwrap_or(0),
+        payload: body.to_vec(),
         status: status.as_u16(),
         at: Instant::now(),
     };

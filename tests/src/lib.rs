@@ -8,10 +8,13 @@
 pub mod cluster;
 pub mod flow;
 pub mod handler_server;
+pub mod history;
+pub mod load;
 pub mod process;
+pub mod proxy;
 pub mod scenarios;
 
-pub use cluster::{Cluster, Mode, StageWorkerSpec};
+pub use cluster::{Cluster, Mode, Part, StageWorkerSpec};
 
 /// For each scenario, one `#[tokio::test]` per mode (modules `standalone` and
 /// `distributed`), each on its own fresh cluster, stopped with SIGTERM at the end (every

@@ -70,10 +70,15 @@ pub struct Process {
 }
 
 impl Process {
-    /// Starts `command` with its stdout and stderr in `log_dir/<name>.log`.
+    /// Starts `command` with its stdout and stderr appended to `log_dir/<name>.log` (a
+    /// restarted process's log follows its previous run's).
     pub fn start(name: &str, mut command: Command, log_dir: &Path) -> Process {
         let log = log_dir.join(format!("{name}.log"));
-        let out = File::create(&log).expect("create the log file");
+        let out = File::options()
+            .create(true)
+            .append(true)
+            .open(&log)
+            .expect("open the log file");
         let err = out.try_clone().expect("clone the log file");
         let child = command
             .stdin(Stdio::null())

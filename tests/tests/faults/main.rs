@@ -1,7 +1,11 @@
 //! The fault suite: real processes on loopback, one fault each, every acknowledged event
-//! accounted for. `cargo test -p cascade-e2e --test faults`.
+//! accounted for. `cargo test -p cascade-e2e --test faults`; a longer soak repeats the
+//! faults of the kill and network tests `CASCADE_FAULT_ROUNDS` times (docs/operations.md).
 
+mod clock;
+mod network;
 mod shard_down;
+mod sigkill;
 mod zombie;
 
 use std::process::Command;
@@ -13,4 +17,15 @@ fn signal(pid: u32, signal: &str) {
         .status()
         .expect("run kill");
     assert!(status.success(), "kill -{signal} {pid}: {status}");
+}
+
+/// How many times the kill and network tests play their faults: once unless
+/// `CASCADE_FAULT_ROUNDS` says more (a soak).
+fn rounds() -> usize {
+    match std::env::var("CASCADE_FAULT_ROUNDS") {
+        Ok(n) => n
+            .parse()
+            .unwrap_or_else(|_| panic!("CASCADE_FAULT_ROUNDS={n}: a number of rounds")),
+        Err(_) => 1,
+    }
 }

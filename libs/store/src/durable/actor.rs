@@ -130,8 +130,8 @@ impl<S: Maintenance> Store<S> {
             observer: options.commit_observer.clone(),
         };
         let threads = vec![
-            spawn("cascade-writer", move || writer.run(jobs)),
-            spawn("cascade-syncer", move || syncer.run(syncer_rx)),
+            spawn("cascade-writer", &shared, move || writer.run(jobs)),
+            spawn("cascade-syncer", &shared, move || syncer.run(syncer_rx)),
         ];
         Store {
             inbox,
@@ -199,9 +199,8 @@ impl<S: Maintenance> Store<S> {
         } = self;
         drop(inbox);
         for t in threads.into_inner().expect("threads lock") {
-            if t.join().is_err() {
-                shared.set_fatal("a store thread panicked".into());
-            }
+            // A panic there was caught and made the store's fatal error (`spawn`).
+            let _ = t.join();
         }
         match shared.fatal() {
             Some(reason) => Err(StoreError::Stopped { reason }),
@@ -210,10 +209,24 @@ impl<S: Maintenance> Store<S> {
     }
 }
 
-fn spawn(name: &str, f: impl FnOnce() + Send + 'static) -> JoinHandle<()> {
+/// Runs `f` on a thread named `name`. A panic there (a bug) stops the store like a failed
+/// write, with the panic's message as the reason: the service sees the failure and exits,
+/// instead of answering "stopped" to every call while it looks healthy.
+fn spawn(name: &str, shared: &Arc<Shared>, f: impl FnOnce() + Send + 'static) -> JoinHandle<()> {
+    let shared = Arc::clone(shared);
+    let thread = name.to_owned();
     std::thread::Builder::new()
         .name(name.into())
-        .spawn(f)
+        .spawn(move || {
+            if let Err(panic) = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)) {
+                let message = panic
+                    .downcast_ref::<&str>()
+                    .map(|s| (*s).to_owned())
+                    .or_else(|| panic.downcast_ref::<String>().cloned())
+                    .unwrap_or_default();
+                shared.set_fatal(format!("the {thread} thread panicked: {message}"));
+            }
+        })
         .expect("spawn a store thread")
 }
 
@@ -339,7 +352,7 @@ impl<S: Maintenance> Writer<S> {
         let dir = self.state.kv().dir().to_path_buf();
         let shared = Arc::clone(&self.shared);
         let (done_tx, done) = mpsc::sync_channel(1);
-        let thread = spawn("cascade-checkpoint", move || {
+        let thread = spawn("cascade-checkpoint", &self.shared, move || {
             // sled must never get ahead of the log: its position would skip records.
             let result = if shared.wait_synced(lsn) {
                 checkpoint::write(&db, &dir, &layer, lsn)
@@ -481,3 +494,7 @@ fn fail_all(msgs: Vec<ToSyncer>, e: &StoreError) {
         }
     }
 }
+
+#[cfg(test)]
+#[path = "actor_tests.rs"]
+mod tests;

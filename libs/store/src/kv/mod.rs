@@ -89,6 +89,9 @@ impl Kv {
         end: &[u8],
         mut visit: impl FnMut(&[u8], &[u8]) -> Result<Flow, StoreError>,
     ) -> Result<(), StoreError> {
+        if start >= end {
+            return Ok(()); // Empty, as a `Range` whose start is not below its end.
+        }
         let range = start.to_vec()..end.to_vec();
         let mut active = self.layers.active.range(range.clone()).peekable();
         let mut frozen = self

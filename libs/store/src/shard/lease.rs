@@ -69,10 +69,7 @@ impl Shard {
             ev.lease_epoch = self.st.seqs.next_epoch();
             ev.lease_expires_at = Some(deadline);
             self.st.write_event(&mut txn, &rec, &mut ev, false);
-            txn.put_fresh(
-                keys::lease(deadline.as_micros(), rec.id, id),
-                rec.name.as_str().as_bytes().to_vec(),
-            );
+            self.st.add_lease(&mut txn, deadline, &rec, id);
             out.push(LeasedEvent {
                 token: LeaseToken(ev.lease_epoch),
                 expires_at: deadline,
@@ -153,10 +150,7 @@ impl Shard {
         let deadline = now.saturating_add(by);
         ev.lease_expires_at = Some(deadline);
         self.st.write_event(&mut txn, &rec, &mut ev, false);
-        txn.put_fresh(
-            keys::lease(deadline.as_micros(), rec.id, id),
-            rec.name.as_str().as_bytes().to_vec(),
-        );
+        self.st.add_lease(&mut txn, deadline, &rec, id);
         let batch = self.st.seal(txn);
         self.st.commit(&mut self.kv, batch);
         Ok(deadline)
@@ -166,10 +160,12 @@ impl Shard {
     /// dead-letter queue once `attempts` has reached `max_attempts`. Returns how many.
     pub fn expire_leases(&mut self, now: Timestamp, limit: usize) -> Result<usize, StoreError> {
         let (space_start, end) = keys::lease_due_space(now.as_micros());
-        let start = if self.st.lease_cursor == 0 {
+        // After the wall clock stepped back, `now` is behind the cursor: nothing new is due.
+        let cursor = self.st.lease_cursor.min(now.as_micros());
+        let start = if cursor == 0 {
             space_start
         } else {
-            keys::lease(self.st.lease_cursor, 0, "")
+            keys::lease(cursor, 0, "")
         };
         let mut due = Vec::new();
         self.kv.scan(&start, &end, |k, v| {
@@ -188,8 +184,9 @@ impl Shard {
             })
         })?;
         if due.len() < limit {
-            // Every lease due by `now` is handled; new deadlines are never in the past.
-            self.st.lease_cursor = now.as_micros();
+            // Every lease due by `now` is handled; a deadline written behind the cursor
+            // later (the clock stepped back) lowers it again.
+            self.st.lease_cursor = self.st.lease_cursor.max(now.as_micros());
         }
         for (name, id) in &due {
             let family = self.st.family(name);

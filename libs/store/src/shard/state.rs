@@ -320,6 +320,22 @@ impl State {
         txn.put_fresh(key, ev.id.as_str().as_bytes().to_vec());
     }
 
+    /// Indexes event `id`'s lease by its deadline; a deadline behind the lease cursor (the
+    /// wall clock stepped back) moves the cursor back, so that the lease still expires.
+    pub fn add_lease(
+        &mut self,
+        txn: &mut Txn<'_>,
+        deadline: Timestamp,
+        rec: &QueueRecord,
+        id: &str,
+    ) {
+        self.lease_cursor = self.lease_cursor.min(deadline.as_micros());
+        txn.put_fresh(
+            keys::lease(deadline.as_micros(), rec.id, id),
+            rec.name.as_str().as_bytes().to_vec(),
+        );
+    }
+
     pub fn remove_ready(txn: &mut Txn<'_>, qid: u64, ev: &EventRecord) {
         txn.delete(keys::ready(qid, ev.activate_at.as_micros(), ev.seq));
     }

@@ -198,3 +198,23 @@ fn a_refused_advance_on_the_same_shard_keeps_the_lease_and_is_counted() {
     let stats = s.queue_stats(at(1), &q("jobs")).expect("stats");
     assert_eq!(stats.leased, 1, "unchanged until its lease ends");
 }
+
+#[test]
+fn leases_still_expire_after_the_wall_clock_steps_back() {
+    let (_d, mut s) = open(ShardSettings::default());
+    let ten = QueueConfig {
+        lease: Duration::from_secs(10),
+        ..QueueConfig::default()
+    };
+    s.create_queue(at(0), q("jobs"), ten).expect("create");
+    s.enqueue(at(0), cmd("a")).expect("enqueue");
+    s.take(at(100), &q("jobs"), 1, None).expect("take");
+    assert_eq!(s.expire_leases(at(111), 100).expect("expire"), 1);
+    // A minute back: the new lease's deadline (60 s) is behind every deadline handled.
+    let again = s.take(at(50), &q("jobs"), 1, None).expect("take");
+    assert_eq!(again.len(), 1);
+    assert_eq!(s.expire_leases(at(55), 100).expect("expire"), 0);
+    assert_eq!(s.expire_leases(at(61), 100).expect("expire"), 1);
+    let stats = s.queue_stats(at(61), &q("jobs")).expect("stats");
+    assert_eq!((stats.ready, stats.leased), (1, 0));
+}

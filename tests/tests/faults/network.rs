@@ -1,0 +1,85 @@
+//! Network faults between the services: in the distributed mode every service reaches NATS
+//! through the test's own TCP proxy, which adds latency, stalls the traffic (bytes held, as
+//! when packets are lost and TCP retransmits) and cuts every connection, while producers,
+//! consumers and a 3-stage pipeline run. The history must show nothing lost, nothing
+//! delivered again after its ack, nothing unexpected, early or corrupt.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use cascade_e2e::load::Load;
+use cascade_e2e::proxy::{Condition, Proxy};
+use cascade_e2e::{Cluster, Mode};
+use tokio::time::Instant;
+
+const BETWEEN_FAULTS: usize = 300;
+const PROGRESS_WITHIN: Duration = Duration::from_secs(60);
+const SERVING_WITHIN: Duration = Duration::from_secs(60);
+const DRAIN_WITHIN: Duration = Duration::from_secs(120);
+/// Longer than the bus's request timeout below, so that requests in flight time out.
+const STALL: Duration = Duration::from_secs(3);
+const ENV: [(&str, &str); 1] = [("CASCADE__BUS__REQUEST_TIMEOUT", "1s")];
+
+/// A fault's name and how the proxy plays it.
+type Fault = (&'static str, fn(&Proxy));
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn latency_stalls_and_cut_connections_to_nats_lose_and_repeat_nothing() {
+    let runtime = tokio::runtime::Handle::current();
+    let proxy: Arc<Mutex<Option<Proxy>>> = Arc::default();
+    let held = Arc::clone(&proxy);
+    let mut cluster = tokio::task::spawn_blocking(move || {
+        let route = |nats: &str| {
+            let upstream = nats.trim_start_matches("nats://");
+            let started = runtime.block_on(Proxy::start(upstream));
+            let url = format!("nats://{}", started.addr());
+            *held.lock().expect("the proxy") = Some(started);
+            url
+        };
+        Cluster::start_routed(Mode::Distributed, None, &ENV, &route)
+    })
+    .await
+    .expect("start the cluster");
+    let proxy = proxy.lock().expect("the proxy").take().expect("a proxy");
+    let load = Load::start(&mut cluster, "net").await;
+
+    let faults: [Fault; 4] = [
+        ("200 ms of latency", |p| {
+            p.set(Condition::Delay(Duration::from_millis(200)))
+        }),
+        ("a stall", |p| p.set(Condition::Stall)),
+        ("a cut", |p| p.cut()),
+        ("a cut during a stall", |p| {
+            p.set(Condition::Stall);
+            p.cut();
+        }),
+    ];
+    for &(name, fault) in faults.iter().cycle().take(faults.len() * crate::rounds()) {
+        load.wait_for_progress(load.progress(), BETWEEN_FAULTS, PROGRESS_WITHIN)
+            .await;
+        let start = Instant::now();
+        let connections = proxy.accepted();
+        fault(&proxy);
+        // Held for a while whatever the fault (a cut is over at once; new connections pass).
+        tokio::time::sleep(STALL).await;
+        proxy.set(Condition::Pass);
+        load.wait_serving(&cluster, SERVING_WITHIN).await;
+        load.history.fault(start, Instant::now());
+        let reconnected = proxy.accepted() - connections;
+        eprintln!(
+            "{name}: serving again {:?} after it began; {reconnected} connections made",
+            start.elapsed()
+        );
+        if name.contains("cut") {
+            assert!(reconnected > 0, "{name}: the services did not reconnect");
+        }
+    }
+    load.wait_for_progress(load.progress(), BETWEEN_FAULTS, PROGRESS_WITHIN)
+        .await;
+    let counts = load.finish(&cluster, DRAIN_WITHIN, Duration::ZERO).await;
+    eprintln!("{counts}");
+    assert!(counts.clean(), "{counts}");
+    tokio::task::spawn_blocking(move || cluster.stop())
+        .await
+        .expect("stop the cluster");
+}
