@@ -9,7 +9,8 @@
 # clock with it) and the headless Chromium that the status page test drives (Debian's
 # packages; the tests fail without them), and the chart's tools
 # (scripts/chart-tools.sh: PyPI and npm packages, into target/chart-tools). The status page
-# test saves its screenshot under target/test-artifacts/.
+# test saves its screenshot under target/test-artifacts/. Then a short run of every fuzz
+# target (scripts/fuzz.sh, which installs cargo-fuzz).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -44,6 +45,8 @@ export PROPTEST_CASES="${PROPTEST_CASES:-128}"
 # `--bins` build resolves features without dev-dependencies and compiles half the tree twice).
 cargo build --workspace --all-targets
 cargo test --workspace --all-targets
+# The fuzz targets, a short run of each (scripts/fuzz.sh; its own workspace, tests/fuzz).
+./scripts/fuzz.sh 15
 
 # The chart and the Dockerfile, checked with the real tools and the binaries built above.
 ./scripts/chart-tools.sh target/chart-tools
