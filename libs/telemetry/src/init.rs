@@ -7,6 +7,7 @@
 //! that shares the first one's provider: it can flush, but only the owner shuts down.
 
 use std::collections::BTreeMap;
+use std::io::IsTerminal;
 use std::sync::{Mutex, PoisonError};
 use std::time::Duration;
 
@@ -156,6 +157,17 @@ fn build_provider(
 /// would trace its exports, which would be exported, and so on.
 const NOT_EXPORTED: [&str; 6] = ["h2", "hyper", "tonic", "tower", "opentelemetry", "axum"];
 
+/// The target of spans that only give log lines their context (a worker's queue, say):
+/// long-lived, they are never exported, and the exported spans made inside them keep
+/// their own parents.
+pub const LOG_ONLY_TARGET: &str = "cascade::log_context";
+
+/// Colour codes only for a person at a terminal: never in a file, a pipe or a log
+/// collector, nor when `NO_COLOR` is set (no-color.org).
+fn colours_wanted() -> bool {
+    std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
+}
+
 fn install_subscriber(
     resolved: &Resolved,
     provider: Option<&SdkTracerProvider>,
@@ -166,7 +178,10 @@ fn install_subscriber(
         TelemetryError::setting(*key, format!("'{directives}' is not a tracing filter: {e}"))
     })?;
     let logs = match resolved.log_format {
-        LogFormat::Text => fmt::layer().with_writer(std::io::stderr).boxed(),
+        LogFormat::Text => fmt::layer()
+            .with_ansi(colours_wanted())
+            .with_writer(std::io::stderr)
+            .boxed(),
         LogFormat::Json => fmt::layer().json().with_writer(std::io::stderr).boxed(),
     }
     .with_filter(filter);
@@ -180,6 +195,7 @@ fn install_subscriber(
             // per-event spans (all INFO) from being exported.
             .with_filter(filter_fn(|meta| {
                 *meta.level() <= Level::INFO
+                    && meta.target() != LOG_ONLY_TARGET
                     && !NOT_EXPORTED.iter().any(|t| meta.target().starts_with(t))
             }))
     });

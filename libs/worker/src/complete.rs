@@ -18,6 +18,7 @@ use prost::Message;
 use tokio::sync::mpsc;
 use tokio::task::JoinSet;
 use tonic::transport::Channel;
+use tracing::Instrument;
 
 use crate::stats::{Counter, Stats};
 
@@ -74,7 +75,7 @@ pub(crate) async fn run_completer(
             bytes += size;
             batch.push(next);
         }
-        sending.spawn(send(client.clone(), batch, Arc::clone(&stats)));
+        sending.spawn(send(client.clone(), batch, Arc::clone(&stats)).in_current_span());
     }
     // Every sender is gone and the queue is empty: wait for the requests still out.
     while let Some(sent) = sending.join_next().await {

@@ -149,6 +149,22 @@ async fn a_stopped_workers_late_completion_is_refused_and_the_event_moves_once()
         log.contains("is not current"),
         "refused as a stale lease:\n{log}"
     );
+    // Written to a file: no colour codes, and every line of the worker names its queue.
+    assert!(
+        !log.contains('\u{1b}'),
+        "colour codes in a log file:\n{log}"
+    );
+    let worker_lines: Vec<&str> = log
+        .lines()
+        .filter(|l| l.contains("cascade_worker"))
+        .collect();
+    assert!(worker_lines.len() >= 2, "the worker's own lines:\n{log}");
+    for line in worker_lines {
+        assert!(
+            line.contains("queue=zombie.work"),
+            "a line without its queue: {line}"
+        );
+    }
     assert!(
         take(&c, "zombie.done", 10, 1.0).await.is_empty(),
         "moved twice"

@@ -10,6 +10,7 @@ use cascade_proto::convert::duration_to_proto;
 use cascade_proto::v1;
 use tokio::task::JoinError;
 use tokio::time::Instant;
+use tracing::Instrument;
 
 use super::{Extended, State};
 use crate::Handler;
@@ -55,7 +56,7 @@ impl<H: Handler> State<H> {
             let limit = (held.lease / 4).max(Duration::from_millis(50));
             let mut client = self.ctx.client.clone();
             let permits = Arc::clone(&self.extend_permits);
-            self.extends.spawn(async move {
+            let extend = async move {
                 let _permit = permits.acquire_owned().await;
                 let answer = match tokio::time::timeout(limit, client.extend_lease(request)).await {
                     Ok(answer) => answer.map(tonic::Response::into_inner),
@@ -67,7 +68,8 @@ impl<H: Handler> State<H> {
                     received_wall: SystemTime::now(),
                     answer,
                 }
-            });
+            };
+            self.extends.spawn(extend.in_current_span());
         }
     }
 

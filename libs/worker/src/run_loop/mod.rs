@@ -27,10 +27,12 @@ use cascade_core::Outcome;
 use cascade_proto::convert::completion_to_proto;
 use cascade_proto::v1;
 use cascade_proto::v1::worker_client::WorkerClient;
+use cascade_telemetry::LOG_ONLY_TARGET;
 use tokio::sync::{Semaphore, mpsc, watch};
 use tokio::task::{JoinError, JoinHandle, JoinSet};
 use tokio::time::Instant;
 use tonic::transport::Channel;
+use tracing::Instrument;
 
 mod extend;
 mod take;
@@ -61,16 +63,25 @@ pub(crate) struct Ctx<H> {
     pub(crate) shared: Arc<Shared>,
 }
 
-/// Runs until the drain ends; an error means the gateway refused takes for good.
+/// Runs until the drain ends; an error means the gateway refused takes for good. Every log
+/// line of the worker, its tasks' included, names its queue (a log-only span).
 pub(crate) async fn run<H: Handler>(ctx: Ctx<H>) -> Result<(), WorkerError> {
+    let span = tracing::info_span!(target: LOG_ONLY_TARGET, "worker", queue = %ctx.config.queue);
+    run_in_span(ctx).instrument(span).await
+}
+
+async fn run_in_span<H: Handler>(ctx: Ctx<H>) -> Result<(), WorkerError> {
     let (completions, queued) = mpsc::channel(COMPLETION_QUEUE);
-    let completer = tokio::spawn(run_completer(
-        ctx.client.clone(),
-        queued,
-        ctx.config.completion_batch,
-        Arc::clone(&ctx.shared.stats),
-    ));
-    tracing::info!(queue = %ctx.config.queue, worker = %ctx.config.worker_id, "worker.started");
+    let completer = tokio::spawn(
+        run_completer(
+            ctx.client.clone(),
+            queued,
+            ctx.config.completion_batch,
+            Arc::clone(&ctx.shared.stats),
+        )
+        .in_current_span(),
+    );
+    tracing::info!(worker = %ctx.config.worker_id, "worker.started");
     let mut state = State::new(ctx, completions);
     state.run().await;
     let fatal = state.fatal.take();
@@ -268,7 +279,7 @@ impl<H: Handler> State<H> {
         match std::panic::catch_unwind(AssertUnwindSafe(|| call.as_mut().poll(&mut cx))) {
             Ok(Poll::Ready(outcome)) => Some(outcome),
             Ok(Poll::Pending) => {
-                let task = self.handlers.spawn(call);
+                let task = self.handlers.spawn(call.in_current_span());
                 self.handler_keys.insert(task.id(), key);
                 None
             }

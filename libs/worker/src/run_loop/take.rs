@@ -10,6 +10,7 @@ use cascade_proto::convert::duration_to_proto;
 use cascade_proto::v1;
 use tokio::task::JoinError;
 use tokio::time::Instant;
+use tracing::Instrument;
 
 use super::{Held, State, TAKE_PAUSE_FIRST, TAKE_PAUSE_MAX, TAKE_SLACK, Took};
 use crate::complete::may_pass;
@@ -54,7 +55,7 @@ impl<H: Handler> State<H> {
                 answer,
             }
         };
-        self.take = Some(tokio::spawn(taking));
+        self.take = Some(tokio::spawn(taking.in_current_span()));
     }
 
     pub(super) async fn on_took(&mut self, took: Result<Took, JoinError>) {
