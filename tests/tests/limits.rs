@@ -163,7 +163,10 @@ async fn limits_name_themselves_and_metrics_stay_bounded() {
     // Deleted queues leave no series, and their places go to queues summed so far.
     for name in ["del-a", "del-b"] {
         c.admin()
-            .delete_queue(api::DeleteQueueRequest { name: name.into() })
+            .delete_queue(api::DeleteQueueRequest {
+                name: name.into(),
+                force: true,
+            })
             .await
             .expect("delete");
     }

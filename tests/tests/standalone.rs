@@ -16,6 +16,26 @@ fn example_config() -> PathBuf {
 
 /// Runs `cascade <args>` against the cluster; returns its stdout lines parsed as JSON.
 fn cli(cluster: &Cluster, args: &[&str], stdin: Option<&str>) -> Vec<serde_json::Value> {
+    let out = run_cli(cluster, args, stdin);
+    assert!(
+        out.status.success(),
+        "cascade {args:?} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON: {l}: {e}")))
+        .collect()
+}
+
+/// Runs `cascade <args>`, which must fail; returns what it wrote to standard error.
+fn cli_refused(cluster: &Cluster, args: &[&str]) -> String {
+    let out = run_cli(cluster, args, None);
+    assert!(!out.status.success(), "cascade {args:?} succeeded");
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+fn run_cli(cluster: &Cluster, args: &[&str], stdin: Option<&str>) -> std::process::Output {
     let mut child = Command::new(binary("cascade"))
         .args(args)
         .env("CASCADE_ADDR", format!("http://{}", cluster.grpc))
@@ -29,16 +49,7 @@ fn cli(cluster: &Cluster, args: &[&str], stdin: Option<&str>) -> Vec<serde_json:
         input.write_all(text.as_bytes()).expect("write stdin");
     }
     drop(input);
-    let out = child.wait_with_output().expect("cascade output");
-    assert!(
-        out.status.success(),
-        "cascade {args:?} failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON: {l}: {e}")))
-        .collect()
+    child.wait_with_output().expect("cascade output")
 }
 
 #[test]
@@ -78,6 +89,18 @@ fn readme_walkthrough_with_the_cli() {
     assert_eq!(stats[0]["ready"], 1);
     let queues = cli(&cluster, &["queue", "list"], None);
     assert!(queues.iter().any(|q| q["name"] == "jobs"), "{queues:?}");
+
+    // A queue that holds an event is deleted only with --force.
+    let refused = cli_refused(&cluster, &["queue", "delete", "jobs"]);
+    assert!(
+        refused.contains("is not empty (1 ready, 0 delayed, 0 leased events)")
+            && refused.contains("cascade queue delete --force"),
+        "{refused}"
+    );
+    assert_eq!(cli(&cluster, &["stats", "jobs"], None)[0]["ready"], 1);
+    cli(&cluster, &["queue", "delete", "jobs", "--force"], None);
+    let queues = cli(&cluster, &["queue", "list"], None);
+    assert!(!queues.iter().any(|q| q["name"] == "jobs"), "{queues:?}");
     cluster.stop();
 }
 

@@ -30,6 +30,15 @@ pub enum StoreError {
         id: String,
         until: Timestamp,
     },
+    #[error(
+        "queue '{queue}' is not empty ({ready} ready, {delayed} delayed, {leased} leased events): delete it with force set (`cascade queue delete --force`) to drop them, or let it drain or purge it first"
+    )]
+    QueueNotEmpty {
+        queue: String,
+        ready: u64,
+        delayed: u64,
+        leased: u64,
+    },
     #[error("queue '{queue}' already holds an event with id '{id}'")]
     IdTaken { queue: String, id: String },
     #[error(
@@ -99,9 +108,9 @@ impl StoreError {
             | StoreError::EventNotFound { .. }
             | StoreError::PipelineNotFound { .. } => Code::NotFound,
             StoreError::QueueExists { .. } | StoreError::IdTaken { .. } => Code::AlreadyExists,
-            StoreError::LeaseHeld { .. } | StoreError::StaleLease { .. } => {
-                Code::FailedPrecondition
-            }
+            StoreError::LeaseHeld { .. }
+            | StoreError::StaleLease { .. }
+            | StoreError::QueueNotEmpty { .. } => Code::FailedPrecondition,
             StoreError::UnknownStage { .. } => Code::InvalidArgument,
             StoreError::PayloadTooLarge { .. }
             | StoreError::Busy { .. }

@@ -39,8 +39,14 @@ pub enum QueueCommand {
         #[arg(long, default_value = "")]
         prefix: String,
     },
-    /// Delete an empty queue or a template.
-    Delete { name: String },
+    /// Delete a queue or a template. A queue that still holds events (ready, delayed or
+    /// leased) is refused unless --force, which drops them with it.
+    Delete {
+        name: String,
+        /// Delete the queue even if it holds events, and drop them.
+        #[arg(long)]
+        force: bool,
+    },
 }
 
 #[derive(clap::Args)]
@@ -216,9 +222,12 @@ pub async fn queue(conn: Conn, command: QueueCommand) -> anyhow::Result<()> {
                 page_token = page.next_page_token;
             }
         }
-        QueueCommand::Delete { name } => {
+        QueueCommand::Delete { name, force } => {
             admin
-                .delete_queue(api::DeleteQueueRequest { name: name.clone() })
+                .delete_queue(api::DeleteQueueRequest {
+                    name: name.clone(),
+                    force,
+                })
                 .await?;
             print(json!({ "deleted": name }));
         }

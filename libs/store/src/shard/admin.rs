@@ -150,13 +150,26 @@ impl Shard {
         })
     }
 
-    /// Deletes a queue with all its events, or a template (the queues it made keep theirs).
-    pub fn delete_queue(&mut self, name: &QueueName) -> Result<(), StoreError> {
+    /// Deletes a queue, or a template (the queues it made keep theirs and their events). A
+    /// queue that holds events (ready, delayed or leased) is refused unless `force`, which
+    /// drops them with it.
+    pub fn delete_queue(&mut self, name: &QueueName, force: bool) -> Result<(), StoreError> {
         let txn = self.st.begin(&self.kv);
         let Some(v) = txn.get(&keys::queue(name.as_str()))? else {
             return Err(not_found(name));
         };
         let rec = records::decode_queue(&v).map_err(|e| State::corrupt(&self.kv, e))?;
+        if !force
+            && let Some(held) = State::stored_counters(&txn, rec.id)?
+            && held.ready + held.delayed + held.leased > 0
+        {
+            return Err(StoreError::QueueNotEmpty {
+                queue: name.to_string(),
+                ready: held.ready,
+                delayed: held.delayed,
+                leased: held.leased,
+            });
+        }
         let mut txn = txn;
         self.st.remove_all_events(&mut txn, &rec)?;
         if let Some(left) = State::stored_counters(&txn, rec.id)? {

@@ -55,7 +55,7 @@ fn queues_and_templates_count_and_per_user_queues_do_not() {
         .create_queue(at(0), q("inbox:u1"), config())
         .expect_err("over");
     assert_limit(err, "name", "limits.max_queues");
-    s.delete_queue(&q("a")).expect("delete");
+    s.delete_queue(&q("a"), false).expect("delete");
     s.create_queue(at(0), q("inbox:u1"), config())
         .expect("room again");
     let err = s

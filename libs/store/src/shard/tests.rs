@@ -5,8 +5,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use cascade_core::{
-    EventId, EventState, HandlerKind, HandlerSpec, IdempotencyKey, Outcome, Pipeline, QueueConfig,
-    QueueName, Stage, Timestamp,
+    Code, EventId, EventState, HandlerKind, HandlerSpec, IdempotencyKey, Outcome, Pipeline,
+    QueueConfig, QueueName, Stage, Timestamp,
 };
 
 use super::*;
@@ -638,10 +638,41 @@ fn template_families_sum_their_queues_and_stats_listing_skips_them() {
         ("inbox:vip:*".to_owned(), 1, 1),
     ];
     assert_eq!(members(&s), moved);
-    s.delete_queue(&q("inbox:vip:*")).expect("delete template");
+    s.delete_queue(&q("inbox:vip:*"), false)
+        .expect("delete template");
     let back = [
         ("inbox:*".to_owned(), 2, 3),
         ("inbox:*.dlq".to_owned(), 1, 1),
     ];
     assert_eq!(members(&s), back);
+}
+
+#[test]
+fn a_queue_holding_events_is_deleted_only_with_force() {
+    let (_d, mut s) = with_queue(QueueConfig::default());
+    s.enqueue(at(0), cmd("ready")).expect("enqueue");
+    let mut later = cmd("later");
+    later.activate_at = Some(at(60));
+    s.enqueue(at(0), later).expect("enqueue");
+    s.take(at(1), &q("jobs"), 1, None).expect("take");
+    let refused = s.delete_queue(&q("jobs"), false).expect_err("not empty");
+    assert_eq!(refused.code(), Code::FailedPrecondition);
+    assert!(
+        refused
+            .to_string()
+            .contains("(0 ready, 1 delayed, 1 leased events)"),
+        "{refused}"
+    );
+    assert_eq!(
+        s.queue_stats(at(2), &q("jobs"))
+            .expect("still there")
+            .delayed,
+        1
+    );
+    s.delete_queue(&q("jobs"), true).expect("forced");
+    assert!(s.queue_stats(at(2), &q("jobs")).is_err(), "gone");
+    s.create_queue(at(3), q("empty"), QueueConfig::default())
+        .expect("create");
+    s.delete_queue(&q("empty"), false)
+        .expect("an empty queue needs no force");
 }

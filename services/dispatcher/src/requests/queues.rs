@@ -71,7 +71,7 @@ pub(super) async fn delete(
     let name = queue_name_from_proto(&request.name, "name")?;
     check_queue_or_template(ctx, &name)?;
     ctx.store
-        .run(move |shard, _| shard.delete_queue(&name))
+        .run(move |shard, _| shard.delete_queue(&name, request.force))
         .await?;
     Ok(Empty {})
 }

@@ -76,6 +76,7 @@ async fn templates_go_to_every_shard_and_queues_to_their_owner() {
     admin
         .delete_queue(DeleteQueueRequest {
             name: "inbox:*".into(),
+            force: false,
         })
         .await
         .expect("template deleted");
