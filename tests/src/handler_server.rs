@@ -84,6 +84,16 @@ impl HandlerServer {
         self.shared.calls.lock().expect("calls").len()
     }
 
+    /// The events `stage` answered 2xx at least once so far.
+    pub fn succeeded_ids(&self, stage: &str) -> std::collections::HashSet<String> {
+        let calls = self.shared.calls.lock().expect("calls");
+        calls
+            .iter()
+            .filter(|c| c.stage == stage && c.succeeded())
+            .map(|c| c.id.clone())
+            .collect()
+    }
+
     /// Calls of `stage` answered 2xx so far.
     pub fn successes(&self, stage: &str) -> usize {
         let calls = self.shared.calls.lock().expect("calls");

@@ -18,7 +18,7 @@
 //! be due before `t + d`, and a delivery recorded at `r` happened before `r`, so `r < t + d`
 //! proves it early whatever the server's clock says.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::fmt;
 use std::sync::Mutex;
 use std::time::Duration;
@@ -57,7 +57,7 @@ struct Record {
     /// Plain queue acks answered OK, by event.
     acked: HashMap<String, Instant>,
     /// Plain queue events with an ack whose answer was lost (it may have been done).
-    ack_unknown: std::collections::HashSet<String>,
+    ack_unknown: HashSet<String>,
     /// From the start of each fault to the moment everything served again.
     faults: Vec<(Instant, Instant)>,
 }
@@ -161,6 +161,20 @@ impl History {
     /// How many enqueues were acknowledged so far.
     pub fn sent(&self) -> usize {
         self.lock().sent.len()
+    }
+
+    /// How many acknowledged enqueues have not arrived yet: plain-queue events without an
+    /// ack (confirmed or with its answer lost), pipeline events not in `pipeline_done`.
+    pub fn unarrived(&self, pipeline_done: &HashSet<String>) -> usize {
+        let record = self.lock();
+        record
+            .sent
+            .iter()
+            .filter(|(id, sent)| match sent.line {
+                Line::Queue => !record.acked.contains_key(*id) && !record.ack_unknown.contains(*id),
+                Line::Pipeline { .. } => !pipeline_done.contains(*id),
+            })
+            .count()
     }
 
     /// How many deliveries were recorded so far (to wait for progress between faults).

@@ -46,10 +46,10 @@ impl Proxy {
         let counted = Arc::clone(&accepted);
         let task = tokio::spawn(async move {
             while let Ok((client, _)) = listener.accept().await {
-                counted.fetch_add(1, Ordering::SeqCst);
                 let Ok(server) = TcpStream::connect(&upstream).await else {
                     continue; // The upstream is down: the client sees its connection close.
                 };
+                counted.fetch_add(1, Ordering::SeqCst);
                 tokio::spawn(forward(
                     client,
                     server,
@@ -72,7 +72,7 @@ impl Proxy {
         &self.addr
     }
 
-    /// Connections accepted so far (a cut is followed by reconnections).
+    /// Connections made through to the upstream so far (a cut is followed by reconnections).
     pub fn accepted(&self) -> usize {
         self.accepted.load(Ordering::SeqCst)
     }
@@ -100,7 +100,7 @@ async fn forward(
     condition: watch::Receiver<Condition>,
     mut cuts: watch::Receiver<u64>,
 ) {
-    cuts.mark_unchanged();
+    // Subscribed at accept: a cut from then on ends this connection too.
     let (client_read, client_write) = client.into_split();
     let (server_read, server_write) = server.into_split();
     tokio::select! {

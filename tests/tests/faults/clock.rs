@@ -13,16 +13,34 @@ use cascade_e2e::scenarios::{config, create, item};
 use cascade_e2e::{Cluster, Mode};
 use tokio::time::Instant;
 
-const LIBFAKETIME: &str = "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1";
+/// Debian's libfaketime, under the machine's multiarch directory.
+const LIBFAKETIME: &str = "faketime/libfaketime.so.1";
 /// The size of every step; the offsets below go forward by one step, back by two (in two
 /// steps) and forward again.
 const STEP_S: i64 = 2;
+/// Longer than the step, so that an event fired early by more than the step is seen.
+const LONGEST_DELAY: Duration = Duration::from_secs(6);
 const OFFSETS_S: [i64; 4] = [STEP_S, 0, -STEP_S, 0];
 const BETWEEN_STEPS: usize = 300;
 const PROGRESS_WITHIN: Duration = Duration::from_secs(60);
 const SEEN_WITHIN: Duration = Duration::from_secs(10);
 const DRAIN_WITHIN: Duration = Duration::from_secs(120);
 const PROBE: &str = "clock-probe";
+
+/// The path of libfaketime (`/usr/lib/<arch>-linux-gnu/faketime/…`).
+fn libfaketime() -> String {
+    std::fs::read_dir("/usr/lib")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|arch| arch.path().join(LIBFAKETIME))
+        .find(|path| path.is_file())
+        .unwrap_or_else(|| {
+            panic!("/usr/lib/*/{LIBFAKETIME} is missing: install Debian's faketime (scripts/test.sh does)")
+        })
+        .display()
+        .to_string()
+}
 
 /// Writes the offset libfaketime gives the server's wall clock (read on every call).
 fn set_offset(file: &Path, seconds: i64) {
@@ -63,17 +81,14 @@ async fn wait_for_offset(c: &Client, seconds: i64) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn wall_clock_steps_fire_nothing_early_beyond_the_step_and_lose_nothing() {
-    assert!(
-        Path::new(LIBFAKETIME).is_file(),
-        "{LIBFAKETIME} is missing: install Debian's faketime (scripts/test.sh does)"
-    );
+    let libfaketime = libfaketime();
     let dir = tempfile::tempdir().expect("tempdir");
     let offset_file = dir.path().join("offset");
     set_offset(&offset_file, 0);
     let file = offset_file.display().to_string();
     let mut cluster = tokio::task::spawn_blocking(move || {
         let env = [
-            ("LD_PRELOAD", LIBFAKETIME),
+            ("LD_PRELOAD", libfaketime.as_str()),
             ("FAKETIME_TIMESTAMP_FILE", file.as_str()),
             ("FAKETIME_NO_CACHE", "1"),
             ("FAKETIME_DONT_FAKE_MONOTONIC", "1"),
@@ -85,7 +100,7 @@ async fn wall_clock_steps_fire_nothing_early_beyond_the_step_and_lose_nothing() 
     let c = cluster.client().await;
     create(&c, PROBE, config(30.0, 0)).await;
     wait_for_offset(&c, 0).await;
-    let load = Load::start(&mut cluster, "clock").await;
+    let load = Load::start_with_delays(&mut cluster, "clock", LONGEST_DELAY).await;
     for seconds in OFFSETS_S {
         load.wait_for_progress(load.progress(), BETWEEN_STEPS, PROGRESS_WITHIN)
             .await;

@@ -66,7 +66,9 @@ pub(crate) struct Ctx<H> {
 /// Runs until the drain ends; an error means the gateway refused takes for good. Every log
 /// line of the worker, its tasks' included, names its queue (a log-only span).
 pub(crate) async fn run<H: Handler>(ctx: Ctx<H>) -> Result<(), WorkerError> {
-    let span = tracing::info_span!(target: LOG_ONLY_TARGET, "worker", queue = %ctx.config.queue);
+    // ERROR level, so that no log filter (`warn`, a filter naming other targets) turns the
+    // context off while it lets the worker's lines through.
+    let span = tracing::error_span!(target: LOG_ONLY_TARGET, "worker", queue = %ctx.config.queue);
     run_in_span(ctx).instrument(span).await
 }
 
