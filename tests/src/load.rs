@@ -24,7 +24,14 @@ const CALL_TIMEOUT: Duration = Duration::from_secs(5);
 const ENQUEUE_WITHIN: Duration = Duration::from_secs(60);
 /// Lease of the plain queue and of the pipeline's stages: short, so that what a fault
 /// leaves leased comes back soon.
-const LEASE_S: f64 = 3.0;
+pub const LEASE: Duration = Duration::from_secs(3);
+/// Deliveries (consumers' and the handler's) before each fault, so that each lands in a
+/// running load, wherever it has got to.
+const BETWEEN_FAULTS: usize = 300;
+const PROGRESS_WITHIN: Duration = Duration::from_secs(60);
+const SERVING_WITHIN: Duration = Duration::from_secs(60);
+/// How long the drain may take; what has not arrived by then is lost.
+const DRAIN_WITHIN: Duration = Duration::from_secs(120);
 const PRODUCERS: usize = 4;
 const CONSUMERS: usize = 2;
 /// A producer's pause between two enqueues: about 800 events/s in all.
@@ -33,8 +40,8 @@ const PAUSE: Duration = Duration::from_millis(5);
 const LONGEST_DELAY: Duration = Duration::from_millis(1_500);
 
 pub struct Load {
-    pub history: Arc<History>,
-    pub flow: Flow,
+    history: Arc<History>,
+    flow: Flow,
     queue: String,
     producing: Arc<AtomicBool>,
     consuming: Arc<AtomicBool>,
@@ -55,10 +62,10 @@ impl Load {
         base: &str,
         longest_delay: Duration,
     ) -> Load {
-        let flow = Flow::start(cluster, base, LEASE_S, 11).await;
+        let flow = Flow::start(cluster, base, LEASE.as_secs_f64(), 11).await;
         let queue = format!("{base}-q");
         let c = cluster.client().await;
-        create(&c, &queue, config(LEASE_S, 0)).await;
+        create(&c, &queue, config(LEASE.as_secs_f64(), 0)).await;
         let history = Arc::new(History::default());
         let producing = Arc::new(AtomicBool::new(true));
         let consuming = Arc::new(AtomicBool::new(true));
@@ -98,12 +105,42 @@ impl Load {
     }
 
     /// Everything seen so far: consumers' deliveries and the handler's calls.
-    pub fn progress(&self) -> usize {
+    fn progress(&self) -> usize {
         self.history.deliveries() + self.flow.server.call_count()
     }
 
-    /// Waits until `more` deliveries were seen since `from` (a [`Load::progress`]).
-    pub async fn wait_for_progress(&self, from: usize, more: usize, within: Duration) {
+    /// Plays one fault: waits for more deliveries, runs `fault`, waits until every shard
+    /// serves again, and records the fault from its start until then plus `linger` (how long
+    /// after it a redelivery may still be its doing). Returns how long it took.
+    pub async fn play_fault(
+        &self,
+        cluster: &mut Cluster,
+        linger: Duration,
+        fault: impl AsyncFnOnce(&mut Cluster),
+    ) -> Duration {
+        self.wait_for_progress().await;
+        let start = Instant::now();
+        fault(cluster).await;
+        self.wait_serving(cluster).await;
+        self.history.fault(start, Instant::now() + linger);
+        start.elapsed()
+    }
+
+    /// Lets the load run on past the last fault, drains it, requires a clean history
+    /// (`early_allowance` as in [`History::check`]) and stops the cluster.
+    pub async fn check_and_stop(self, cluster: Cluster, early_allowance: Duration) {
+        self.wait_for_progress().await;
+        let counts = self.finish(&cluster, early_allowance).await;
+        eprintln!("{counts}");
+        assert!(counts.clean(), "{counts}");
+        tokio::task::spawn_blocking(move || cluster.stop())
+            .await
+            .expect("stop the cluster");
+    }
+
+    /// Waits until [`BETWEEN_FAULTS`] more deliveries were seen.
+    async fn wait_for_progress(&self) {
+        let (from, more, within) = (self.progress(), BETWEEN_FAULTS, PROGRESS_WITHIN);
         let deadline = Instant::now() + within;
         while self.progress() < from + more {
             assert!(
@@ -118,14 +155,10 @@ impl Load {
     /// Stops the producers, waits until every event has gone through (each arrived: acked
     /// from the plain queue or handled by the last stage; and the queue and every stage hold
     /// nothing, so nothing is in flight), stops the consumers and checks the history;
-    /// `early_allowance` as in [`History::check`]. Events that never arrive within `within`
-    /// are reported as lost by the check.
-    pub async fn finish(
-        mut self,
-        cluster: &Cluster,
-        within: Duration,
-        early_allowance: Duration,
-    ) -> Counts {
+    /// `early_allowance` as in [`History::check`]. Events that never arrive within
+    /// [`DRAIN_WITHIN`] are reported as lost by the check.
+    async fn finish(mut self, cluster: &Cluster, early_allowance: Duration) -> Counts {
+        let within = DRAIN_WITHIN;
         self.producing.store(false, Ordering::SeqCst);
         for p in std::mem::take(&mut self.producers) {
             p.await.expect("a producer");
@@ -166,7 +199,8 @@ impl Load {
 
     /// Waits until the gateway answers for the plain queue and every stage again (after
     /// a fault: every shard serves).
-    pub async fn wait_serving(&self, cluster: &Cluster, within: Duration) {
+    async fn wait_serving(&self, cluster: &Cluster) {
+        let within = SERVING_WITHIN;
         let c = cluster.client().await;
         let deadline = Instant::now() + within;
         while let Err(status) = self.held(&c).await {

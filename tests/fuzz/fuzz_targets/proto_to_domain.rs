@@ -21,43 +21,26 @@ fuzz_target!(|input: &[u8]| {
     };
     let now = Timestamp::from_micros(NOW_MICROS);
     match which % 12 {
-        0 => {
-            let Ok(request) = v1::EnqueueBatchRequest::decode(bytes) else {
-                return;
-            };
-            for (i, item) in convert::enqueue_batch_from_proto(request)
-                .into_iter()
-                .enumerate()
-            {
+        0 => decoded(bytes, |request: v1::EnqueueBatchRequest| {
+            let items = convert::enqueue_batch_from_proto(request);
+            for (i, item) in items.into_iter().enumerate() {
                 if let Ok(item) = item {
                     let _ = item.into_command(now, &format!("items[{i}]"));
                 }
             }
-        }
-        1 => {
-            let Ok(request) = v1::TakeRequest::decode(bytes) else {
-                return;
-            };
-            let _ = convert::take_from_proto(&request);
-        }
-        2 => {
-            let Ok(request) = v1::CompleteRequest::decode(bytes) else {
-                return;
-            };
-            let _ = convert::completions_from_proto(request);
-        }
-        3 => {
-            let Ok(request) = v1::UpdateRequest::decode(bytes) else {
-                return;
-            };
+        }),
+        1 => decoded(bytes, |r: v1::TakeRequest| {
+            drop(convert::take_from_proto(&r))
+        }),
+        2 => decoded(bytes, |r: v1::CompleteRequest| {
+            drop(convert::completions_from_proto(r))
+        }),
+        3 => decoded(bytes, |request: v1::UpdateRequest| {
             if let Ok(item) = convert::update_from_proto(request) {
                 let _ = item.into_update(now);
             }
-        }
-        4 => {
-            let Ok(pipeline) = v1::Pipeline::decode(bytes) else {
-                return;
-            };
+        }),
+        4 => decoded(bytes, |pipeline: v1::Pipeline| {
             if let Ok(domain) = convert::pipeline_from_proto(&pipeline) {
                 let back = convert::pipeline_to_proto(&domain);
                 let again = convert::pipeline_from_proto(&back);
@@ -67,52 +50,36 @@ fuzz_target!(|input: &[u8]| {
                     "a pipeline survives a round trip"
                 );
             }
-        }
-        5 => {
-            let Ok(request) = v1::CreateQueueRequest::decode(bytes) else {
-                return;
-            };
+        }),
+        5 => decoded(bytes, |request: v1::CreateQueueRequest| {
             if let Ok((_, config)) = convert::create_queue_from_proto(&request) {
                 let back = convert::queue_config_to_proto(&config);
                 let again = convert::queue_config_from_proto(Some(&back), "config");
                 assert_eq!(again, Ok(config), "a queue config survives a round trip");
             }
-        }
-        6 => {
-            let Ok(request) = v1::RedriveRequest::decode(bytes) else {
-                return;
-            };
-            let _ = convert::redrive_from_proto(&request);
-        }
-        7 => {
-            let Ok(request) = v1::ListDeadLettersRequest::decode(bytes) else {
-                return;
-            };
-            let _ = convert::list_dead_letters_from_proto(&request);
-        }
-        8 => {
-            let Ok(request) = v1::ListQueuesRequest::decode(bytes) else {
-                return;
-            };
-            let _ = convert::list_queues_from_proto(&request);
-        }
-        9 => {
-            let Ok(delivery) = bus::Delivery::decode(bytes) else {
-                return;
-            };
-            let _ = convert::delivery_from_proto(delivery, "delivery");
-        }
-        10 => {
-            let Ok(entry) = bus::ScheduleEntry::decode(bytes) else {
-                return;
-            };
-            let _ = convert::schedule_entry_from_proto(&entry, "entry");
-        }
-        _ => {
-            let Ok(event) = v1::Event::decode(bytes) else {
-                return;
-            };
-            let _ = convert::event_from_proto(event);
-        }
+        }),
+        6 => decoded(bytes, |r: v1::RedriveRequest| {
+            drop(convert::redrive_from_proto(&r))
+        }),
+        7 => decoded(bytes, |r: v1::ListDeadLettersRequest| {
+            drop(convert::list_dead_letters_from_proto(&r))
+        }),
+        8 => decoded(bytes, |r: v1::ListQueuesRequest| {
+            drop(convert::list_queues_from_proto(&r))
+        }),
+        9 => decoded(bytes, |d: bus::Delivery| {
+            drop(convert::delivery_from_proto(d, "delivery"))
+        }),
+        10 => decoded(bytes, |e: bus::ScheduleEntry| {
+            drop(convert::schedule_entry_from_proto(&e, "entry"))
+        }),
+        _ => decoded(bytes, |e: v1::Event| drop(convert::event_from_proto(e))),
     }
 });
+
+/// Runs `convert` on `bytes` decoded as message `M`; bytes that are not one are done with.
+fn decoded<M: Message + Default>(bytes: &[u8], convert: impl FnOnce(M)) {
+    if let Ok(message) = M::decode(bytes) {
+        convert(message);
+    }
+}

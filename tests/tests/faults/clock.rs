@@ -8,7 +8,7 @@ use std::path::Path;
 use std::time::{Duration, SystemTime};
 
 use cascade_client::Client;
-use cascade_e2e::load::Load;
+use cascade_e2e::load::{LEASE, Load};
 use cascade_e2e::scenarios::{config, create, item};
 use cascade_e2e::{Cluster, Mode};
 use tokio::time::Instant;
@@ -21,10 +21,7 @@ const STEP_S: i64 = 2;
 /// Longer than the step, so that an event fired early by more than the step is seen.
 const LONGEST_DELAY: Duration = Duration::from_secs(6);
 const OFFSETS_S: [i64; 4] = [STEP_S, 0, -STEP_S, 0];
-const BETWEEN_STEPS: usize = 300;
-const PROGRESS_WITHIN: Duration = Duration::from_secs(60);
 const SEEN_WITHIN: Duration = Duration::from_secs(10);
-const DRAIN_WITHIN: Duration = Duration::from_secs(120);
 const PROBE: &str = "clock-probe";
 
 /// The path of libfaketime (`/usr/lib/<arch>-linux-gnu/faketime/…`).
@@ -102,29 +99,15 @@ async fn wall_clock_steps_fire_nothing_early_beyond_the_step_and_lose_nothing() 
     wait_for_offset(&c, 0).await;
     let load = Load::start_with_delays(&mut cluster, "clock", LONGEST_DELAY).await;
     for seconds in OFFSETS_S {
-        load.wait_for_progress(load.progress(), BETWEEN_STEPS, PROGRESS_WITHIN)
-            .await;
-        let start = Instant::now();
-        set_offset(&offset_file, seconds);
-        wait_for_offset(&c, seconds).await;
         // A forward step ends leases early: what the last stage had under lease may be
-        // handled again until the lease's length has passed.
-        load.wait_for_progress(load.progress(), BETWEEN_STEPS, PROGRESS_WITHIN)
-            .await;
-        load.history
-            .fault(start, Instant::now() + Duration::from_secs(3));
+        // handled again until a lease's length has passed.
+        load.play_fault(&mut cluster, LEASE, async |_| {
+            set_offset(&offset_file, seconds);
+            wait_for_offset(&c, seconds).await;
+        })
+        .await;
         eprintln!("the server's clock is now {seconds:+} s off");
     }
-    let counts = load
-        .finish(
-            &cluster,
-            DRAIN_WITHIN,
-            Duration::from_secs(STEP_S.unsigned_abs()),
-        )
-        .await;
-    eprintln!("{counts}");
-    assert!(counts.clean(), "{counts}");
-    tokio::task::spawn_blocking(move || cluster.stop())
-        .await
-        .expect("stop the cluster");
+    let step = Duration::from_secs(STEP_S.unsigned_abs());
+    load.check_and_stop(cluster, step).await;
 }

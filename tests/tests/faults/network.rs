@@ -10,15 +10,11 @@ use std::time::Duration;
 use cascade_e2e::load::Load;
 use cascade_e2e::proxy::{Condition, Proxy};
 use cascade_e2e::{Cluster, Mode};
-use tokio::time::Instant;
 
-const BETWEEN_FAULTS: usize = 300;
-const PROGRESS_WITHIN: Duration = Duration::from_secs(60);
-const SERVING_WITHIN: Duration = Duration::from_secs(60);
-const DRAIN_WITHIN: Duration = Duration::from_secs(120);
-/// Longer than the bus's request timeout below, so that requests in flight time out.
+use crate::SHORT_REQUEST_TIMEOUT;
+
+/// Longer than the bus's request timeout, so that requests in flight time out.
 const STALL: Duration = Duration::from_secs(3);
-const ENV: [(&str, &str); 1] = [("CASCADE__BUS__REQUEST_TIMEOUT", "1s")];
 
 /// A fault's name and how the proxy plays it.
 type Fault = (&'static str, fn(&Proxy));
@@ -36,7 +32,7 @@ async fn latency_stalls_and_cut_connections_to_nats_lose_and_repeat_nothing() {
             *held.lock().expect("the proxy") = Some(started);
             url
         };
-        Cluster::start_routed(Mode::Distributed, None, &ENV, &route)
+        Cluster::start_routed(Mode::Distributed, None, &SHORT_REQUEST_TIMEOUT, &route)
     })
     .await
     .expect("start the cluster");
@@ -55,31 +51,22 @@ async fn latency_stalls_and_cut_connections_to_nats_lose_and_repeat_nothing() {
         }),
     ];
     for &(name, fault) in faults.iter().cycle().take(faults.len() * crate::rounds()) {
-        load.wait_for_progress(load.progress(), BETWEEN_FAULTS, PROGRESS_WITHIN)
+        let mut connections = 0;
+        let took = load
+            .play_fault(&mut cluster, Duration::ZERO, async |_| {
+                connections = proxy.accepted();
+                fault(&proxy);
+                // Held for a while whatever the fault (a cut is over at once; new
+                // connections pass).
+                tokio::time::sleep(STALL).await;
+                proxy.set(Condition::Pass);
+            })
             .await;
-        let start = Instant::now();
-        let connections = proxy.accepted();
-        fault(&proxy);
-        // Held for a while whatever the fault (a cut is over at once; new connections pass).
-        tokio::time::sleep(STALL).await;
-        proxy.set(Condition::Pass);
-        load.wait_serving(&cluster, SERVING_WITHIN).await;
-        load.history.fault(start, Instant::now());
         let reconnected = proxy.accepted() - connections;
-        eprintln!(
-            "{name}: serving again {:?} after it began; {reconnected} connections made",
-            start.elapsed()
-        );
+        eprintln!("{name}: serving again {took:?} after it began; {reconnected} connections made");
         if name.contains("cut") {
             assert!(reconnected > 0, "{name}: the services did not reconnect");
         }
     }
-    load.wait_for_progress(load.progress(), BETWEEN_FAULTS, PROGRESS_WITHIN)
-        .await;
-    let counts = load.finish(&cluster, DRAIN_WITHIN, Duration::ZERO).await;
-    eprintln!("{counts}");
-    assert!(counts.clean(), "{counts}");
-    tokio::task::spawn_blocking(move || cluster.stop())
-        .await
-        .expect("stop the cluster");
+    load.check_and_stop(cluster, Duration::ZERO).await;
 }

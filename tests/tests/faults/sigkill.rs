@@ -8,41 +8,25 @@ use std::time::Duration;
 
 use cascade_e2e::load::Load;
 use cascade_e2e::{Cluster, Mode, Part};
-use tokio::time::Instant;
 
-/// Deliveries (consumers' and the handler's) between two kills, so that each kill lands
-/// in a running load, wherever it has got to.
-const BETWEEN_KILLS: usize = 300;
-const PROGRESS_WITHIN: Duration = Duration::from_secs(60);
-const SERVING_WITHIN: Duration = Duration::from_secs(60);
-const DRAIN_WITHIN: Duration = Duration::from_secs(120);
-
-/// A gateway's request lost with a killed dispatcher holds that shard's requests back for
-/// `bus.request_timeout` (10 s by default): shorter here, so that a kill costs little time.
-const ENV: [(&str, &str); 1] = [("CASCADE__BUS__REQUEST_TIMEOUT", "1s")];
+use crate::SHORT_REQUEST_TIMEOUT;
 
 async fn crash_loop(mode: Mode, base: &str, kills: &[Part]) {
-    let mut cluster = tokio::task::spawn_blocking(move || Cluster::start_with(mode, None, &ENV))
-        .await
-        .expect("start the cluster");
+    let mut cluster = tokio::task::spawn_blocking(move || {
+        Cluster::start_with(mode, None, &SHORT_REQUEST_TIMEOUT)
+    })
+    .await
+    .expect("start the cluster");
     let load = Load::start(&mut cluster, base).await;
     for &part in kills.iter().cycle().take(kills.len() * crate::rounds()) {
-        load.wait_for_progress(load.progress(), BETWEEN_KILLS, PROGRESS_WITHIN)
+        let took = load
+            .play_fault(&mut cluster, Duration::ZERO, async |cluster| {
+                tokio::task::block_in_place(|| cluster.crash_and_restart(part));
+            })
             .await;
-        let start = Instant::now();
-        tokio::task::block_in_place(|| cluster.crash_and_restart(part));
-        load.wait_serving(&cluster, SERVING_WITHIN).await;
-        load.history.fault(start, Instant::now());
-        eprintln!("{part:?} killed, serving again after {:?}", start.elapsed());
+        eprintln!("{part:?} killed, serving again after {took:?}");
     }
-    load.wait_for_progress(load.progress(), BETWEEN_KILLS, PROGRESS_WITHIN)
-        .await;
-    let counts = load.finish(&cluster, DRAIN_WITHIN, Duration::ZERO).await;
-    eprintln!("{counts}");
-    assert!(counts.clean(), "{counts}");
-    tokio::task::spawn_blocking(move || cluster.stop())
-        .await
-        .expect("stop the cluster");
+    load.check_and_stop(cluster, Duration::ZERO).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
