@@ -75,7 +75,7 @@ def test_the_pipelines_job_applies_the_values_pipelines_idempotently(rendered, g
         assert done.returncode == 0, done.stderr
         applied = [json.loads(line) for line in done.stdout.splitlines()]
         assert applied == [{"applied": "orders", "stages": 3}, {"applied": "reminders", "stages": 1}]
-    listed = run([cascade_bin(), "queue", "list", "--addr", gateway])
+    listed = run([cascade_bin(), "queue", "list", "--addr", gateway, "--json"])
     assert listed.returncode == 0, listed.stderr
     names = {json.loads(line)["name"] for line in listed.stdout.splitlines()}
     assert {"orders.check_stock", "orders.Charge", "orders.ship", "reminders.notify"} <= names

@@ -5,6 +5,7 @@
 //! The binaries are the workspace's own, built before the tests run (`scripts/test.sh` runs
 //! `cargo build --bins` first); a missing one fails the test with that advice.
 
+pub mod cli;
 pub mod cluster;
 pub mod flow;
 pub mod handler_server;

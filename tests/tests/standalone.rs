@@ -2,54 +2,18 @@
 //! the `cascade` client subcommands as the README shows, found by gRPC reflection, healthy,
 //! and stopped cleanly with SIGTERM.
 
-use std::io::Write;
 use std::path::PathBuf;
-use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use cascade_e2e::process::binary;
 use cascade_e2e::{Cluster, Mode};
 
 fn example_config() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../deploy/config/cascade.toml")
 }
 
-/// Runs `cascade <args>` against the cluster; returns its stdout lines parsed as JSON.
+/// `cascade <args> --json` against the cluster: its lines parsed.
 fn cli(cluster: &Cluster, args: &[&str], stdin: Option<&str>) -> Vec<serde_json::Value> {
-    let out = run_cli(cluster, args, stdin);
-    assert!(
-        out.status.success(),
-        "cascade {args:?} failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON: {l}: {e}")))
-        .collect()
-}
-
-/// Runs `cascade <args>`, which must fail; returns what it wrote to standard error.
-fn cli_refused(cluster: &Cluster, args: &[&str]) -> String {
-    let out = run_cli(cluster, args, None);
-    assert!(!out.status.success(), "cascade {args:?} succeeded");
-    String::from_utf8_lossy(&out.stderr).into_owned()
-}
-
-fn run_cli(cluster: &Cluster, args: &[&str], stdin: Option<&str>) -> std::process::Output {
-    let mut child = Command::new(binary("cascade"))
-        .args(args)
-        .env("CASCADE_ADDR", format!("http://{}", cluster.grpc))
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("run cascade");
-    let mut input = child.stdin.take().expect("stdin");
-    if let Some(text) = stdin {
-        input.write_all(text.as_bytes()).expect("write stdin");
-    }
-    drop(input);
-    child.wait_with_output().expect("cascade output")
+    cascade_e2e::cli::json_with(cluster, args, stdin)
 }
 
 #[test]
@@ -91,7 +55,7 @@ fn readme_walkthrough_with_the_cli() {
     assert!(queues.iter().any(|q| q["name"] == "jobs"), "{queues:?}");
 
     // A queue that holds an event is deleted only with --force.
-    let refused = cli_refused(&cluster, &["queue", "delete", "jobs"]);
+    let refused = cascade_e2e::cli::refused(&cluster, &["queue", "delete", "jobs"], 1);
     assert!(
         refused.contains("is not empty (1 ready, 0 delayed, 0 leased events)")
             && refused.contains("cascade queue delete --force"),

@@ -17,6 +17,16 @@ pub enum ClientError {
     Connect { addr: String, reason: String },
 }
 
+/// What actually went wrong under a transport error, e.g. "Connection refused (os error 111)":
+/// the outer layers only say "transport error".
+fn innermost_cause(error: &dyn std::error::Error) -> String {
+    let mut cause = error;
+    while let Some(next) = cause.source() {
+        cause = next;
+    }
+    cause.to_string()
+}
+
 #[derive(Clone)]
 pub struct Client {
     channel: Channel,
@@ -35,7 +45,7 @@ impl Client {
         })?;
         let channel = endpoint.connect().await.map_err(|e| ClientError::Connect {
             addr: addr.to_string(),
-            reason: e.to_string(),
+            reason: innermost_cause(&e),
         })?;
         Ok(Client { channel })
     }

@@ -13,17 +13,17 @@ pub enum StoreError {
     #[error(transparent)]
     Invalid(#[from] cascade_core::Error),
     #[error(
-        "queue '{queue}' does not exist: create it with CreateQueue, or create a template such as '{hint}*' that matches it"
+        "queue '{queue}' does not exist; create it with CreateQueue, or create a template such as '{hint}*' that matches it"
     )]
     QueueNotFound { queue: String, hint: String },
-    #[error("pipeline '{name}' does not exist: apply it with ApplyPipeline")]
+    #[error("pipeline '{name}' does not exist; apply it with ApplyPipeline")]
     PipelineNotFound { name: String },
     #[error("queue '{queue}' already exists with another config")]
     QueueExists { queue: String },
     #[error("event '{id}' not found in queue '{queue}'")]
     EventNotFound { queue: String, id: String },
     #[error(
-        "event '{id}' in queue '{queue}' is leased until {until}: complete it with its lease token or wait for the lease to expire"
+        "event '{id}' in queue '{queue}' is leased until {until}; complete it with its lease token or wait for the lease to expire"
     )]
     LeaseHeld {
         queue: String,
@@ -31,7 +31,7 @@ pub enum StoreError {
         until: Timestamp,
     },
     #[error(
-        "queue '{queue}' is not empty ({ready} ready, {delayed} delayed, {leased} leased events): delete it with force set (`cascade queue delete --force`) to drop them, or let it drain or purge it first"
+        "queue '{queue}' is not empty ({ready} ready, {delayed} delayed, {leased} leased events); delete it with force set (`cascade queue delete --force`) to drop them, or let it drain or purge it first"
     )]
     QueueNotEmpty {
         queue: String,

@@ -1,15 +1,16 @@
 //! `cascade`: `cascade standalone` runs ingest, dispatcher and activation-timer shards in one
-//! process over the in-process bus; the other subcommands are a small client for trying it
-//! out (`cascade queue create`, `cascade enqueue`, `cascade take`, `cascade ack`,
-//! `cascade stats`), `cascade pipeline apply` for the pipelines of a settings file,
-//! `cascade config check` for a settings file, `cascade rm explain` for the resource
-//! manager's decisions, and `cascade data verify` for a store directory.
+//! process over the in-process bus; the client commands (`cli`) cover the gateway's whole API
+//! (`enqueue`, `take`, `ack`, `queue create`, `dlq redrive`, `pipeline apply`…);
+//! `cascade config check` checks a settings file, `cascade rm explain` shows the resource
+//! manager's decisions, and `cascade data verify` checks a store directory.
+//!
+//! Exit codes: 0 done, 1 refused by the server (or failed), 2 bad usage, 3 cannot connect.
+//! A failure is one line on standard error, never a backtrace.
 
-mod client;
+mod cli;
 mod config_check;
 mod external;
 mod local_executor;
-mod pipeline;
 mod rm;
 mod rm_client;
 #[cfg(test)]
@@ -19,6 +20,7 @@ mod standalone;
 mod verify;
 
 use std::path::PathBuf;
+use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
@@ -29,7 +31,8 @@ static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 #[command(
     name = "cascade",
     version,
-    about = "Durable delayed events flowing through chains of queues"
+    about = "Durable delayed events flowing through chains of queues",
+    after_help = "Exit codes: 0 done, 1 refused by the server, 2 bad usage, 3 cannot connect."
 )]
 struct Cli {
     #[command(subcommand)]
@@ -40,30 +43,12 @@ struct Cli {
 enum Command {
     /// Run every service in this process (in-process bus, data under --data-dir).
     Standalone(standalone::Flags),
-    /// Create, show, list or delete queues and templates.
-    Queue {
-        #[command(subcommand)]
-        command: client::QueueCommand,
-        #[command(flatten)]
-        conn: client::Conn,
-    },
-    /// Enqueue one event; the payload is the argument, or standard input without one.
-    Enqueue(client::EnqueueArgs),
-    /// Take ready events under a lease; prints one JSON object per event.
-    Take(client::TakeArgs),
-    /// Acknowledge a taken event with its lease token.
-    Ack(client::AckArgs),
-    /// Show a queue's counts and totals; for a template, its queues' summed.
-    Stats(client::StatsArgs),
+    #[command(flatten)]
+    Client(cli::Command),
     /// Ask the resource manager of a running `cascade standalone`.
     Rm {
         #[command(subcommand)]
         command: rm_client::RmCommand,
-    },
-    /// Apply pipelines through the gateway.
-    Pipeline {
-        #[command(subcommand)]
-        command: pipeline::PipelineCommand,
     },
     /// Check settings files as the services load them at start.
     Config {
@@ -94,29 +79,40 @@ enum DataCommand {
     Verify { dir: PathBuf },
 }
 
-fn main() -> anyhow::Result<()> {
+fn main() -> ExitCode {
     let cli = Cli::parse();
-    if let Command::Service(args) = cli.command {
-        return external::exec(args);
+    let outcome = match cli.command {
+        Command::Client(command) => runtime().and_then(|rt| rt.block_on(cli::run(command))),
+        command => run(command).map_err(|e| cli::CliError::message(format!("{e:#}"))),
+    };
+    match outcome {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => {
+            eprintln!("error: {error}");
+            error.exit_code()
+        }
     }
-    let runtime = tokio::runtime::Builder::new_multi_thread()
+}
+
+fn runtime() -> Result<tokio::runtime::Runtime, cli::CliError> {
+    tokio::runtime::Builder::new_multi_thread()
         .enable_all()
-        .build()?;
-    match cli.command {
-        Command::Standalone(flags) => runtime.block_on(standalone::main(flags)),
-        Command::Queue { command, conn } => runtime.block_on(client::queue(conn, command)),
-        Command::Enqueue(args) => runtime.block_on(client::enqueue(args)),
-        Command::Take(args) => runtime.block_on(client::take(args)),
-        Command::Ack(args) => runtime.block_on(client::ack(args)),
-        Command::Stats(args) => runtime.block_on(client::stats(args)),
-        Command::Rm { command } => runtime.block_on(rm_client::rm(command)),
-        Command::Pipeline { command } => runtime.block_on(pipeline::pipeline(command)),
+        .build()
+        .map_err(|e| cli::CliError::failed("cannot start the async runtime", e))
+}
+
+/// The commands that are not a client of the gateway.
+fn run(command: Command) -> anyhow::Result<()> {
+    match command {
+        Command::Service(args) => external::exec(args),
+        Command::Standalone(flags) => runtime()?.block_on(standalone::main(flags)),
+        Command::Rm { command } => runtime()?.block_on(rm_client::rm(command)),
         Command::Config {
             command: ConfigCommand::Check(args),
         } => config_check::check(args),
         Command::Data {
             command: DataCommand::Verify { dir },
         } => verify::run(&dir),
-        Command::Service(_) => unreachable!("handed over before the runtime starts"),
+        Command::Client(_) => unreachable!("run by main"),
     }
 }

@@ -53,7 +53,7 @@ fn a_pipeline_is_stored_whole_and_its_owned_stage_queues_created() {
     let err = s.get_pipeline("nowhere").expect_err("not stored");
     assert_eq!(
         err.to_string(),
-        "pipeline 'nowhere' does not exist: apply it with ApplyPipeline"
+        "pipeline 'nowhere' does not exist; apply it with ApplyPipeline"
     );
     assert_eq!(err.code(), cascade_core::Code::NotFound);
 }

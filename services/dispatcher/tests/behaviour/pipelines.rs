@@ -141,7 +141,7 @@ async fn pipelines() {
     assert_eq!(status.code, 5);
     assert_eq!(
         status.message,
-        "pipeline 'other' does not exist: apply it with ApplyPipeline"
+        "pipeline 'other' does not exist; apply it with ApplyPipeline"
     );
     let Answer::Error(status) = get(&cluster, 0, "a.b").await else {
         panic!("a bad name is refused");

@@ -1,0 +1,87 @@
+//! Dead-letter queues: what is in one, with each event's origin and reason, and redrive.
+
+use cascade_client::api;
+
+use super::output::Value;
+use super::{CliError, ClientOpts};
+
+/// Set on a dead letter by the server: the queue it came from and why it was given up.
+const FROM_HEADER: &str = "cascade-dead-letter-from";
+const REASON_HEADER: &str = "cascade-dead-letter-reason";
+
+#[derive(clap::Subcommand)]
+pub enum DlqCommand {
+    /// List a dead-letter queue's events (e.g. `jobs.dlq`): origin, attempts, reason.
+    List {
+        /// The dead-letter queue.
+        dlq: String,
+        /// Events to list at most.
+        #[arg(long, default_value_t = 100)]
+        limit: u32,
+    },
+    /// Send dead letters back to the queues they came from, due now, attempts from 1.
+    #[command(group(clap::ArgGroup::new("which").required(true).args(["all", "ids"])))]
+    Redrive {
+        /// The dead-letter queue.
+        dlq: String,
+        /// The IDs of the events to send back.
+        ids: Vec<String>,
+        /// Every event of the dead-letter queue.
+        #[arg(long, conflicts_with = "ids")]
+        all: bool,
+    },
+}
+
+pub async fn dlq(command: DlqCommand, opts: ClientOpts) -> Result<(), CliError> {
+    let s = opts.session().await?;
+    let mut admin = s.client.admin();
+    match command {
+        DlqCommand::List { dlq, limit } => {
+            let mut records = Vec::new();
+            let mut page_token = String::new();
+            while records.len() < limit as usize {
+                let page = admin
+                    .list_dead_letters(api::ListDeadLettersRequest {
+                        queue: dlq.clone(),
+                        page_size: (limit as usize - records.len()).min(1000) as u32,
+                        page_token,
+                    })
+                    .await
+                    .map_err(s.refused(format!("cannot list the dead letters of {dlq}")))?
+                    .into_inner();
+                records.extend(page.events.iter().map(|e| {
+                    let header = |name| e.headers.get(name).cloned().unwrap_or_default();
+                    vec![
+                        ("id", Value::Text(e.id.clone())),
+                        ("from", Value::Text(header(FROM_HEADER))),
+                        ("attempts", Value::Count(e.attempts.into())),
+                        ("reason", Value::Text(header(REASON_HEADER))),
+                        super::payload_field(&e.payload),
+                    ]
+                }));
+                if page.next_page_token.is_empty() {
+                    break;
+                }
+                page_token = page.next_page_token;
+            }
+            s.out.table(&records, &format!("no dead letters in {dlq}"));
+        }
+        DlqCommand::Redrive { dlq, ids, all } => {
+            let moved = admin
+                .redrive(api::RedriveRequest {
+                    queue: dlq.clone(),
+                    ids,
+                    all,
+                })
+                .await
+                .map_err(s.refused(format!("cannot redrive {dlq}")))?
+                .into_inner()
+                .moved;
+            s.out.done(
+                format!("sent {moved} events from {dlq} back to their queues"),
+                vec![("queue", Value::Text(dlq)), ("moved", Value::Count(moved))],
+            );
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,257 @@
+//! Events by ID: enqueue, get, update, delete.
+
+use std::io::BufRead;
+
+use cascade_client::api;
+use cascade_proto::convert;
+
+use super::output::{Record, Value};
+use super::{CliError, ClientOpts, Session};
+
+/// Items per `EnqueueBatch` with --lines: well under the gateway's default limit (1000).
+const LINES_PER_BATCH: usize = 500;
+
+#[derive(clap::Args)]
+pub struct EnqueueArgs {
+    /// The queue, or with --pipeline the pipeline (its first stage).
+    queue: String,
+    /// The payload; without it, standard input is read.
+    #[arg(conflicts_with = "lines")]
+    payload: Option<String>,
+    #[command(flatten)]
+    when: When,
+    /// Client-chosen event ID (dedup: a repeat answers the original).
+    #[arg(long, conflicts_with = "lines")]
+    id: Option<String>,
+    /// Idempotency key (dedup within the queue's window).
+    #[arg(long, conflicts_with = "lines")]
+    key: Option<String>,
+    /// A header, NAME=VALUE; repeatable.
+    #[arg(long = "header", value_name = "NAME=VALUE")]
+    headers: Vec<String>,
+    /// QUEUE names a pipeline: the event enters its first stage.
+    #[arg(long)]
+    pipeline: bool,
+    /// One event per line of standard input, sent in batches.
+    #[arg(long)]
+    lines: bool,
+    #[command(flatten)]
+    opts: ClientOpts,
+}
+
+/// When an event comes due: after --delay, at --at, or now.
+#[derive(clap::Args)]
+struct When {
+    /// Activate after this long, e.g. 10s.
+    #[arg(long, conflicts_with = "at")]
+    delay: Option<String>,
+    /// Activate at this time (RFC 3339, e.g. 2026-11-23T10:00:00Z).
+    #[arg(long)]
+    at: Option<String>,
+}
+
+impl When {
+    fn enqueue(&self) -> Result<Option<api::enqueue_request::When>, CliError> {
+        use api::enqueue_request::When;
+        Ok(match (&self.delay, &self.at) {
+            (Some(d), _) => Some(When::Delay(super::duration_proto("delay", d)?)),
+            (None, Some(at)) => Some(When::ActivateAt(convert::timestamp_to_proto(super::time(
+                "at", at,
+            )?))),
+            (None, None) => None,
+        })
+    }
+
+    fn update(&self) -> Result<Option<api::update_request::When>, CliError> {
+        use api::update_request::When;
+        Ok(self.enqueue()?.map(|when| match when {
+            api::enqueue_request::When::Delay(d) => When::Delay(d),
+            api::enqueue_request::When::ActivateAt(t) => When::ActivateAt(t),
+        }))
+    }
+}
+
+#[derive(clap::Args)]
+pub struct EventArgs {
+    queue: String,
+    id: String,
+    #[command(flatten)]
+    opts: ClientOpts,
+}
+
+#[derive(clap::Args)]
+pub struct UpdateArgs {
+    queue: String,
+    id: String,
+    /// The new payload.
+    #[arg(long)]
+    payload: Option<String>,
+    #[command(flatten)]
+    when: When,
+    /// A header to set, NAME=VALUE (merged into the event's); repeatable.
+    #[arg(long = "header", value_name = "NAME=VALUE")]
+    headers: Vec<String>,
+    #[command(flatten)]
+    opts: ClientOpts,
+}
+
+fn enqueued_record(r: &api::EnqueueResponse) -> Record {
+    vec![
+        ("id", Value::Text(r.id.clone())),
+        ("queue", Value::Text(r.queue.clone())),
+        ("duplicate", Value::Flag(r.duplicate)),
+        ("activate_at", super::proto_time(r.activate_at.as_ref())),
+    ]
+}
+
+pub async fn enqueue(args: EnqueueArgs) -> Result<(), CliError> {
+    let (queue, pipeline) = match args.pipeline {
+        true => (String::new(), args.queue.clone()),
+        false => (args.queue.clone(), String::new()),
+    };
+    let template = api::EnqueueRequest {
+        queue,
+        pipeline,
+        id: args.id.clone().unwrap_or_default(),
+        idempotency_key: args.key.clone().unwrap_or_default(),
+        payload: Vec::new(),
+        headers: super::headers(&args.headers)?,
+        when: args.when.enqueue()?,
+    };
+    let s = args.opts.session().await?;
+    if args.lines {
+        return enqueue_lines(&s, &args.queue, template).await;
+    }
+    let payload = match args.payload {
+        Some(p) => p.into_bytes(),
+        None => super::stdin_bytes()?,
+    };
+    let request = api::EnqueueRequest {
+        payload,
+        ..template
+    };
+    let sent = s
+        .client
+        .ingest()
+        .enqueue(request)
+        .await
+        .map_err(s.refused(format!("cannot enqueue to {}", args.queue)))?
+        .into_inner();
+    s.out.record(enqueued_record(&sent));
+    Ok(())
+}
+
+/// Every line of standard input is an event; a refused one is reported and the rest still go.
+async fn enqueue_lines(
+    s: &Session,
+    target: &str,
+    template: api::EnqueueRequest,
+) -> Result<(), CliError> {
+    let lines: Vec<String> = std::io::stdin()
+        .lock()
+        .lines()
+        .collect::<Result<_, _>>()
+        .map_err(|e| CliError::failed("cannot read standard input", e))?;
+    let (mut sent, mut refused) = (0u64, Vec::new());
+    for chunk in lines.chunks(LINES_PER_BATCH) {
+        let items = chunk
+            .iter()
+            .map(|line| api::EnqueueRequest {
+                payload: line.clone().into_bytes(),
+                ..template.clone()
+            })
+            .collect();
+        let results = s
+            .client
+            .ingest()
+            .enqueue_batch(api::EnqueueBatchRequest { items })
+            .await
+            .map_err(s.refused(format!("cannot enqueue to {target}")))?
+            .into_inner()
+            .results;
+        for (result, line) in results.iter().zip(chunk) {
+            match (&result.ok, result.code) {
+                (Some(ok), 0) => {
+                    sent += 1;
+                    if s.out.is_json() {
+                        s.out.record(enqueued_record(ok));
+                    }
+                }
+                _ => refused.push(CliError::refused(
+                    &s.addr,
+                    format!("cannot enqueue line '{line}' to {target}"),
+                    tonic::Status::new(result.code.into(), result.message.clone()),
+                )),
+            }
+        }
+    }
+    if !s.out.is_json() {
+        println!("enqueued {sent} events to {target}");
+    }
+    report_refusals(refused)
+}
+
+/// Prints every refusal but the last, which becomes the command's error (and exit code).
+pub(super) fn report_refusals(mut refused: Vec<CliError>) -> Result<(), CliError> {
+    let last = refused.pop();
+    for error in refused {
+        eprintln!("error: {error}");
+    }
+    last.map_or(Ok(()), Err)
+}
+
+pub async fn get(args: EventArgs) -> Result<(), CliError> {
+    let s = args.opts.session().await?;
+    let event = s
+        .client
+        .ingest()
+        .get(api::GetRequest {
+            queue: args.queue.clone(),
+            id: args.id.clone(),
+        })
+        .await
+        .map_err(s.refused(format!("cannot get '{}' in {}", args.id, args.queue)))?
+        .into_inner();
+    s.out.record(super::event_record(&event));
+    Ok(())
+}
+
+pub async fn update(args: UpdateArgs) -> Result<(), CliError> {
+    let request = api::UpdateRequest {
+        queue: args.queue.clone(),
+        id: args.id.clone(),
+        payload: args.payload.map(String::into_bytes),
+        headers: super::headers(&args.headers)?,
+        when: args.when.update()?,
+    };
+    let s = args.opts.session().await?;
+    let event = s
+        .client
+        .ingest()
+        .update(request)
+        .await
+        .map_err(s.refused(format!("cannot update '{}' in {}", args.id, args.queue)))?
+        .into_inner();
+    s.out.record(super::event_record(&event));
+    Ok(())
+}
+
+pub async fn delete(args: EventArgs) -> Result<(), CliError> {
+    let s = args.opts.session().await?;
+    s.client
+        .ingest()
+        .delete(api::DeleteRequest {
+            queue: args.queue.clone(),
+            id: args.id.clone(),
+        })
+        .await
+        .map_err(s.refused(format!("cannot delete '{}' in {}", args.id, args.queue)))?;
+    s.out.done(
+        format!("deleted '{}' from {}", args.id, args.queue),
+        vec![
+            ("deleted", Value::Text(args.id)),
+            ("queue", Value::Text(args.queue)),
+        ],
+    );
+    Ok(())
+}

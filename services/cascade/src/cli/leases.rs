@@ -1,0 +1,341 @@
+//! Work under a lease: take, then one completion per event (ack, nack, release, extend,
+//! dead-letter, reschedule, advance) with the lease token take printed.
+
+use std::time::SystemTime;
+
+use cascade_client::api;
+use cascade_core::Timestamp;
+use cascade_proto::convert;
+
+use tonic::{Code, Status};
+
+use super::output::Value;
+use super::{CliError, ClientOpts, Session};
+use api::completion::Outcome;
+
+#[derive(clap::Args)]
+pub struct TakeArgs {
+    queue: String,
+    /// Events to take at most.
+    #[arg(long, default_value_t = 1)]
+    max: u32,
+    /// Wait this long for an event when none is ready, e.g. 5s.
+    #[arg(long)]
+    wait: Option<String>,
+    /// Lease duration [default: the queue's].
+    #[arg(long)]
+    lease: Option<String>,
+    #[command(flatten)]
+    opts: ClientOpts,
+}
+
+/// An event held under a lease: what every completion names.
+#[derive(clap::Args)]
+pub struct LeaseArgs {
+    queue: String,
+    id: String,
+    /// The lease token `cascade take` printed.
+    token: String,
+    #[command(flatten)]
+    opts: ClientOpts,
+}
+
+#[derive(clap::Args)]
+pub struct NackArgs {
+    #[command(flatten)]
+    lease: LeaseArgs,
+    /// Retry after this long instead of the queue's backoff.
+    #[arg(long)]
+    delay: Option<String>,
+}
+
+#[derive(clap::Args)]
+pub struct ExtendArgs {
+    #[command(flatten)]
+    lease: LeaseArgs,
+    /// How much longer to hold it, from now, e.g. 1m.
+    #[arg(long)]
+    by: String,
+}
+
+#[derive(clap::Args)]
+pub struct DeadLetterArgs {
+    #[command(flatten)]
+    lease: LeaseArgs,
+    /// Why: kept on the dead letter (its `cascade-dead-letter-reason` header).
+    #[arg(long)]
+    reason: String,
+}
+
+#[derive(clap::Args)]
+#[group(id = "due", required = true, multiple = false, args = ["delay", "at"])]
+pub struct RescheduleArgs {
+    #[command(flatten)]
+    lease: LeaseArgs,
+    /// Due again after this long, e.g. 1h.
+    #[arg(long)]
+    delay: Option<String>,
+    /// Due again at this time (RFC 3339).
+    #[arg(long)]
+    at: Option<String>,
+}
+
+#[derive(clap::Args)]
+pub struct AdvanceArgs {
+    #[command(flatten)]
+    lease: LeaseArgs,
+    /// The stage to move to [default: the next one].
+    #[arg(long)]
+    to: Option<String>,
+    /// A new payload for the next stage.
+    #[arg(long)]
+    payload: Option<String>,
+    /// Due at the next stage after this long.
+    #[arg(long)]
+    delay: Option<String>,
+    /// A header to set, NAME=VALUE; repeatable.
+    #[arg(long = "header", value_name = "NAME=VALUE")]
+    headers: Vec<String>,
+}
+
+pub async fn take(args: TakeArgs) -> Result<(), CliError> {
+    let request = api::TakeRequest {
+        queue: args.queue.clone(),
+        max_events: args.max,
+        lease: args
+            .lease
+            .map(|v| super::duration_proto("lease", &v))
+            .transpose()?,
+        wait: args
+            .wait
+            .as_deref()
+            .map(|v| super::duration_proto("wait", v))
+            .transpose()?,
+        worker_id: "cascade-cli".into(),
+    };
+    let s = args.opts.session().await?;
+    let taken = s
+        .client
+        .worker()
+        .take(request)
+        .await
+        .map_err(s.refused(format!("cannot take from {}", args.queue)))?
+        .into_inner();
+    let records: Vec<_> = taken
+        .events
+        .iter()
+        .map(|leased| {
+            let e = leased.event.clone().unwrap_or_default();
+            vec![
+                ("id", Value::Text(e.id.clone())),
+                ("queue", Value::Text(e.queue.clone())),
+                ("lease_token", Value::Text(leased.lease_token.clone())),
+                (
+                    "lease_expires_at",
+                    super::proto_time(leased.lease_expires_at.as_ref()),
+                ),
+                ("attempts", Value::Count(e.attempts.into())),
+                ("activate_at", super::proto_time(e.activate_at.as_ref())),
+                (
+                    "headers",
+                    Value::Map(e.headers.clone().into_iter().collect()),
+                ),
+                super::payload_field(&e.payload),
+            ]
+        })
+        .collect();
+    let empty = match args.wait {
+        Some(wait) => format!("no event became ready in {} within {wait}", args.queue),
+        None => format!("no event is ready in {}", args.queue),
+    };
+    s.out.records(&records, &empty);
+    Ok(())
+}
+
+/// Sends one completion; `verb` names it in the error ("cannot ack 'e1' in jobs").
+async fn complete(
+    lease: LeaseArgs,
+    verb: &str,
+    outcome: Outcome,
+    sentence: String,
+) -> Result<(), CliError> {
+    let s = lease.opts.session().await?;
+    let what = format!("cannot {verb} '{}' in {}", lease.id, lease.queue);
+    let response = s
+        .client
+        .worker()
+        .complete(api::CompleteRequest {
+            completions: vec![api::Completion {
+                queue: lease.queue.clone(),
+                id: lease.id.clone(),
+                lease_token: lease.token,
+                outcome: Some(outcome),
+            }],
+        })
+        .await
+        .map_err(s.refused(what.clone()))?
+        .into_inner();
+    let result = response
+        .results
+        .first()
+        .ok_or_else(|| CliError::failed(what.clone(), "the gateway answered without a result"))?;
+    if result.code != 0 {
+        let status = tonic::Status::new(result.code.into(), result.message.clone());
+        return Err(refusal(&s, &lease.queue, &lease.id, what, status).await);
+    }
+    s.out.done(
+        sentence,
+        vec![
+            ("id", Value::Text(lease.id)),
+            ("queue", Value::Text(lease.queue)),
+            ("outcome", Value::Text(verb.to_string())),
+        ],
+    );
+    Ok(())
+}
+
+pub async fn ack(lease: LeaseArgs) -> Result<(), CliError> {
+    let sentence = format!("acked '{}' in {}", lease.id, lease.queue);
+    complete(lease, "ack", Outcome::Ack(api::Ack {}), sentence).await
+}
+
+pub async fn nack(args: NackArgs) -> Result<(), CliError> {
+    let delay = args
+        .delay
+        .as_deref()
+        .map(|d| super::duration_proto("delay", d))
+        .transpose()?;
+    let after = match &args.delay {
+        Some(d) => format!("in {d}"),
+        None => "after the queue's backoff".into(),
+    };
+    let sentence = format!(
+        "'{}' in {} will be retried {after}",
+        args.lease.id, args.lease.queue
+    );
+    complete(
+        args.lease,
+        "nack",
+        Outcome::Retry(api::Retry { delay }),
+        sentence,
+    )
+    .await
+}
+
+pub async fn release(lease: LeaseArgs) -> Result<(), CliError> {
+    let sentence = format!("released '{}' in {}: ready again", lease.id, lease.queue);
+    complete(
+        lease,
+        "release",
+        Outcome::Release(api::Release {}),
+        sentence,
+    )
+    .await
+}
+
+pub async fn dead_letter(args: DeadLetterArgs) -> Result<(), CliError> {
+    let sentence = format!(
+        "dead-lettered '{}' from {}: {}",
+        args.lease.id, args.lease.queue, args.reason
+    );
+    let outcome = Outcome::DeadLetter(api::DeadLetter {
+        reason: args.reason,
+    });
+    complete(args.lease, "dead-letter", outcome, sentence).await
+}
+
+pub async fn reschedule(args: RescheduleArgs) -> Result<(), CliError> {
+    let at = match (&args.delay, &args.at) {
+        (Some(delay), _) => Timestamp::from_system_time(SystemTime::now())
+            .saturating_add(super::duration("delay", delay)?),
+        (None, Some(at)) => super::time("at", at)?,
+        (None, None) => unreachable!("clap requires --delay or --at"),
+    };
+    let sentence = format!(
+        "rescheduled '{}' in {} for {at}",
+        args.lease.id, args.lease.queue
+    );
+    let outcome = Outcome::Reschedule(api::Reschedule {
+        activate_at: Some(convert::timestamp_to_proto(at)),
+    });
+    complete(args.lease, "reschedule", outcome, sentence).await
+}
+
+pub async fn advance(args: AdvanceArgs) -> Result<(), CliError> {
+    let outcome = Outcome::Advance(api::Advance {
+        to: args.to.clone().unwrap_or_default(),
+        payload: args.payload.map(String::into_bytes),
+        headers: super::headers(&args.headers)?,
+        delay: args
+            .delay
+            .as_deref()
+            .map(|d| super::duration_proto("delay", d))
+            .transpose()?,
+    });
+    let to = args
+        .to
+        .map_or("its next stage".into(), |s| format!("stage {s}"));
+    let sentence = format!(
+        "advanced '{}' from {} to {to}",
+        args.lease.id, args.lease.queue
+    );
+    complete(args.lease, "advance", outcome, sentence).await
+}
+
+pub async fn extend(args: ExtendArgs) -> Result<(), CliError> {
+    let by = super::duration_proto("by", &args.by)?;
+    let lease = args.lease;
+    let s = lease.opts.session().await?;
+    let extended = s
+        .client
+        .worker()
+        .extend_lease(api::ExtendLeaseRequest {
+            queue: lease.queue.clone(),
+            id: lease.id.clone(),
+            lease_token: lease.token,
+            extend_by: Some(by),
+        })
+        .await;
+    let what = format!(
+        "cannot extend the lease of '{}' in {}",
+        lease.id, lease.queue
+    );
+    let extended = match extended {
+        Ok(reply) => reply.into_inner(),
+        Err(status) => return Err(refusal(&s, &lease.queue, &lease.id, what, status).await),
+    };
+    s.out.record(vec![
+        ("id", Value::Text(lease.id)),
+        ("queue", Value::Text(lease.queue)),
+        (
+            "lease_expires_at",
+            super::proto_time(extended.lease_expires_at.as_ref()),
+        ),
+    ]);
+    Ok(())
+}
+
+/// The server refuses a lease token alike whether the event is still there (leased again,
+/// or waiting after its lease expired) or gone (acked, moved on, or an ID that was never
+/// in the queue); the event itself tells a person which.
+async fn refusal(s: &Session, queue: &str, id: &str, what: String, status: Status) -> CliError {
+    let stale =
+        status.code() == Code::FailedPrecondition && status.message().contains("not current");
+    if stale {
+        let lookup = s
+            .client
+            .ingest()
+            .get(api::GetRequest {
+                queue: queue.to_string(),
+                id: id.to_string(),
+            })
+            .await;
+        if lookup.is_err_and(|e| e.code() == Code::NotFound) {
+            let gone = Status::not_found(format!(
+                "event '{id}' is not in queue '{queue}': it was completed (acked, dead-lettered or moved to the next stage) or never enqueued there"
+            ));
+            return CliError::refused(&s.addr, what, gone);
+        }
+    }
+    CliError::refused(&s.addr, what, status)
+}

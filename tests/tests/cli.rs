@@ -1,0 +1,384 @@
+//! Every client command of `cascade` end to end against a real `cascade standalone`: the
+//! human output and `--json`, the exit codes (0 done, 1 refused, 2 bad usage, 3 cannot
+//! connect), and errors that say what happened, why, and what to do.
+
+use std::net::TcpListener;
+
+use cascade_e2e::cli::{self, json, json_with, refused, run, text};
+use cascade_e2e::{Cluster, Mode};
+use serde_json::Value;
+
+/// The tests take and complete stage events themselves: no stage workers of standalone's own.
+fn start() -> Cluster {
+    Cluster::start_with(
+        Mode::Standalone,
+        None,
+        &[("CASCADE__STANDALONE__STAGE_WORKERS", "false")],
+    )
+}
+
+fn field<'a>(record: &'a Value, name: &str) -> &'a str {
+    record[name]
+        .as_str()
+        .unwrap_or_else(|| panic!("no {name} in {record}"))
+}
+
+/// Takes one event with `--json`: its ID and lease token.
+fn take_one(cluster: &Cluster, queue: &str) -> (String, String) {
+    let taken = json(cluster, &["take", queue, "--wait", "10s"]);
+    assert_eq!(taken.len(), 1, "{taken:?}");
+    (
+        field(&taken[0], "id").to_string(),
+        field(&taken[0], "lease_token").to_string(),
+    )
+}
+
+/// The line of a record printed for a person that starts with `name`.
+fn line<'a>(output: &'a str, name: &str) -> &'a str {
+    output
+        .lines()
+        .find(|l| l.starts_with(name))
+        .unwrap_or_else(|| panic!("no line '{name}' in:\n{output}"))
+}
+
+#[test]
+fn events_through_every_command_in_both_output_modes() {
+    let c = start();
+    let created = text(
+        &c,
+        &[
+            "queue",
+            "create",
+            "jobs",
+            "--lease",
+            "90s",
+            "--max-attempts",
+            "3",
+        ],
+    );
+    assert_eq!(
+        line(&created, "lease"),
+        "lease              1m30s",
+        "{created}"
+    );
+    let config = &json(&c, &["queue", "get", "jobs"])[0];
+    assert_eq!(config["lease"], "90s");
+    assert_eq!(config["max_attempts"], 3);
+    assert!(
+        text(&c, &["queue", "list"])
+            .lines()
+            .any(|l| l.starts_with("jobs "))
+    );
+
+    // enqueue, get, update, delete.
+    let sent = json(
+        &c,
+        &[
+            "enqueue", "jobs", "first", "--delay", "1h", "--header", "k=v",
+        ],
+    );
+    let id = field(&sent[0], "id").to_string();
+    let got = text(&c, &["get", "jobs", &id]);
+    assert_eq!(line(&got, "state"), "state             delayed", "{got}");
+    assert!(
+        line(&got, "activate at").ends_with("(in 59m59s)")
+            || line(&got, "activate at").ends_with("(in 1h)"),
+        "{got}"
+    );
+    assert_eq!(line(&got, "headers"), "headers           k=v");
+    let updated = json(
+        &c,
+        &[
+            "update",
+            "jobs",
+            &id,
+            "--payload",
+            "changed",
+            "--delay",
+            "0s",
+            "--header",
+            "n=2",
+        ],
+    );
+    assert_eq!(updated[0]["state"], "ready");
+    assert_eq!(updated[0]["payload"], "changed");
+    assert_eq!(updated[0]["headers"]["n"], "2");
+    assert_eq!(updated[0]["headers"]["k"], "v");
+    let deleted = text(&c, &["delete", "jobs", &id]);
+    assert_eq!(deleted.trim(), format!("deleted '{id}' from jobs"));
+    assert!(refused(&c, &["get", "jobs", &id], 1).contains("not found"));
+
+    // take for a person; ack.
+    json(&c, &["enqueue", "jobs", "second"]);
+    let taken = text(&c, &["take", "jobs"]);
+    assert_eq!(
+        line(&taken, "payload"),
+        "payload           second",
+        "{taken}"
+    );
+    assert_eq!(line(&taken, "attempts"), "attempts          1");
+    let id = line(&taken, "id")
+        .split_whitespace()
+        .nth(1)
+        .unwrap()
+        .to_string();
+    let token = line(&taken, "lease token")
+        .split_whitespace()
+        .nth(2)
+        .unwrap()
+        .to_string();
+    assert_eq!(
+        text(&c, &["ack", "jobs", &id, &token]).trim(),
+        format!("acked '{id}' in jobs")
+    );
+    assert_eq!(
+        text(&c, &["take", "jobs"]).trim(),
+        "no event is ready in jobs"
+    );
+    assert!(json(&c, &["take", "jobs"]).is_empty());
+
+    // nack: back after its delay; release: ready again at once; extend; reschedule: its
+    // attempts start again.
+    json(&c, &["enqueue", "jobs", "third"]);
+    let (id, token) = take_one(&c, "jobs");
+    let nacked = json(&c, &["nack", "jobs", &id, &token, "--delay", "200ms"]);
+    assert_eq!(nacked[0]["outcome"], "nack");
+    let (again, token) = take_one(&c, "jobs");
+    assert_eq!(again, id);
+    assert_eq!(json(&c, &["get", "jobs", &id])[0]["attempts"], 2);
+    text(&c, &["release", "jobs", &id, &token]);
+    let released = &json(&c, &["get", "jobs", &id])[0];
+    assert_eq!(released["state"], "ready", "{released}");
+    let (_, token) = take_one(&c, "jobs");
+    let extended = json(&c, &["extend", "jobs", &id, &token, "--by", "1h"]);
+    assert!(
+        field(&extended[0], "lease_expires_at")
+            > field(&json(&c, &["get", "jobs", &id])[0], "created_at")
+    );
+    let rescheduled = text(&c, &["reschedule", "jobs", &id, &token, "--delay", "1h"]);
+    assert!(
+        rescheduled.starts_with(&format!("rescheduled '{id}' in jobs for ")),
+        "{rescheduled}"
+    );
+    let later = &json(&c, &["get", "jobs", &id])[0];
+    assert_eq!(later["state"], "delayed");
+    assert_eq!(later["attempts"], 0, "{later}");
+
+    // dead-letter, the DLQ listed both ways, redrive by ID and all.
+    json(&c, &["update", "jobs", &id, "--delay", "0s"]);
+    let (_, token) = take_one(&c, "jobs");
+    text(
+        &c,
+        &["dead-letter", "jobs", &id, &token, "--reason", "bad input"],
+    );
+    let listed = text(&c, &["dlq", "list", "jobs.dlq"]);
+    let mut rows = listed.lines();
+    assert_eq!(
+        rows.next().unwrap().split_whitespace().collect::<Vec<_>>(),
+        ["ID", "FROM", "ATTEMPTS", "REASON", "PAYLOAD"]
+    );
+    let row = rows.next().unwrap();
+    assert!(
+        row.starts_with(&id) && row.contains("jobs") && row.contains("bad input"),
+        "{listed}"
+    );
+    let letters = json(&c, &["dlq", "list", "jobs.dlq"]);
+    assert_eq!(letters[0]["from"], "jobs");
+    assert_eq!(letters[0]["reason"], "bad input");
+    let moved = json(&c, &["dlq", "redrive", "jobs.dlq", &id]);
+    assert_eq!(moved[0]["moved"], 1);
+    assert_eq!(
+        text(&c, &["dlq", "list", "jobs.dlq"]).trim(),
+        "no dead letters in jobs.dlq"
+    );
+    let (_, token) = take_one(&c, "jobs");
+    text(
+        &c,
+        &["dead-letter", "jobs", &id, &token, "--reason", "again"],
+    );
+    assert_eq!(
+        text(&c, &["dlq", "redrive", "jobs.dlq", "--all"]).trim(),
+        "sent 1 events from jobs.dlq back to their queues"
+    );
+
+    // --lines, stats, purge.
+    let lines = json_with(&c, &["enqueue", "jobs", "--lines"], Some("a\nb\nc\n"));
+    assert_eq!(lines.len(), 3);
+    let stats = text(&c, &["stats", "jobs"]);
+    assert_eq!(line(&stats, "ready"), "ready                 4", "{stats}");
+    // Three enqueues and three lines, with the two redrives counted as arrivals.
+    assert_eq!(json(&c, &["stats", "jobs"])[0]["enqueued_total"], 8);
+    assert_eq!(
+        text(&c, &["queue", "purge", "jobs"]).trim(),
+        "purged 4 events from jobs"
+    );
+    assert_eq!(json(&c, &["queue", "purge", "jobs"])[0]["purged"], 0);
+    json(&c, &["queue", "delete", "jobs"]);
+    c.stop();
+}
+
+#[test]
+fn pipelines_applied_from_a_file_shown_listed_and_advanced() {
+    let c = start();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let file = dir.path().join("orders.toml");
+    std::fs::write(
+        &file,
+        r#"name = "orders"
+
+[[stages]]
+name = "check"
+handler = { kind = { builtin = "noop" } }
+queue = { max_attempts = 4 }
+
+[[stages]]
+name = "ship"
+handler = { kind = { http = { url = "http://127.0.0.1:9/ship" } }, timeout = "5s" }
+"#,
+    )
+    .expect("write");
+    let applied = text(&c, &["pipeline", "apply", file.to_str().unwrap()]);
+    assert_eq!(applied.trim(), "applied pipeline orders (2 stages)");
+    let listed = text(&c, &["pipeline", "list"]);
+    assert!(
+        listed.lines().any(|l| l == "orders  check → ship"),
+        "{listed}"
+    );
+
+    // What `get` prints applies again as it is.
+    let shown = text(&c, &["pipeline", "get", "orders"]);
+    assert!(
+        shown.contains("name = \"orders\"") && shown.contains("max_attempts = 4"),
+        "{shown}"
+    );
+    let again = dir.path().join("shown.toml");
+    std::fs::write(&again, &shown).expect("write");
+    let reapplied = json(&c, &["pipeline", "apply", again.to_str().unwrap()]);
+    assert_eq!(reapplied[0]["applied"], "orders");
+    let as_json = json(&c, &["pipeline", "get", "orders"]);
+    assert_eq!(
+        as_json[0]["stages"][1]["handler"]["kind"]["http"]["url"],
+        "http://127.0.0.1:9/ship"
+    );
+    let json_file = dir.path().join("orders.json");
+    std::fs::write(&json_file, as_json[0].to_string()).expect("write");
+    json(&c, &["pipeline", "apply", json_file.to_str().unwrap()]);
+
+    // An event through the stages by hand.
+    json(&c, &["enqueue", "orders", "o-1", "--pipeline"]);
+    let (id, token) = take_one(&c, "orders.check");
+    let advanced = text(
+        &c,
+        &[
+            "advance",
+            "orders.check",
+            &id,
+            &token,
+            "--payload",
+            "checked",
+        ],
+    );
+    assert_eq!(
+        advanced.trim(),
+        format!("advanced '{id}' from orders.check to its next stage")
+    );
+    let at_ship = json(&c, &["take", "orders.ship", "--wait", "10s"]);
+    assert_eq!(at_ship[0]["payload"], "checked");
+
+    // The settings file's pipelines, as the chart's install hook applies them.
+    let example = concat!(env!("CARGO_MANIFEST_DIR"), "/../deploy/config/cascade.toml");
+    let hook = json(
+        &c,
+        &["pipeline", "apply", "--config", example, "--wait", "30s"],
+    );
+    assert_eq!(hook[0]["applied"], "demo");
+    assert_eq!(hook[0]["stages"], 3);
+    assert_eq!(json(&c, &["pipeline", "list"]).len(), 2);
+    c.stop();
+}
+
+/// A port nothing listens on: bound, then let go.
+fn closed_port() -> u16 {
+    let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
+    listener.local_addr().expect("addr").port()
+}
+
+#[test]
+fn errors_say_what_why_and_what_to_do_with_their_exit_codes() {
+    let c = start();
+    // 2: bad usage, nothing sent.
+    let bad = refused(&c, &["enqueue", "jobs", "x", "--delay", "5 parsecs"], 2);
+    assert!(
+        bad.starts_with("error: --delay 5 parsecs: ") && bad.contains("see the command's --help"),
+        "{bad}"
+    );
+    refused(&c, &["dlq", "redrive", "jobs.dlq"], 2);
+    let bad_header = refused(&c, &["enqueue", "jobs", "x", "--header", "novalue"], 2);
+    assert!(
+        bad_header.contains("--header novalue: expected NAME=VALUE"),
+        "{bad_header}"
+    );
+
+    // 3: nothing listens, or the admin port.
+    let port = closed_port();
+    let args = ["stats", "jobs"];
+    let nobody = cli::failed(
+        cli::run_at(&format!("http://127.0.0.1:{port}"), &args, None),
+        &args,
+        3,
+    );
+    assert_eq!(
+        nobody.trim(),
+        format!(
+            "error: cannot connect to Cascade at http://127.0.0.1:{port}: connection refused; is it running? start it with `cascade standalone`, or point --addr (or CASCADE_ADDR) at a running gateway"
+        )
+    );
+    let admin = cli::failed(
+        cli::run_at(&format!("http://{}", c.http()), &args, None),
+        &args,
+        3,
+    );
+    assert!(
+        admin.contains("this is the admin HTTP port, not gRPC"),
+        "{admin}"
+    );
+
+    // 1: refused, with a hint naming a command rather than an RPC.
+    let missing = refused(&c, &["enqueue", "nowhere", "x"], 1);
+    assert!(
+        missing.starts_with("error: cannot enqueue to nowhere: queue 'nowhere' does not exist; create it with `cascade queue create`")
+            && !missing.contains("CreateQueue"),
+        "{missing}"
+    );
+    assert_eq!(missing.lines().count(), 1, "{missing}");
+
+    // A stale lease token, told apart from an ID the queue does not hold.
+    json(&c, &["queue", "create", "jobs"]);
+    json(&c, &["enqueue", "jobs", "x"]);
+    let (id, token) = take_one(&c, "jobs");
+    json(&c, &["release", "jobs", &id, &token]);
+    let stale = refused(&c, &["ack", "jobs", &id, &token], 1);
+    assert!(
+        stale.contains("is not current")
+            && stale.contains("take it again with `cascade take QUEUE`"),
+        "{stale}"
+    );
+    let (_, current) = take_one(&c, "jobs");
+    json(&c, &["ack", "jobs", &id, &current]);
+    let gone = refused(&c, &["ack", "jobs", &id, &current], 1);
+    assert!(
+        gone.contains(&format!("event '{id}' is not in queue 'jobs'")),
+        "{gone}"
+    );
+    let unknown = refused(
+        &c,
+        &["extend", "jobs", "no-such-id", &current, "--by", "1m"],
+        1,
+    );
+    assert!(
+        unknown.contains("event 'no-such-id' is not in queue 'jobs'"),
+        "{unknown}"
+    );
+    assert!(run(&c, &["queue", "delete", "jobs"], None).code == 0);
+    c.stop();
+}
