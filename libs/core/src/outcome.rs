@@ -26,6 +26,9 @@ pub enum Outcome {
     /// Back to delayed after `delay` or the queue's backoff; dead-lettered at `max_attempts`.
     Retry {
         delay: Option<Duration>,
+        /// Why the attempt failed: kept on the event, and in its dead-letter reason if its
+        /// attempts run out.
+        reason: Option<String>,
     },
     /// Back to delayed at `activate_at`, attempts reset (periodic jobs).
     Reschedule {
@@ -38,7 +41,7 @@ pub enum Outcome {
     },
 }
 
-/// The longest dead-letter reason kept, in bytes.
+/// The longest reason (a dead letter's, a retry's) accepted, in bytes.
 pub const MAX_DEAD_LETTER_REASON_BYTES: usize = 4096;
 
 impl Outcome {
@@ -70,18 +73,27 @@ impl Outcome {
                 }
                 validate_headers_at(headers, "advance.headers")
             }
-            Outcome::DeadLetter { reason } if reason.len() > MAX_DEAD_LETTER_REASON_BYTES => {
-                Err(Error::invalid(
-                    "dead_letter.reason",
-                    format!(
-                        "must be at most {MAX_DEAD_LETTER_REASON_BYTES} bytes, got {}",
-                        reason.len()
-                    ),
-                ))
-            }
+            Outcome::DeadLetter { reason } => check_reason(reason, "dead_letter.reason"),
+            Outcome::Retry {
+                reason: Some(reason),
+                ..
+            } => check_reason(reason, "retry.reason"),
             _ => Ok(()),
         }
     }
+}
+
+fn check_reason(reason: &str, field: &str) -> Result<(), Error> {
+    if reason.len() <= MAX_DEAD_LETTER_REASON_BYTES {
+        return Ok(());
+    }
+    Err(Error::invalid(
+        field,
+        format!(
+            "must be at most {MAX_DEAD_LETTER_REASON_BYTES} bytes, got {}",
+            reason.len()
+        ),
+    ))
 }
 
 #[cfg(test)]
@@ -102,7 +114,10 @@ mod tests {
         let outcomes = [
             Outcome::Ack,
             advance_to("next"),
-            Outcome::Retry { delay: None },
+            Outcome::Retry {
+                delay: None,
+                reason: None,
+            },
             Outcome::Reschedule {
                 activate_at: Timestamp::ZERO,
             },
@@ -156,6 +171,14 @@ mod tests {
         assert_eq!(
             long.validate().expect_err("long").field(),
             "dead_letter.reason"
+        );
+        let long_retry = Outcome::Retry {
+            delay: None,
+            reason: Some("r".repeat(4097)),
+        };
+        assert_eq!(
+            long_retry.validate().expect_err("long").field(),
+            "retry.reason"
         );
         assert_eq!(Outcome::Ack.validate(), Ok(()));
     }

@@ -80,6 +80,11 @@ impl QueueName {
         Ok(QueueName(name))
     }
 
+    /// Whether the name is that of a default dead-letter queue, `<name>.dlq`.
+    pub fn is_default_dead_letter(&self) -> bool {
+        self.0.ends_with(DEAD_LETTER_SUFFIX)
+    }
+
     /// Whether the default dead-letter queue `<name>.dlq` can exist: for a template, that of
     /// the shortest queue it matches. A queue without one could never dead-letter an event.
     pub fn check_dead_letter_room(&self) -> Result<(), Error> {

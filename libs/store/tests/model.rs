@@ -29,7 +29,7 @@ use cascade_core::{QueueName, Timestamp};
 use cascade_store::codec::records::HandOff;
 use cascade_store::durable::Maintenance;
 use cascade_store::kv::{Kv, Layer, checkpoint};
-use cascade_store::shard::{DEAD_LETTER_FROM as FROM, DEAD_LETTER_REASON as REASON};
+use cascade_store::shard::{DEAD_LETTER_FROM as FROM, DEAD_LETTER_REASON as REASON, LAST_FAILURE};
 use cascade_store::shard::{EnqueueCmd, EventUpdate, LeaseToken, QueueStats, RedriveSelection};
 use cascade_store::{Shard, ShardSettings, StoreError};
 use proptest::collection::vec;
@@ -412,8 +412,10 @@ impl Model {
             }
             Outcome::DeadLetter { .. } => self.dead_letter(q, ev),
             Outcome::Retry { .. } if exhausted => self.dead_letter(q, ev),
-            Outcome::Retry { delay } => {
+            Outcome::Retry { delay, reason } => {
                 ev.e.activate_at = ts(now).saturating_add(delay.expect("explicit delay"));
+                ev.e.headers
+                    .insert(LAST_FAILURE.into(), reason.expect("a reason"));
                 self.tally(q, |t| t.retries += 1);
                 self.requeue(ev);
             }
@@ -509,6 +511,7 @@ impl Model {
             };
             let origin = e.headers.remove(FROM).expect("checked");
             e.headers.remove(REASON);
+            e.headers.remove(LAST_FAILURE);
             e.activate_at = ts(self.now);
             self.mq(dlq).events.remove(&id);
             if let Err(f) = self.insert(&origin, e) {
@@ -676,6 +679,7 @@ impl World {
             How::Ack => Outcome::Ack,
             How::Retry(ticks) => Outcome::Retry {
                 delay: Some(delay(ticks)),
+                reason: Some(format!("failed at step {}", self.step)),
             },
             How::Reschedule(k) => Outcome::Reschedule {
                 activate_at: ts(grid(self.model.now, k)),

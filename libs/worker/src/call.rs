@@ -64,7 +64,7 @@ async fn run<H: Handler>(
         Ok(event) => event,
         Err(err) => {
             tracing::error!(error = %err, "worker.event.unreadable");
-            return retry();
+            return retry(format!("the worker could not read the event: {err}"));
         }
     };
     let called = handler.handle(&event, attempt);
@@ -74,7 +74,10 @@ async fn run<H: Handler>(
             Ok(answer) => answer,
             Err(_) => {
                 tracing::warn!(timeout = ?limit, "worker.handler.timed_out");
-                return retry();
+                return retry(format!(
+                    "the handler timed out after {}",
+                    cascade_core::units::format_duration(limit)
+                ));
             }
         },
     };
@@ -83,17 +86,20 @@ async fn run<H: Handler>(
             Ok(()) => outcome,
             Err(err) => {
                 tracing::error!(error = %err, "worker.handler.invalid_outcome");
-                retry()
+                retry(format!("the handler's outcome is invalid: {err}"))
             }
         },
         Err(err) => {
             tracing::warn!(error = %err, "worker.handler.failed");
-            retry()
+            retry(err.to_string())
         }
     }
 }
 
-/// A retry with the queue's backoff.
-fn retry() -> Outcome {
-    Outcome::Retry { delay: None }
+/// A retry with the queue's backoff, saying why.
+pub(crate) fn retry(reason: String) -> Outcome {
+    Outcome::Retry {
+        delay: None,
+        reason: Some(reason),
+    }
 }

@@ -55,11 +55,15 @@ pub fn outcome_of_reply(reply: &Reply<'_>, now: Timestamp) -> Result<Outcome, St
         200..=299 => advance(None, reply, delay)?,
         429 | 503 => Outcome::Retry {
             delay: delay.or_else(|| retry_after(reply.headers)),
+            reason: Some(stated_reason(reply)?),
         },
         400..=499 => Outcome::DeadLetter {
             reason: status_reason(reply),
         },
-        _ => Outcome::Retry { delay },
+        _ => Outcome::Retry {
+            delay,
+            reason: Some(stated_reason(reply)?),
+        },
     })
 }
 
@@ -79,7 +83,10 @@ fn asked_outcome(
         ("advance", Some(stage)) if !stage.is_empty() => {
             advance(Some(stage.to_owned()), reply, delay)
         }
-        ("retry", None) => Ok(Outcome::Retry { delay }),
+        ("retry", None) => Ok(Outcome::Retry {
+            delay,
+            reason: Some(stated_reason(reply)?),
+        }),
         ("reschedule", None) => {
             let activate_at = match text_header(reply.headers, ACTIVATE_AT_HEADER)? {
                 Some(at) => Timestamp::parse_rfc3339(at.trim())
@@ -96,15 +103,9 @@ fn asked_outcome(
             };
             Ok(Outcome::Reschedule { activate_at })
         }
-        ("dead-letter" | "dead_letter", None) => {
-            let reason = match text_header(reply.headers, REASON_HEADER)? {
-                Some(reason) if !reason.trim().is_empty() => {
-                    cut(reason.trim(), MAX_DEAD_LETTER_REASON_BYTES).to_owned()
-                }
-                _ => status_reason(reply),
-            };
-            Ok(Outcome::DeadLetter { reason })
-        }
+        ("dead-letter" | "dead_letter", None) => Ok(Outcome::DeadLetter {
+            reason: stated_reason(reply)?,
+        }),
         _ => Err(bad(
             OUTCOME_HEADER,
             format!(
@@ -200,6 +201,16 @@ fn retry_after(headers: &HeaderMap) -> Option<Duration> {
 }
 
 /// `HTTP <code>: <start of body>`, on one line.
+/// Why the handler failed: its `cascade-reason` header, else its status and body.
+fn stated_reason(reply: &Reply<'_>) -> Result<String, StageWorkerError> {
+    Ok(match text_header(reply.headers, REASON_HEADER)? {
+        Some(reason) if !reason.trim().is_empty() => {
+            cut(reason.trim(), MAX_DEAD_LETTER_REASON_BYTES).to_owned()
+        }
+        _ => status_reason(reply),
+    })
+}
+
 fn status_reason(reply: &Reply<'_>) -> String {
     let text = String::from_utf8_lossy(reply.body);
     let flat: String = text

@@ -40,8 +40,11 @@ fn next() -> Outcome {
     advance_with(None, None, &[], None)
 }
 
-fn retry(delay: Option<Duration>) -> Outcome {
-    Outcome::Retry { delay }
+fn retry(delay: Option<Duration>, reason: &str) -> Outcome {
+    Outcome::Retry {
+        delay,
+        reason: Some(reason.to_owned()),
+    }
 }
 
 fn dead(reason: &str) -> Outcome {
@@ -137,14 +140,24 @@ fn replies_map_to_outcomes() {
             200,
             vec![("cascade-outcome", b"retry"), ("cascade-delay", b"30")],
             b"",
-            Expect::Is(retry(Some(secs(30)))),
+            Expect::Is(retry(Some(secs(30)), "HTTP 200")),
         ),
         (
             "retry without a delay uses the backoff",
             200,
             vec![("cascade-outcome", b"retry")],
             b"",
-            Expect::Is(retry(None)),
+            Expect::Is(retry(None, "HTTP 200")),
+        ),
+        (
+            "retry says why in cascade-reason",
+            200,
+            vec![
+                ("cascade-outcome", b"retry"),
+                ("cascade-reason", b" stock service down "),
+            ],
+            b"",
+            Expect::Is(retry(None, "stock service down")),
         ),
         (
             "reschedule at a time",
@@ -241,28 +254,28 @@ fn replies_map_to_outcomes() {
             429,
             vec![("retry-after", b"7")],
             b"slow down",
-            Expect::Is(retry(Some(secs(7)))),
+            Expect::Is(retry(Some(secs(7)), "HTTP 429: slow down")),
         ),
         (
             "503 with Retry-After",
             503,
             vec![("retry-after", b"3")],
             b"",
-            Expect::Is(retry(Some(secs(3)))),
+            Expect::Is(retry(Some(secs(3)), "HTTP 503")),
         ),
         (
             "503 with an HTTP-date Retry-After uses the backoff",
             503,
             vec![("retry-after", b"Wed, 21 Oct 2015 07:28:00 GMT")],
             b"",
-            Expect::Is(retry(None)),
+            Expect::Is(retry(None, "HTTP 503")),
         ),
         (
             "503 without Retry-After",
             503,
             vec![],
             b"",
-            Expect::Is(retry(None)),
+            Expect::Is(retry(None, "HTTP 503")),
         ),
         (
             "400 dead-letters with the body",
@@ -290,21 +303,21 @@ fn replies_map_to_outcomes() {
             500,
             vec![],
             b"boom",
-            Expect::Is(retry(None)),
+            Expect::Is(retry(None, "HTTP 500: boom")),
         ),
         (
             "5xx with cascade-delay",
             502,
             vec![("cascade-delay", b"4")],
             b"",
-            Expect::Is(retry(Some(secs(4)))),
+            Expect::Is(retry(Some(secs(4)), "HTTP 502")),
         ),
         (
             "an unfollowed redirect retries",
             302,
             vec![],
             b"",
-            Expect::Is(retry(None)),
+            Expect::Is(retry(None, "HTTP 302")),
         ),
     ];
     for (name, status, pairs, body, expect) in rows {

@@ -91,7 +91,10 @@ mod tests {
             delay: None,
         };
         assert_eq!(resolve_advance(jump.clone(), true), jump);
-        let retry = Outcome::Retry { delay: None };
+        let retry = Outcome::Retry {
+            delay: None,
+            reason: None,
+        };
         assert_eq!(resolve_advance(retry.clone(), true), retry);
     }
 }

@@ -118,8 +118,9 @@ pub fn outcome_to_proto(outcome: Outcome) -> ProtoOutcome {
             headers: headers.into_iter().collect(),
             delay: delay.map(duration_to_proto),
         }),
-        Outcome::Retry { delay } => ProtoOutcome::Retry(v1::Retry {
+        Outcome::Retry { delay, reason } => ProtoOutcome::Retry(v1::Retry {
             delay: delay.map(duration_to_proto),
+            reason: reason.unwrap_or_default(),
         }),
         Outcome::Reschedule { activate_at } => ProtoOutcome::Reschedule(v1::Reschedule {
             activate_at: Some(timestamp_to_proto(activate_at)),
@@ -191,6 +192,7 @@ pub fn outcome_from_proto(
                     &field_at(prefix, "retry.delay"),
                 )?),
             },
+            reason: (!retry.reason.is_empty()).then(|| retry.reason.clone()),
         },
         Some(ProtoOutcome::Reschedule(reschedule)) => {
             let field = field_at(prefix, "reschedule.activate_at");

@@ -222,7 +222,14 @@ impl Shard {
             return Ok(self.st.families.stats(name.as_str()).stats);
         }
         let txn = Txn::new(&self.kv);
-        let resolved = self.st.resolve_queue(&txn, name)?;
+        let resolved = match self.st.resolve_queue(&txn, name) {
+            // A dead-letter queue is stored while it holds events; emptied (by a redrive, a
+            // purge) it answers as the empty queue it is, not as a name nobody made.
+            Err(StoreError::QueueNotFound { .. }) if name.is_default_dead_letter() => {
+                return Ok(QueueStats::default());
+            }
+            resolved => resolved?,
+        };
         if !resolved.stored {
             return Ok(QueueStats::default());
         }

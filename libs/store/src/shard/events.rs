@@ -4,7 +4,9 @@
 use cascade_core::{Event, EventState, QueueName, Timestamp};
 
 use super::state::State;
-use super::{DEAD_LETTER_FROM, DEAD_LETTER_REASON, EventUpdate, Page, RedriveSelection, Shard};
+use super::{
+    DEAD_LETTER_FROM, DEAD_LETTER_REASON, EventUpdate, LAST_FAILURE, Page, RedriveSelection, Shard,
+};
 use crate::codec::keys;
 use crate::codec::records::{self, Delivery, EventRecord, QueueKind, QueueRecord};
 use crate::error::StoreError;
@@ -230,6 +232,7 @@ impl Shard {
                 let mut headers = ev.headers.clone();
                 headers.remove(DEAD_LETTER_FROM);
                 headers.remove(DEAD_LETTER_REASON);
+                headers.remove(LAST_FAILURE);
                 let delivery = Delivery {
                     queue: origin,
                     id: ev.id.clone(),

@@ -2,13 +2,16 @@
 //! expire. Each outcome checks the lease epoch and deadline in the same transaction that
 //! applies it, so a stale token changes nothing.
 
+use std::collections::BTreeMap;
 use std::time::Duration;
 
+use cascade_core::event::MAX_HEADERS;
 use cascade_core::{EventState, Outcome, QueueName, Timestamp};
 
 use super::state::State;
 use super::{
-    DEAD_LETTER_FROM, DEAD_LETTER_REASON, LeaseToken, LeasedEvent, Shard, dead_letter_queue,
+    DEAD_LETTER_FROM, DEAD_LETTER_REASON, LAST_FAILURE, LeaseToken, LeasedEvent, Shard,
+    dead_letter_queue,
 };
 use crate::codec::keys;
 use crate::codec::records::{Delivery, EventRecord, QueueKind, QueueRecord};
@@ -314,14 +317,18 @@ impl State {
                 };
                 self.deliver(txn, now, delivery, QueueKind::Explicit)?;
             }
-            Outcome::Retry { .. } if !attempts_left => {
-                self.dead_letter_exhausted(txn, now, rec, ev, "retry")?;
+            Outcome::Retry { reason, .. } if !attempts_left => {
+                let last = reason.or_else(|| ev.headers.get(LAST_FAILURE).cloned());
+                self.dead_letter_exhausted(txn, now, rec, ev, "retry", last)?;
             }
-            Outcome::Retry { delay } => {
+            Outcome::Retry { delay, reason } => {
                 let delay = delay.unwrap_or_else(|| {
                     cascade_core::backoff::retry_delay(&rec.config, ev.attempts, self.rng.f64())
                 });
                 ev.activate_at = now.saturating_add(delay);
+                if let Some(reason) = reason {
+                    keep_last_failure(&mut ev.headers, reason);
+                }
                 self.requeue(txn, now, rec, ev, |c| c.retries_total += 1)?;
             }
             Outcome::Reschedule { activate_at } => {
@@ -348,7 +355,8 @@ impl State {
         let (rec, ev) = self.expiring(txn, name, id)?;
         if rec.config.max_attempts != 0 && ev.attempts >= rec.config.max_attempts {
             self.update_counters(txn, &rec, |c| c.expired_leases_total += 1)?;
-            self.dead_letter_exhausted(txn, now, &rec, ev, "lease expired")
+            let last = ev.headers.get(LAST_FAILURE).cloned();
+            self.dead_letter_exhausted(txn, now, &rec, ev, "lease expired", last)
         } else {
             self.requeue(txn, now, &rec, ev, |c| c.expired_leases_total += 1)
         }
@@ -400,7 +408,8 @@ impl State {
         })
     }
 
-    /// Dead-letters `ev`, whose attempts ran out at `what` ("retry", "lease expired").
+    /// Dead-letters `ev`, whose attempts ran out at `what` ("retry", "lease expired"); the
+    /// reason keeps the last failure a retry gave, so the cause is not lost.
     fn dead_letter_exhausted(
         &mut self,
         txn: &mut Txn<'_>,
@@ -408,9 +417,15 @@ impl State {
         rec: &QueueRecord,
         ev: EventRecord,
         what: &str,
+        last_failure: Option<String>,
     ) -> Result<(), StoreError> {
         let (attempts, max) = (ev.attempts, rec.config.max_attempts);
-        let reason = format!("{what} after {attempts} of {max} attempts");
+        let reason = match last_failure {
+            Some(last) => {
+                format!("{what} after {attempts} of {max} attempts; last failure: {last}")
+            }
+            None => format!("{what} after {attempts} of {max} attempts"),
+        };
         self.dead_letter(txn, now, rec, ev, reason, DeadLetterCause::MaxAttempts)
     }
 
@@ -455,9 +470,22 @@ impl State {
     ) -> Result<(), StoreError> {
         d.headers.insert(DEAD_LETTER_FROM.into(), from.to_string());
         d.headers
-            .insert(DEAD_LETTER_REASON.into(), truncate(reason, 1024));
+            .insert(DEAD_LETTER_REASON.into(), truncate(reason, REASON_BYTES));
         d.activate_at = now;
         self.deliver(txn, now, d, QueueKind::DeadLetter)
+    }
+}
+
+/// The longest dead-letter reason kept: room for the count of attempts and a last failure.
+const REASON_BYTES: usize = 2048;
+/// The longest last failure kept.
+const LAST_FAILURE_BYTES: usize = 1024;
+
+/// Records why the last attempt failed, cut to a header's room; an event that already has
+/// as many headers as it may hold keeps them and goes without.
+fn keep_last_failure(headers: &mut BTreeMap<String, String>, reason: String) {
+    if headers.len() < MAX_HEADERS || headers.contains_key(LAST_FAILURE) {
+        headers.insert(LAST_FAILURE.into(), truncate(reason, LAST_FAILURE_BYTES));
     }
 }
 

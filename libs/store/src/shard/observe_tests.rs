@@ -72,7 +72,10 @@ fn template_queues_are_reported_under_their_template() {
     s.enqueue(at(1), alice.clone()).expect("enqueue");
     s.enqueue(at(1), alice).expect("again");
     let taken = s.take(at(2), &q("inbox:alice"), 1, None).expect("take");
-    let retry = Outcome::Retry { delay: None };
+    let retry = Outcome::Retry {
+        delay: None,
+        reason: None,
+    };
     let id = taken[0].event.id.as_str();
     s.complete(at(2), &q("inbox:alice"), id, taken[0].token, retry)
         .expect("retry at max: dead letter");

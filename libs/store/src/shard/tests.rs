@@ -207,6 +207,44 @@ fn expired_lease_redelivers_then_dead_letters_at_max_attempts() {
 }
 
 #[test]
+fn a_dead_letter_keeps_the_last_failure_and_its_emptied_queue_still_answers_stats() {
+    let config = QueueConfig {
+        max_attempts: 2,
+        lease: Duration::from_secs(10),
+        ..QueueConfig::default()
+    };
+    let (_d, mut s) = with_queue(config);
+    let e = s.enqueue(at(0), cmd("x")).expect("enqueue");
+    let first = s.take(at(1), &q("jobs"), 1, None).expect("take");
+    let retry = Outcome::Retry {
+        delay: Some(Duration::ZERO),
+        reason: Some("HTTP 500: store is down".into()),
+    };
+    s.complete(at(2), &q("jobs"), e.id.as_str(), first[0].token, retry)
+        .expect("retry");
+    let waiting = s.get(&q("jobs"), e.id.as_str()).expect("get");
+    assert_eq!(waiting.headers[LAST_FAILURE], "HTTP 500: store is down");
+    // The second attempt's lease runs out: the count says so, the last failure says why.
+    s.take(at(3), &q("jobs"), 1, None).expect("take");
+    s.expire_leases(at(20), 100).expect("expire");
+    let dead = s.list_dead_letters(&q("jobs.dlq"), 10, "").expect("list");
+    assert_eq!(
+        dead.items[0].headers[DEAD_LETTER_REASON],
+        "lease expired after 2 of 2 attempts; last failure: HTTP 500: store is down"
+    );
+    s.redrive(at(21), &q("jobs.dlq"), RedriveSelection::All)
+        .expect("redrive");
+    let back = s.get(&q("jobs"), e.id.as_str()).expect("get");
+    assert!(back.headers.is_empty(), "{:?}", back.headers);
+    let emptied = s.queue_stats(at(22), &q("jobs.dlq")).expect("stats");
+    assert_eq!(emptied, QueueStats::default());
+    assert!(matches!(
+        s.queue_stats(at(22), &q("nowhere")),
+        Err(StoreError::QueueNotFound { .. })
+    ));
+}
+
+#[test]
 fn retry_backs_off_and_reschedule_resets_attempts() {
     let (_d, mut s) = with_queue(QueueConfig::default());
     let e = s.enqueue(at(0), cmd("x")).expect("enqueue");
@@ -216,7 +254,10 @@ fn retry_backs_off_and_reschedule_resets_attempts() {
         &q("jobs"),
         e.id.as_str(),
         l[0].token,
-        Outcome::Retry { delay: None },
+        Outcome::Retry {
+            delay: None,
+            reason: None,
+        },
     )
     .expect("retry");
     let ev = s.get(&q("jobs"), e.id.as_str()).expect("get");

@@ -287,7 +287,7 @@ impl<H: Handler> State<H> {
             }
             Err(_) => {
                 tracing::error!("worker.handler.panicked");
-                Some(Outcome::Retry { delay: None })
+                Some(crate::call::retry("the handler panicked".into()))
             }
         }
     }
@@ -298,7 +298,7 @@ impl<H: Handler> State<H> {
             Err(err) if err.is_cancelled() => (err.id(), Outcome::Release),
             Err(err) => {
                 tracing::error!(error = %err, "worker.handler.panicked");
-                (err.id(), Outcome::Retry { delay: None })
+                (err.id(), crate::call::retry("the handler panicked".into()))
             }
         };
         let Some(key) = self.handler_keys.remove(&task) else {

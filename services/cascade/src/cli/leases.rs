@@ -47,6 +47,10 @@ pub struct NackArgs {
     /// Retry after this long instead of the queue's backoff.
     #[arg(long)]
     delay: Option<String>,
+    /// Why it failed: kept on the event (`cascade-last-failure`) and in its dead-letter
+    /// reason if its attempts run out.
+    #[arg(long)]
+    reason: Option<String>,
 }
 
 #[derive(clap::Args)]
@@ -213,13 +217,11 @@ pub async fn nack(args: NackArgs) -> Result<(), CliError> {
         "'{}' in {} will be retried {after}",
         args.lease.id, args.lease.queue
     );
-    complete(
-        args.lease,
-        "nack",
-        Outcome::Retry(api::Retry { delay }),
-        sentence,
-    )
-    .await
+    let retry = api::Retry {
+        delay,
+        reason: args.reason.unwrap_or_default(),
+    };
+    complete(args.lease, "nack", Outcome::Retry(retry), sentence).await
 }
 
 pub async fn release(lease: LeaseArgs) -> Result<(), CliError> {

@@ -93,15 +93,20 @@ fn completions_convert_every_outcome() {
         (ProtoOutcome::Ack(v1::Ack {}), Outcome::Ack),
         (ProtoOutcome::Release(v1::Release {}), Outcome::Release),
         (
-            ProtoOutcome::Retry(v1::Retry { delay: None }),
-            Outcome::Retry { delay: None },
+            ProtoOutcome::Retry(v1::Retry::default()),
+            Outcome::Retry {
+                delay: None,
+                reason: None,
+            },
         ),
         (
             ProtoOutcome::Retry(v1::Retry {
                 delay: Some(duration_to_proto(Duration::ZERO)),
+                reason: "HTTP 500: down".into(),
             }),
             Outcome::Retry {
                 delay: Some(Duration::ZERO),
+                reason: Some("HTTP 500: down".into()),
             },
         ),
         (
@@ -154,6 +159,7 @@ fn bad_completions_name_their_field() {
                     seconds: -1,
                     nanos: 0,
                 }),
+                reason: String::new(),
             }))),
             v1::Completion {
                 id: String::new(),
@@ -230,9 +236,13 @@ fn every_outcome_survives_the_gateways_validation() {
             headers: BTreeMap::new(),
             delay: None,
         },
-        Outcome::Retry { delay: None },
+        Outcome::Retry {
+            delay: None,
+            reason: None,
+        },
         Outcome::Retry {
             delay: Some(Duration::ZERO),
+            reason: Some("timed out".into()),
         },
         Outcome::Reschedule {
             activate_at: Timestamp::from_micros(1_714_564_800_250_001),
