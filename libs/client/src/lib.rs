@@ -19,7 +19,7 @@ pub enum ClientError {
 
 /// What actually went wrong under a transport error, e.g. "Connection refused (os error 111)":
 /// the outer layers only say "transport error".
-fn innermost_cause(error: &dyn std::error::Error) -> String {
+pub fn innermost_cause(error: &dyn std::error::Error) -> String {
     let mut cause = error;
     while let Some(next) = cause.source() {
         cause = next;

@@ -9,6 +9,12 @@ use crate::text::is_header_char;
 use crate::time::Timestamp;
 
 pub const MAX_HEADERS: usize = 64;
+
+/// Headers the shard sets on a dead letter: the queue it left, and why.
+pub const DEAD_LETTER_FROM: &str = "cascade-dead-letter-from";
+pub const DEAD_LETTER_REASON: &str = "cascade-dead-letter-reason";
+/// Set on an event by a retry that said why it failed; its dead-letter reason repeats it.
+pub const LAST_FAILURE: &str = "cascade-last-failure";
 pub const MAX_HEADER_NAME_BYTES: usize = 128;
 pub const MAX_HEADER_VALUE_BYTES: usize = 4096;
 

@@ -80,12 +80,7 @@ enum DataCommand {
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
-    let outcome = match cli.command {
-        Command::Client(command) => runtime().and_then(|rt| rt.block_on(cli::run(command))),
-        command => run(command).map_err(|e| cli::CliError::message(format!("{e:#}"))),
-    };
-    match outcome {
+    match run(Cli::parse().command) {
         Ok(()) => ExitCode::SUCCESS,
         Err(error) => {
             eprintln!("error: {error}");
@@ -94,25 +89,27 @@ fn main() -> ExitCode {
     }
 }
 
+fn run(command: Command) -> Result<(), cli::CliError> {
+    // The other commands' errors say everything themselves, with their causes.
+    let told =
+        |result: anyhow::Result<()>| result.map_err(|e| cli::CliError::message(format!("{e:#}")));
+    match command {
+        Command::Client(command) => runtime()?.block_on(cli::run(command)),
+        Command::Service(args) => told(external::exec(args)),
+        Command::Standalone(flags) => told(runtime()?.block_on(standalone::main(flags))),
+        Command::Rm { command } => told(runtime()?.block_on(rm_client::rm(command))),
+        Command::Config {
+            command: ConfigCommand::Check(args),
+        } => told(config_check::check(args)),
+        Command::Data {
+            command: DataCommand::Verify { dir },
+        } => told(verify::run(&dir)),
+    }
+}
+
 fn runtime() -> Result<tokio::runtime::Runtime, cli::CliError> {
     tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
         .map_err(|e| cli::CliError::failed("cannot start the async runtime", e))
-}
-
-/// The commands that are not a client of the gateway.
-fn run(command: Command) -> anyhow::Result<()> {
-    match command {
-        Command::Service(args) => external::exec(args),
-        Command::Standalone(flags) => runtime()?.block_on(standalone::main(flags)),
-        Command::Rm { command } => runtime()?.block_on(rm_client::rm(command)),
-        Command::Config {
-            command: ConfigCommand::Check(args),
-        } => config_check::check(args),
-        Command::Data {
-            command: DataCommand::Verify { dir },
-        } => verify::run(&dir),
-        Command::Client(_) => unreachable!("run by main"),
-    }
 }

@@ -420,12 +420,11 @@ impl State {
         last_failure: Option<String>,
     ) -> Result<(), StoreError> {
         let (attempts, max) = (ev.attempts, rec.config.max_attempts);
-        let reason = match last_failure {
-            Some(last) => {
-                format!("{what} after {attempts} of {max} attempts; last failure: {last}")
-            }
-            None => format!("{what} after {attempts} of {max} attempts"),
-        };
+        let mut reason = format!("{what} after {attempts} of {max} attempts");
+        if let Some(last) = last_failure {
+            reason.push_str("; last failure: ");
+            reason.push_str(&last);
+        }
         self.dead_letter(txn, now, rec, ev, reason, DeadLetterCause::MaxAttempts)
     }
 

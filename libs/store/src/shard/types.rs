@@ -14,8 +14,4 @@ pub struct Page<T> {
     pub next_page_token: String,
 }
 
-/// Headers the shard sets on a dead letter.
-pub const DEAD_LETTER_FROM: &str = "cascade-dead-letter-from";
-pub const DEAD_LETTER_REASON: &str = "cascade-dead-letter-reason";
-/// Set on an event by a retry that said why it failed; its dead-letter reason repeats it.
-pub const LAST_FAILURE: &str = "cascade-last-failure";
+pub use cascade_core::event::{DEAD_LETTER_FROM, DEAD_LETTER_REASON, LAST_FAILURE};

@@ -1,13 +1,10 @@
 //! Dead-letter queues: what is in one, with each event's origin and reason, and redrive.
 
 use cascade_client::api;
+use cascade_core::event::{DEAD_LETTER_FROM, DEAD_LETTER_REASON};
 
 use super::output::Value;
 use super::{CliError, ClientOpts};
-
-/// Set on a dead letter by the server: the queue it came from and why it was given up.
-const FROM_HEADER: &str = "cascade-dead-letter-from";
-const REASON_HEADER: &str = "cascade-dead-letter-reason";
 
 #[derive(clap::Subcommand)]
 pub enum DlqCommand {
@@ -53,9 +50,9 @@ pub async fn dlq(command: DlqCommand, opts: ClientOpts) -> Result<(), CliError> 
                     let header = |name| e.headers.get(name).cloned().unwrap_or_default();
                     vec![
                         ("id", Value::Text(e.id.clone())),
-                        ("from", Value::Text(header(FROM_HEADER))),
+                        ("from", Value::Text(header(DEAD_LETTER_FROM))),
                         ("attempts", Value::Count(e.attempts.into())),
-                        ("reason", Value::Text(header(REASON_HEADER))),
+                        ("reason", Value::Text(header(DEAD_LETTER_REASON))),
                         super::payload_field(&e.payload),
                     ]
                 }));

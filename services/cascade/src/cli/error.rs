@@ -102,7 +102,7 @@ impl CliError {
         }
         if std::error::Error::source(&status).is_some() {
             // The transport failed: the call never reached a server that answered it.
-            return unreachable_gateway(addr, transport_reason(&status));
+            return unreachable_gateway(addr, cascade_client::innermost_cause(&status));
         }
         let why = COMMANDS
             .iter()
@@ -140,15 +140,6 @@ fn unreachable_gateway(addr: &str, reason: String) -> CliError {
                 .into(),
         ),
     }
-}
-
-/// The innermost cause of a transport failure, e.g. "Connection refused (os error 111)".
-fn transport_reason(status: &Status) -> String {
-    let mut cause: &dyn std::error::Error = status;
-    while let Some(next) = cause.source() {
-        cause = next;
-    }
-    cause.to_string()
 }
 
 fn todo_for(code: Code, why: &str) -> Option<String> {

@@ -137,7 +137,7 @@ pub async fn enqueue(args: EnqueueArgs) -> Result<(), CliError> {
         .await
         .map_err(s.refused(format!("cannot enqueue to {}", args.queue)))?
         .into_inner();
-    s.out.record(enqueued_record(&sent));
+    s.out.record(&enqueued_record(&sent));
     Ok(())
 }
 
@@ -174,7 +174,7 @@ async fn enqueue_lines(
                 (Some(ok), 0) => {
                     sent += 1;
                     if s.out.is_json() {
-                        s.out.record(enqueued_record(ok));
+                        s.out.record(&enqueued_record(ok));
                     }
                 }
                 _ => refused.push(CliError::refused(
@@ -192,7 +192,7 @@ async fn enqueue_lines(
 }
 
 /// Prints every refusal but the last, which becomes the command's error (and exit code).
-pub(super) fn report_refusals(mut refused: Vec<CliError>) -> Result<(), CliError> {
+fn report_refusals(mut refused: Vec<CliError>) -> Result<(), CliError> {
     let last = refused.pop();
     for error in refused {
         eprintln!("error: {error}");
@@ -212,7 +212,7 @@ pub async fn get(args: EventArgs) -> Result<(), CliError> {
         .await
         .map_err(s.refused(format!("cannot get '{}' in {}", args.id, args.queue)))?
         .into_inner();
-    s.out.record(super::event_record(&event));
+    s.out.record(&super::event_record(&event));
     Ok(())
 }
 
@@ -232,7 +232,7 @@ pub async fn update(args: UpdateArgs) -> Result<(), CliError> {
         .await
         .map_err(s.refused(format!("cannot update '{}' in {}", args.id, args.queue)))?
         .into_inner();
-    s.out.record(super::event_record(&event));
+    s.out.record(&super::event_record(&event));
     Ok(())
 }
 

@@ -129,23 +129,10 @@ pub async fn take(args: TakeArgs) -> Result<(), CliError> {
         .events
         .iter()
         .map(|leased| {
-            let e = leased.event.clone().unwrap_or_default();
-            vec![
-                ("id", Value::Text(e.id.clone())),
-                ("queue", Value::Text(e.queue.clone())),
-                ("lease_token", Value::Text(leased.lease_token.clone())),
-                (
-                    "lease_expires_at",
-                    super::proto_time(leased.lease_expires_at.as_ref()),
-                ),
-                ("attempts", Value::Count(e.attempts.into())),
-                ("activate_at", super::proto_time(e.activate_at.as_ref())),
-                (
-                    "headers",
-                    Value::Map(e.headers.clone().into_iter().collect()),
-                ),
-                super::payload_field(&e.payload),
-            ]
+            let mut record =
+                super::event_record(leased.event.as_ref().unwrap_or(&api::Event::default()));
+            record.insert(2, ("lease_token", Value::Text(leased.lease_token.clone())));
+            record
         })
         .collect();
     let empty = match args.wait {
@@ -306,7 +293,7 @@ pub async fn extend(args: ExtendArgs) -> Result<(), CliError> {
         Ok(reply) => reply.into_inner(),
         Err(status) => return Err(refusal(&s, &lease.queue, &lease.id, what, status).await),
     };
-    s.out.record(vec![
+    s.out.record(&vec![
         ("id", Value::Text(lease.id)),
         ("queue", Value::Text(lease.queue)),
         (

@@ -40,11 +40,7 @@ pub struct Out {
 }
 
 impl Out {
-    pub fn record(&self, record: Record) {
-        self.print_record(&record)
-    }
-
-    fn print_record(&self, record: &Record) {
+    pub fn record(&self, record: &Record) {
         match self.format {
             Format::Json => println!("{}", json(record)),
             Format::Human => {
@@ -67,7 +63,7 @@ impl Out {
                     if i > 0 {
                         println!();
                     }
-                    self.print_record(record);
+                    self.record(record);
                 }
             }
         }

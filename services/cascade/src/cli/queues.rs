@@ -136,7 +136,7 @@ pub async fn queue(command: QueueCommand, opts: ClientOpts) -> Result<(), CliErr
                 .await
                 .map_err(s.refused(format!("cannot create queue {}", args.name)))?
                 .into_inner();
-            s.out.record(queue_record(&queue));
+            s.out.record(&queue_record(&queue));
         }
         QueueCommand::Get { name } => {
             let queue = admin
@@ -144,7 +144,7 @@ pub async fn queue(command: QueueCommand, opts: ClientOpts) -> Result<(), CliErr
                 .await
                 .map_err(s.refused(format!("cannot get queue {name}")))?
                 .into_inner();
-            s.out.record(queue_record(&queue));
+            s.out.record(&queue_record(&queue));
         }
         QueueCommand::List { prefix } => {
             let mut queues = Vec::new();
@@ -210,7 +210,7 @@ pub async fn stats(args: StatsArgs) -> Result<(), CliError> {
         .await
         .map_err(s.refused(format!("cannot get the stats of {}", args.queue)))?
         .into_inner();
-    s.out.record(vec![
+    s.out.record(&vec![
         ("name", Value::Text(stats.name)),
         ("ready", Value::Count(stats.ready)),
         ("delayed", Value::Count(stats.delayed)),
