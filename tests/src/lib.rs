@@ -3,7 +3,7 @@
 //! or killed with SIGKILL. The scenarios in `scenarios` run against both modes.
 //!
 //! The binaries are the workspace's own, built before the tests run (`scripts/test.sh` runs
-//! `cargo build --bins` first); a missing one fails the test with that advice.
+//! `cargo build --workspace --all-targets` first); a missing one fails the test with that advice.
 
 pub mod cli;
 pub mod cluster;

@@ -63,6 +63,18 @@ pub fn free_port() -> u16 {
         .expect("a free loopback port")
 }
 
+/// The first of `count` consecutive free ports (as [`free_port`] picks them), for a program
+/// that numbers its ports from one base.
+pub fn free_port_run(count: u16) -> u16 {
+    for _ in 0..1_000 {
+        let first = free_port();
+        if (1..count).all(|offset| free_port() == first.wrapping_add(offset)) {
+            return first;
+        }
+    }
+    panic!("no {count} consecutive free loopback ports");
+}
+
 pub struct Process {
     pub name: String,
     child: Option<Child>,

@@ -20,6 +20,9 @@ pub fn check_entry(key: &[u8], value: &[u8]) -> Result<(), Malformed> {
         keys::EVENT => records::decode_event(value).map(drop),
         keys::DEDUP => records::decode_dedup(value).map(drop),
         keys::OUTBOX => records::decode_hand_off(value).map(drop),
+        keys::META if key == keys::meta("cluster").as_slice() => {
+            records::decode_cluster(value).map(drop)
+        }
         keys::META | keys::RECEIVED | keys::SCHEDULED_EVENT => {
             records::decode_u64(value, "number").map(drop)
         }

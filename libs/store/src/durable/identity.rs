@@ -50,6 +50,16 @@ mod tests {
         }
     }
 
+    /// The identity record is part of every store the services open: `cascade data verify`
+    /// must read it as what it is, not report it as damage.
+    #[test]
+    fn a_store_with_its_cluster_recorded_verifies_healthy() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        drop(recover(dir.path(), &options("orders", 4)).expect("create"));
+        let report = crate::durable::verify(dir.path()).expect("verify");
+        assert!(report.is_healthy(), "{:?}", report.problems);
+    }
+
     #[test]
     fn a_store_opens_only_under_the_cluster_it_was_created_for() {
         let dir = tempfile::tempdir().expect("tempdir");

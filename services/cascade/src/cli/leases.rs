@@ -25,6 +25,10 @@ pub struct TakeArgs {
     /// Lease duration [default: the queue's].
     #[arg(long)]
     lease: Option<String>,
+    /// Print only `ID TOKEN` per event taken, for shell scripts:
+    /// `lease=$(cascade take jobs --quiet) && cascade ack jobs $lease`.
+    #[arg(long, short, conflicts_with = "json")]
+    quiet: bool,
     #[command(flatten)]
     opts: ClientOpts,
 }
@@ -125,6 +129,13 @@ pub async fn take(args: TakeArgs) -> Result<(), CliError> {
         .await
         .map_err(s.refused(format!("cannot take from {}", args.queue)))?
         .into_inner();
+    if args.quiet {
+        for leased in &taken.events {
+            let id = leased.event.as_ref().map_or("", |event| event.id.as_str());
+            println!("{id} {}", leased.lease_token);
+        }
+        return Ok(());
+    }
     let records: Vec<_> = taken
         .events
         .iter()

@@ -1,0 +1,114 @@
+//! The documentation stands alone: every relative link of the README, `docs/` and the READMEs
+//! under `deploy/` and `helm/` leads to a file of the repository (and a `#section` of a
+//! Markdown file to one of its headings, as GitHub names them), and no page points at design
+//! notes that live outside the repository.
+
+use std::path::{Path, PathBuf};
+
+fn repository() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+fn pages() -> Vec<PathBuf> {
+    let root = repository();
+    let mut pages = vec![root.join("README.md"), root.join("helm/cascade/README.md")];
+    for dir in ["docs", "deploy"] {
+        collect_markdown(&root.join(dir), &mut pages);
+    }
+    pages
+}
+
+fn collect_markdown(dir: &Path, out: &mut Vec<PathBuf>) {
+    let entries = std::fs::read_dir(dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display()));
+    for entry in entries.map(|e| e.expect("entry").path()) {
+        if entry.is_dir() {
+            collect_markdown(&entry, out);
+        } else if entry.extension().is_some_and(|e| e == "md") {
+            out.push(entry);
+        }
+    }
+}
+
+/// The targets of `[text](target)` links.
+fn links(text: &str) -> Vec<&str> {
+    text.match_indices("](")
+        .filter_map(|(at, _)| {
+            let rest = &text[at + 2..];
+            rest.find(')').map(|end| &rest[..end])
+        })
+        .collect()
+}
+
+/// GitHub's anchor of a heading: lower case, spaces to `-`, other punctuation dropped.
+fn anchor(heading: &str) -> String {
+    heading
+        .trim()
+        .to_lowercase()
+        .chars()
+        .filter_map(|c| match c {
+            ' ' => Some('-'),
+            c if c.is_alphanumeric() || c == '-' || c == '_' => Some(c),
+            _ => None,
+        })
+        .collect()
+}
+
+fn anchors(markdown: &str) -> Vec<String> {
+    markdown
+        .lines()
+        .filter(|l| l.starts_with('#'))
+        .map(|l| anchor(l.trim_start_matches('#')))
+        .collect()
+}
+
+#[test]
+fn every_relative_link_leads_somewhere() {
+    let mut broken = Vec::new();
+    for page in pages() {
+        let text = std::fs::read_to_string(&page).expect("read page");
+        for target in links(&text) {
+            if target.contains("://") || target.starts_with("mailto:") || target.contains(' ') {
+                continue;
+            }
+            let (file, section) = target.split_once('#').unwrap_or((target, ""));
+            let path = match file.is_empty() {
+                true => page.clone(),
+                false => page.parent().expect("a directory").join(file),
+            };
+            if !path.exists() {
+                broken.push(format!("{}: {target} (no such file)", page.display()));
+                continue;
+            }
+            if !section.is_empty() && path.extension().is_some_and(|e| e == "md") {
+                let linked = std::fs::read_to_string(&path).expect("read linked page");
+                if !anchors(&linked).iter().any(|a| a == section) {
+                    broken.push(format!("{}: {target} (no such heading)", page.display()));
+                }
+            }
+        }
+    }
+    assert!(broken.is_empty(), "broken links:\n{}", broken.join("\n"));
+}
+
+#[test]
+fn no_page_points_outside_the_repository() {
+    for page in pages() {
+        let text = std::fs::read_to_string(&page).expect("read page");
+        for outside in ["../shared", "DESIGN.md", "DESIGN §"] {
+            assert!(
+                !text.contains(outside),
+                "{} mentions {outside}, which a clone does not have",
+                page.display()
+            );
+        }
+    }
+}
+
+#[test]
+fn anchors_are_named_as_github_names_them() {
+    assert_eq!(anchor(" 8. Backup and restore"), "8-backup-and-restore");
+    assert_eq!(
+        anchor(" Distributed mode, step by step"),
+        "distributed-mode-step-by-step"
+    );
+}
