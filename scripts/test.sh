@@ -23,6 +23,8 @@ PACKAGES=()
 if ! command -v nats-server >/dev/null 2>&1; then PACKAGES+=(nats-server); fi
 # libfaketime: the fault suite steps a server's wall clock with it.
 if ! command -v faketime >/dev/null 2>&1; then PACKAGES+=(faketime); fi
+# tmux: the terminal `cascade top` is tested in.
+if ! command -v tmux >/dev/null 2>&1; then PACKAGES+=(tmux); fi
 # promtool (Debian's prometheus package) checks deploy/prometheus/cascade-alerts.yaml.
 if ! command -v promtool >/dev/null 2>&1; then PACKAGES+=(prometheus); fi
 if ! command -v chromium >/dev/null 2>&1 && ! command -v chromium-browser >/dev/null 2>&1; then

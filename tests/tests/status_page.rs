@@ -12,6 +12,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use cascade_client::{Client, api};
+use cascade_e2e::cluster::SHARDS;
 use cascade_e2e::process::http_body;
 use cascade_e2e::scenarios::{config, create, enqueue, item, seconds, stats, take};
 use cascade_e2e::{Cluster, Mode};
@@ -101,7 +102,8 @@ async fn the_gateway_serves_status_json_over_nats() {
             .as_ref()
             .is_some_and(|q| q["queues"] == 4 && q["ready"] == 4 && q["template"] == true);
         let jobs = row("jobs").is_some_and(|q| q["ready"] == 2);
-        if summed && jobs {
+        let shards_reporting = every_shard_reporting(&status);
+        if summed && jobs && shards_reporting {
             assert_eq!(queues.len(), 2, "one row per family: {queues:?}");
             break;
         }
@@ -117,6 +119,17 @@ async fn the_gateway_serves_status_json_over_nats() {
     tokio::task::spawn_blocking(move || cluster.stop())
         .await
         .expect("stop");
+}
+
+/// `/status.json` lists every shard of the cluster, each with recent stats.
+fn every_shard_reporting(status: &serde_json::Value) -> bool {
+    status["shards"].as_array().is_some_and(|shards| {
+        shards.len() == SHARDS as usize
+            && shards
+                .iter()
+                .enumerate()
+                .all(|(i, s)| s["shard"] == i && s["stale"] == false && s["stats_age_ms"].is_u64())
+    })
 }
 
 /// Events that flow through the demo pipeline, events that wait in its first stage for an
@@ -200,7 +213,13 @@ async fn wait_for_page_data(http: &str, expected: &HashMap<String, api::QueueSta
             got["delayed"] == want.delayed
                 && got["ready"] == want.ready
                 && got["leased"] == want.leased
+                && got["completed_total"] == want.completed_total
+                && got["retries_total"] == want.retries_total
+                // The resource manager's latest decision for the stage.
+                && got["handlers"]["desired"].is_u64()
+                && got["handlers"]["running"].is_u64()
         });
+        let shard_fresh = every_shard_reporting(&status);
         let queues = status["queues"].as_array().cloned().unwrap_or_default();
         let jobs_agree = queues
             .iter()
@@ -208,9 +227,11 @@ async fn wait_for_page_data(http: &str, expected: &HashMap<String, api::QueueSta
         let inbox_agrees = queues
             .iter()
             .any(|q| q["name"] == "inbox:*" && q["ready"] == 3);
-        // Two samples, so that the charts have a line to draw.
+        // Two samples, so that the charts have a line to draw; each with the totals that
+        // rates are drawn from.
         let sampled = stages[0]["history"].as_array().map_or(0, Vec::len) >= 2;
-        if stages_agree && jobs_agree && inbox_agrees && sampled {
+        let rated = stages[0]["history"][0].as_array().map_or(0, Vec::len) == 8;
+        if stages_agree && jobs_agree && inbox_agrees && sampled && rated && shard_fresh {
             return;
         }
         assert!(

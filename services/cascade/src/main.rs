@@ -1,8 +1,9 @@
 //! `cascade`: `cascade standalone` runs ingest, dispatcher and activation-timer shards in one
 //! process over the in-process bus; the client commands (`cli`) cover the gateway's whole API
 //! (`enqueue`, `take`, `ack`, `queue create`, `dlq redrive`, `pipeline apply`…);
-//! `cascade config check` checks a settings file, `cascade rm explain` shows the resource
-//! manager's decisions, and `cascade data verify` checks a store directory.
+//! `cascade top` is a live terminal view, `cascade config check` checks a settings file,
+//! `cascade rm explain` shows the resource manager's decisions, and `cascade data verify`
+//! checks a store directory.
 //!
 //! Exit codes: 0 done, 1 refused by the server (or failed), 2 bad usage, 3 cannot connect.
 //! A failure is one line on standard error, never a backtrace.
@@ -17,6 +18,7 @@ mod rm_client;
 mod rm_local_tests;
 mod stages;
 mod standalone;
+mod top;
 mod verify;
 
 use std::path::PathBuf;
@@ -45,6 +47,8 @@ enum Command {
     Standalone(standalone::Flags),
     #[command(flatten)]
     Client(cli::Command),
+    /// A live view of pipelines, queues and shards: depth, rates, handlers (Ctrl-C quits).
+    Top(top::TopArgs),
     /// Ask the resource manager of a running `cascade standalone`.
     Rm {
         #[command(subcommand)]
@@ -98,6 +102,7 @@ fn run(command: Command) -> Result<(), cli::CliError> {
         Command::Service(args) => told(external::exec(args)),
         Command::Standalone(flags) => told(runtime()?.block_on(standalone::main(flags))),
         Command::Rm { command } => told(runtime()?.block_on(rm_client::rm(command))),
+        Command::Top(args) => told(runtime()?.block_on(top::top(args))),
         Command::Config {
             command: ConfigCommand::Check(args),
         } => told(config_check::check(args)),

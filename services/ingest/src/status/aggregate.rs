@@ -31,6 +31,8 @@ pub(crate) struct Counts {
     pub dead_lettered: u64,
     pub enqueued_total: u64,
     pub completed_total: u64,
+    pub retries_total: u64,
+    pub expired_leases_total: u64,
 }
 
 impl Counts {
@@ -42,6 +44,8 @@ impl Counts {
             dead_lettered: stats.dead_lettered,
             enqueued_total: stats.enqueued_total,
             completed_total: stats.completed_total,
+            retries_total: stats.retries_total,
+            expired_leases_total: stats.expired_leases_total,
         }
     }
 
@@ -52,6 +56,10 @@ impl Counts {
         self.dead_lettered = self.dead_lettered.saturating_add(other.dead_lettered);
         self.enqueued_total = self.enqueued_total.saturating_add(other.enqueued_total);
         self.completed_total = self.completed_total.saturating_add(other.completed_total);
+        self.retries_total = self.retries_total.saturating_add(other.retries_total);
+        self.expired_leases_total = self
+            .expired_leases_total
+            .saturating_add(other.expired_leases_total);
     }
 }
 
@@ -112,6 +120,9 @@ pub(crate) struct Merged {
     /// Shards whose latest complete round is older than the `stale_after` asked for, with
     /// its age.
     pub stale: Vec<(u32, Duration)>,
+    /// Every shard heard from, with the age of its latest complete round (`None`: its first
+    /// round is not complete yet).
+    pub ages: BTreeMap<u32, Option<Duration>>,
 }
 
 impl Aggregator {
@@ -167,10 +178,12 @@ impl Aggregator {
         let mut merged = Merged::default();
         for (&shard, rounds) in &self.shards {
             let Some(round) = &rounds.complete else {
+                merged.ages.insert(shard, None);
                 continue;
             };
             merged.reporting += 1;
             let age = now.duration_since(round.at);
+            merged.ages.insert(shard, Some(age));
             if age > stale_after {
                 merged.stale.push((shard, age));
             }
@@ -256,9 +269,16 @@ mod tests {
         agg.receive(&message(0, 5, vec![queue("jobs", 100)]))
             .expect("receive");
         agg.receive(&message(0, 7, vec![])).expect("receive");
+        agg.receive(&message(1, 9, vec![])).expect("receive");
         let merged = agg.merged(now(), Duration::from_secs(3));
         assert_eq!(merged.families["jobs"].counts.ready, 7);
         assert_eq!(merged.stale, [(0, Duration::from_secs(4))]);
+        let ages: Vec<_> = merged.ages.into_iter().collect();
+        assert_eq!(
+            ages,
+            [(0, Some(Duration::from_secs(4))), (1, None)],
+            "shard 1 has no complete round yet"
+        );
     }
 
     #[test]

@@ -15,9 +15,20 @@ pub(crate) const HISTORY_POINTS: usize = 120;
 /// Stages charted at most; later ones show their counts without a chart.
 pub(crate) const MAX_CHARTED_STAGES: usize = 500;
 
-/// `[unix ms, delayed, ready, leased]`: compact in the JSON.
+/// `[unix ms, delayed, ready, leased, enqueued_total, completed_total, retries_total,
+/// dead_lettered]`: compact in the JSON. The totals make rates: the difference between two
+/// points over the time between them.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
-pub(crate) struct Point(pub u64, pub u64, pub u64, pub u64);
+pub(crate) struct Point(
+    pub u64,
+    pub u64,
+    pub u64,
+    pub u64,
+    pub u64,
+    pub u64,
+    pub u64,
+    pub u64,
+);
 
 #[derive(Debug, Default)]
 pub(crate) struct History {
@@ -43,6 +54,10 @@ impl History {
                 counts.delayed,
                 counts.ready,
                 counts.leased,
+                counts.enqueued_total,
+                counts.completed_total,
+                counts.retries_total,
+                counts.dead_lettered,
             ));
             kept.insert(queue.to_owned(), ring);
         }
@@ -67,6 +82,7 @@ mod tests {
         let mut history = History::default();
         let counts = Counts {
             ready: 2,
+            completed_total: 9,
             ..Counts::default()
         };
         for i in 0..(HISTORY_POINTS as u64 + 3) {
@@ -77,7 +93,7 @@ mod tests {
         }
         let points = history.of("p.a");
         assert_eq!(points.len(), HISTORY_POINTS);
-        assert_eq!(points[0], Point(3, 0, 2, 0));
+        assert_eq!(points[0], Point(3, 0, 2, 0, 0, 9, 0, 0));
         history.record(Timestamp::from_millis(1000), [("p.b", counts)]);
         assert!(history.of("p.a").is_empty());
         assert_eq!(history.of("p.b").len(), HISTORY_POINTS);

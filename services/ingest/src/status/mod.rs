@@ -10,6 +10,7 @@
 //! last list and shows a warning on the page, and a shard gone quiet is flagged as stale.
 
 mod aggregate;
+mod handlers;
 mod history;
 mod view;
 
@@ -33,6 +34,7 @@ use crate::IngestError;
 use crate::pipelines::read_any;
 use crate::route::{Shards, unexpected};
 use aggregate::{Aggregator, Counts};
+use handlers::Decisions;
 use history::{History, SAMPLE_EVERY};
 
 const PAGE: &str = include_str!("page.html");
@@ -42,19 +44,23 @@ const INITIAL_DATA: &str = "\"__STATUS_JSON__\"";
 const RETRY_EVERY: Duration = Duration::from_secs(1);
 /// A shard silent for this many stats intervals is flagged as stale.
 const STALE_INTERVALS: u32 = 5;
+/// The resource manager's decisions are shown for this many of its rounds.
+const DECISION_ROUNDS: u32 = 3;
 
 /// The page's state, shared by the HTTP handlers and the task that fills it ([`StatusPage::run`]).
 #[derive(Clone)]
 pub struct StatusPage {
     state: Arc<Mutex<State>>,
     stale_after: Duration,
-    shards: usize,
+    decisions_fresh_for: Duration,
+    shards: u32,
 }
 
 #[derive(Default)]
 struct State {
     aggregator: Aggregator,
     history: History,
+    decisions: Decisions,
     /// By name.
     pipelines: Vec<Arc<Pipeline>>,
     /// Why the pipelines could not be read last time, if they could not.
@@ -66,7 +72,8 @@ impl StatusPage {
         StatusPage {
             state: Arc::default(),
             stale_after: settings.dispatcher.stats_interval * STALE_INTERVALS,
-            shards: usize::try_from(settings.cluster.shards).unwrap_or(usize::MAX),
+            decisions_fresh_for: settings.resource_manager.interval * DECISION_ROUNDS,
+            shards: settings.cluster.shards,
         }
     }
 
@@ -109,19 +116,23 @@ impl StatusPage {
             )
     }
 
-    /// Follows the shards' stats and samples the stages until `shutdown`. Fails only when
-    /// it cannot subscribe.
+    /// Follows the shards' stats and the resource manager's decisions, and samples the
+    /// stages, until `shutdown`. Fails only when it cannot subscribe.
     pub async fn run(
         self,
         settings: Settings,
         bus: Bus,
         shutdown: Shutdown,
     ) -> Result<(), IngestError> {
-        let subject = cascade_bus::subject::all_stats(&settings.cluster.name);
-        let subscription = bus
-            .subscribe(&subject)
-            .await
-            .map_err(|source| IngestError::Subscribe { subject, source })?;
+        let stats = subscribe(
+            &bus,
+            cascade_bus::subject::all_stats(&settings.cluster.name),
+        );
+        let decisions = subscribe(
+            &bus,
+            cascade_bus::subject::rm_decisions(&settings.cluster.name),
+        );
+        let (stats, decisions) = (stats.await?, decisions.await?);
         let shards = Shards::new(
             bus,
             settings.cluster.name.clone(),
@@ -129,20 +140,33 @@ impl StatusPage {
             settings.bus.request_timeout,
         );
         tokio::join!(
-            self.receive(subscription, &shutdown),
+            self.receive(stats, &shutdown, |page, m| page.add(m)),
+            self.receive(decisions, &shutdown, |page, m| page.add_decisions(m)),
             self.sample(&shards, &shutdown)
         );
         Ok(())
     }
 
-    async fn receive(&self, mut subscription: Subscription, shutdown: &Shutdown) {
+    async fn receive(
+        &self,
+        mut subscription: Subscription,
+        shutdown: &Shutdown,
+        add: impl Fn(&StatusPage, &Message),
+    ) {
         loop {
             let message = tokio::select! {
                 message = subscription.next() => message,
                 () = shutdown.wait() => return,
             };
             let Some(message) = message else { return };
-            self.add(&message);
+            add(self, &message);
+        }
+    }
+
+    fn add_decisions(&self, message: &Message) {
+        let now = SystemClock.now();
+        if let Err(e) = self.lock().decisions.receive(&message.payload, now) {
+            tracing::warn!(subject = %message.subject, error = %e, "ingest.status.undecodable");
         }
     }
 
@@ -229,7 +253,7 @@ impl StatusPage {
         }
         if merged.reporting == 0 {
             warnings.push("no stats from the shards yet".to_owned());
-        } else if merged.reporting < self.shards {
+        } else if merged.reporting < self.shards as usize {
             warnings.push(format!(
                 "only {} of {} shards have published stats: the counts are partial",
                 merged.reporting, self.shards
@@ -237,9 +261,11 @@ impl StatusPage {
         }
         view::build(view::Inputs {
             now,
+            shards: self.shards,
             pipelines: &state.pipelines,
             merged,
             history: &state.history,
+            handlers: &|stage| state.decisions.of(stage, now, self.decisions_fresh_for),
             warnings,
         })
     }
@@ -258,6 +284,12 @@ impl StatusPage {
     fn lock(&self) -> std::sync::MutexGuard<'_, State> {
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
     }
+}
+
+async fn subscribe(bus: &Bus, subject: String) -> Result<Subscription, IngestError> {
+    bus.subscribe(&subject)
+        .await
+        .map_err(|source| IngestError::Subscribe { subject, source })
 }
 
 /// Every pipeline, by name.

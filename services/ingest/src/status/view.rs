@@ -9,6 +9,7 @@ use cascade_core::{Pipeline, Timestamp};
 use serde::Serialize;
 
 use super::aggregate::{Counts, Family, MAX_FAMILIES, Merged};
+use super::handlers::Handlers;
 use super::history::{HISTORY_POINTS, History, Point, SAMPLE_EVERY};
 
 pub(crate) const MAX_PIPELINES: usize = 50;
@@ -24,6 +25,8 @@ pub(crate) struct StatusView {
     pub queues: Vec<QueueView>,
     /// Rows left out of `queues` (those with the smallest backlogs).
     pub queues_more: usize,
+    /// Every dispatcher shard of the cluster, with how recent its stats are.
+    pub shards: Vec<ShardView>,
     /// Why the numbers may be incomplete or old.
     pub warnings: Vec<String>,
 }
@@ -43,7 +46,19 @@ pub(crate) struct StageView {
     pub priority: u32,
     #[serde(flatten)]
     pub counts: Counts,
+    /// Running and decided by the resource manager; `None` when it has published nothing
+    /// lately (not running, or not over this stage).
+    pub handlers: Option<Handlers>,
     pub history: Vec<Point>,
+}
+
+#[derive(Debug, Serialize)]
+pub(crate) struct ShardView {
+    pub shard: u32,
+    /// How old its latest complete round of stats is; `None`: none has come.
+    pub stats_age_ms: Option<u64>,
+    /// Silent for longer than a few stats intervals: down, or cut off from this gateway.
+    pub stale: bool,
 }
 
 #[derive(Debug, Serialize)]
@@ -59,18 +74,24 @@ pub(crate) struct QueueView {
 /// The inputs of a view, as the status task keeps them.
 pub(crate) struct Inputs<'a> {
     pub now: Timestamp,
+    /// `cluster.shards`.
+    pub shards: u32,
     pub pipelines: &'a [Arc<Pipeline>],
     pub merged: Merged,
     pub history: &'a History,
+    /// The handlers of a stage, by its queue.
+    pub handlers: &'a dyn Fn(&str) -> Option<Handlers>,
     pub warnings: Vec<String>,
 }
 
 pub(crate) fn build(inputs: Inputs<'_>) -> StatusView {
     let Inputs {
         now,
+        shards,
         pipelines,
         merged,
         history,
+        handlers,
         mut warnings,
     } = inputs;
     let stage_queues: HashSet<String> = pipelines
@@ -80,7 +101,7 @@ pub(crate) fn build(inputs: Inputs<'_>) -> StatusView {
     let shown = pipelines
         .iter()
         .take(MAX_PIPELINES)
-        .map(|pipeline| pipeline_view(pipeline, &merged, history))
+        .map(|pipeline| pipeline_view(pipeline, &merged, history, handlers))
         .collect();
     let mut rows: Vec<QueueView> = merged
         .families
@@ -104,6 +125,19 @@ pub(crate) fn build(inputs: Inputs<'_>) -> StatusView {
             age.as_secs()
         ));
     }
+    let stale: HashSet<u32> = merged.stale.iter().map(|(shard, _)| *shard).collect();
+    let shards = (0..shards)
+        .map(|shard| ShardView {
+            shard,
+            stats_age_ms: merged
+                .ages
+                .get(&shard)
+                .copied()
+                .flatten()
+                .map(|age| u64::try_from(age.as_millis()).unwrap_or(u64::MAX)),
+            stale: stale.contains(&shard),
+        })
+        .collect();
     StatusView {
         generated_at_ms: now.as_millis(),
         sample_every_secs: SAMPLE_EVERY.as_secs(),
@@ -112,11 +146,17 @@ pub(crate) fn build(inputs: Inputs<'_>) -> StatusView {
         pipelines_more: pipelines.len().saturating_sub(MAX_PIPELINES),
         queues: rows,
         queues_more,
+        shards,
         warnings,
     }
 }
 
-fn pipeline_view(pipeline: &Pipeline, merged: &Merged, history: &History) -> PipelineView {
+fn pipeline_view(
+    pipeline: &Pipeline,
+    merged: &Merged,
+    history: &History,
+    handlers: &dyn Fn(&str) -> Option<Handlers>,
+) -> PipelineView {
     let stages = pipeline
         .stages
         .iter()
@@ -132,6 +172,7 @@ fn pipeline_view(pipeline: &Pipeline, merged: &Merged, history: &History) -> Pip
                 next: pipeline.next_stage(&stage.name).map(|s| s.name.clone()),
                 priority: stage.priority,
                 counts,
+                handlers: handlers(&queue),
                 history: history.of(&queue),
                 queue,
             }
