@@ -13,8 +13,8 @@ use std::time::{Duration, Instant};
 
 use cascade_client::{Client, api};
 use cascade_e2e::cluster::SHARDS;
-use cascade_e2e::process::http_body;
-use cascade_e2e::scenarios::{config, create, enqueue, item, seconds, stats, take};
+use cascade_e2e::process::{http_body, http_get};
+use cascade_e2e::scenarios::{complete, config, create, enqueue, item, seconds, stats, take};
 use cascade_e2e::{Cluster, Mode};
 
 const STAGES: [&str; 3] = ["receive", "enrich", "deliver"];
@@ -49,12 +49,13 @@ async fn status_page_shows_stages_and_counts_in_a_browser() {
     let dumped = artifact_dir().join("status-page.html");
     std::fs::write(&dumped, &dom).unwrap_or_else(|e| panic!("write {}: {e}", dumped.display()));
     check_dom(&dom, &expected);
+    check_dead_letters(&http, &chromium, &url).await;
 
     let shot = artifact_dir().join("status-page.png");
     let _ = std::fs::remove_file(&shot);
     let screenshot = format!("--screenshot={}", shot.display());
     tokio::task::spawn_blocking(move || {
-        run_chromium(&chromium, &[&screenshot, "--window-size=1280,900", &url])
+        run_chromium(&chromium, &[&screenshot, "--window-size=1400,1000", &url])
     })
     .await
     .expect("chromium");
@@ -156,6 +157,14 @@ async fn fill(c: &Client) {
         enqueue(c, req).await;
     }
     assert_eq!(take(c, "jobs", 1, 0.0).await.len(), 1);
+    // One dead letter, with a reason, for the page's link to a dead-letter queue's contents.
+    create(c, "mail", config(600.0, 5)).await;
+    enqueue(c, item("mail", "to: bob")).await;
+    let taken = take(c, "mail", 1, 0.0).await;
+    let dead = api::completion::Outcome::DeadLetter(api::DeadLetter {
+        reason: "mailbox full".into(),
+    });
+    assert_eq!(complete(c, &taken[0], dead).await.code, 0);
     create(c, "inbox:*", config(30.0, 5)).await;
     for user in ["alice", "bob", "alice"] {
         enqueue(c, item(&format!("inbox:{user}"), "hi")).await;
@@ -280,10 +289,48 @@ fn check_dom(dom: &str, expected: &HashMap<String, api::QueueStats>) {
         "{dom}"
     );
     let charts = elements(dom, "<svg class=\"chart\"");
-    assert_eq!(charts.len(), STAGES.len(), "one chart per stage");
+    assert_eq!(
+        charts.len(),
+        2 * STAGES.len(),
+        "counts and rates, per stage"
+    );
     for chart in &charts {
         let points: usize = chart["data-points"].parse().expect("a number of points");
-        assert!(points >= 3, "two samples and the current counts: {chart:?}");
+        let least = match chart["data-kind"].as_str() {
+            "counts" => 3, // two samples and the current counts
+            _ => 2,        // a rate between each two of those
+        };
+        assert!(points >= least, "{chart:?}");
+    }
+    for (stage, queue) in [
+        ("rates", "data-in"),
+        ("handlers", "data-running"),
+        ("handlers", "data-desired"),
+    ] {
+        let found = elements(dom, &format!("<div class=\"{stage}\""));
+        assert_eq!(
+            found.iter().filter(|e| e.contains_key(queue)).count(),
+            STAGES.len(),
+            "each stage shows its {stage} ({queue}): {found:?}"
+        );
+    }
+    let links: Vec<String> = elements(dom, "<a href=\"#dlq=")
+        .into_iter()
+        .map(|a| a["data-dlq"].clone())
+        .collect();
+    for stage in STAGES {
+        assert!(
+            links.contains(&format!("demo.{stage}.dlq")),
+            "a link to demo.{stage}'s dead letters: {links:?}"
+        );
+    }
+    assert!(links.contains(&"mail.dlq".to_owned()), "{links:?}");
+    for shard in 0..SHARDS {
+        let chip = elements(
+            dom,
+            &format!("<span class=\"shard ok\" id=\"shard-{shard}\""),
+        );
+        assert_eq!(chip.len(), 1, "shard {shard} shown healthy");
     }
 
     let rows: HashMap<String, HashMap<String, String>> = elements(dom, "<tr id=\"queue-")
@@ -317,6 +364,40 @@ fn check_dom(dom: &str, expected: &HashMap<String, api::QueueStats>) {
     assert!(
         !rows.contains_key("demo.receive"),
         "stages are drawn, not listed"
+    );
+}
+
+/// The dead-letter queue's contents: `/dead-letters.json` answers what Admin would (and a
+/// clear 400 for a name that is not a queue), and the page opened at `#dlq=mail.dlq` shows
+/// the event with its reason.
+async fn check_dead_letters(http: &str, chromium: &Path, url: &str) {
+    let listed = get_json(http, "/dead-letters.json?queue=mail.dlq");
+    let events = listed["events"].as_array().cloned().unwrap_or_default();
+    assert_eq!(events.len(), 1, "{listed}");
+    assert_eq!(events[0]["from"], "mail", "{listed}");
+    assert_eq!(events[0]["payload"], "to: bob", "{listed}");
+    let reason = events[0]["reason"].as_str().unwrap_or_default().to_owned();
+    assert!(reason.contains("mailbox full"), "{listed}");
+    let id = events[0]["id"].as_str().expect("an id").to_owned();
+    let unknown = get_json(http, "/dead-letters.json?queue=nowhere.dlq");
+    assert_eq!(unknown["events"], serde_json::json!([]), "{unknown}");
+    for (query, status) in [("inbox:*", 400), ("", 400), ("a%20b", 400)] {
+        let answer = http_get(http, &format!("/dead-letters.json?queue={query}"));
+        assert_eq!(
+            answer.as_ref().map(|(code, _)| *code),
+            Some(status),
+            "{query:?}: {answer:?}"
+        );
+    }
+    let url = format!("{url}#dlq=mail.dlq");
+    let chromium = chromium.to_owned();
+    let dom = tokio::task::spawn_blocking(move || run_chromium(&chromium, &["--dump-dom", &url]))
+        .await
+        .expect("chromium");
+    let dom = &dom[..dom.find("<script").unwrap_or(dom.len())];
+    assert!(
+        dom.contains(&format!("<tr data-id=\"{id}\">")) && dom.contains("mailbox full"),
+        "the page at #dlq=mail.dlq lists the dead letter:\n{dom}"
     );
 }
 

@@ -52,7 +52,7 @@ impl Gateway {
 }
 
 /// A name that holds events: a queue, not a template.
-fn events_queue(name: &str, field: &str) -> Result<QueueName, IngestError> {
+pub(crate) fn events_queue(name: &str, field: &str) -> Result<QueueName, IngestError> {
     let queue = queue_name_from_proto(name, field)?;
     if queue.is_template() {
         return Err(IngestError::invalid(

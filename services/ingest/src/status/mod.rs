@@ -10,16 +10,18 @@
 //! last list and shows a warning on the page, and a shard gone quiet is flagged as stale.
 
 mod aggregate;
+mod dead_letters;
 mod handlers;
 mod history;
 mod view;
 
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 use std::time::Duration;
 
 use axum::Router;
-use axum::http::header;
-use axum::response::IntoResponse;
+use axum::extract::Query;
+use axum::http::{StatusCode, header};
+use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use cascade_bus::{Bus, Message, Subscription};
 use cascade_core::{Clock, Pipeline, QueueName, SystemClock};
@@ -51,9 +53,16 @@ const DECISION_ROUNDS: u32 = 3;
 #[derive(Clone)]
 pub struct StatusPage {
     state: Arc<Mutex<State>>,
+    /// Set by [`StatusPage::run`]: how `/dead-letters.json` asks the shards.
+    shards: Arc<OnceLock<Shards>>,
     stale_after: Duration,
     decisions_fresh_for: Duration,
-    shards: u32,
+    shard_count: u32,
+}
+
+#[derive(serde::Deserialize)]
+struct DeadLettersQuery {
+    queue: String,
 }
 
 #[derive(Default)]
@@ -71,17 +80,25 @@ impl StatusPage {
     pub fn new(settings: &Settings) -> StatusPage {
         StatusPage {
             state: Arc::default(),
+            shards: Arc::default(),
             stale_after: settings.dispatcher.stats_interval * STALE_INTERVALS,
             decisions_fresh_for: settings.resource_manager.interval * DECISION_ROUNDS,
-            shards: settings.cluster.shards,
+            shard_count: settings.cluster.shards,
         }
     }
 
-    /// `/` and `/status.json`, for the admin port's router.
+    /// `/`, `/status.json` and `/dead-letters.json`, for the admin port's router.
     pub fn router(&self) -> Router {
         let json = self.clone();
         let page = self.clone();
+        let dead = self.clone();
         Router::new()
+            .route(
+                "/dead-letters.json",
+                get(move |Query(query): Query<DeadLettersQuery>| async move {
+                    dead.dead_letters(query.queue).await
+                }),
+            )
             .route(
                 "/status.json",
                 get(move || {
@@ -133,16 +150,18 @@ impl StatusPage {
             cascade_bus::subject::rm_decisions(&settings.cluster.name),
         );
         let (stats, decisions) = (stats.await?, decisions.await?);
-        let shards = Shards::new(
-            bus,
-            settings.cluster.name.clone(),
-            settings.cluster.shards,
-            settings.bus.request_timeout,
-        );
+        let shards = self.shards.get_or_init(|| {
+            Shards::new(
+                bus,
+                settings.cluster.name.clone(),
+                settings.cluster.shards,
+                settings.bus.request_timeout,
+            )
+        });
         tokio::join!(
             self.receive(stats, &shutdown, |page, m| page.add(m)),
             self.receive(decisions, &shutdown, |page, m| page.add_decisions(m)),
-            self.sample(&shards, &shutdown)
+            self.sample(shards, &shutdown)
         );
         Ok(())
     }
@@ -253,21 +272,47 @@ impl StatusPage {
         }
         if merged.reporting == 0 {
             warnings.push("no stats from the shards yet".to_owned());
-        } else if merged.reporting < self.shards as usize {
+        } else if merged.reporting < self.shard_count as usize {
             warnings.push(format!(
                 "only {} of {} shards have published stats: the counts are partial",
-                merged.reporting, self.shards
+                merged.reporting, self.shard_count
             ));
         }
         view::build(view::Inputs {
             now,
-            shards: self.shards,
+            shards: self.shard_count,
             pipelines: &state.pipelines,
             merged,
             history: &state.history,
             handlers: &|stage| state.decisions.of(stage, now, self.decisions_fresh_for),
             warnings,
         })
+    }
+
+    /// `/dead-letters.json`: 400 for a name that is not a queue, 404 for one that does not
+    /// exist, 503 while the shards cannot answer.
+    async fn dead_letters(&self, queue: String) -> Response {
+        let Some(shards) = self.shards.get() else {
+            return (StatusCode::SERVICE_UNAVAILABLE, "starting").into_response();
+        };
+        match dead_letters::first_page(shards, queue).await {
+            Ok(page) => (
+                [
+                    (header::CONTENT_TYPE, "application/json"),
+                    (header::CACHE_CONTROL, "no-store"),
+                ],
+                serde_json::to_string(&page).expect("dead letters serialize"),
+            )
+                .into_response(),
+            Err(e) => {
+                let status = match e.code() {
+                    tonic::Code::InvalidArgument => StatusCode::BAD_REQUEST,
+                    tonic::Code::NotFound => StatusCode::NOT_FOUND,
+                    _ => StatusCode::SERVICE_UNAVAILABLE,
+                };
+                (status, e.to_string()).into_response()
+            }
+        }
     }
 
     fn json(&self) -> String {

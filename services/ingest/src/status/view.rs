@@ -43,6 +43,8 @@ pub(crate) struct StageView {
     pub queue: String,
     /// The stage `advance` goes to; `None` after the last.
     pub next: Option<String>,
+    /// Where its events go when their attempts run out (`/dead-letters.json` lists them).
+    pub dead_letter_queue: Option<String>,
     pub priority: u32,
     #[serde(flatten)]
     pub counts: Counts,
@@ -161,7 +163,9 @@ fn pipeline_view(
         .stages
         .iter()
         .map(|stage| {
-            let queue = pipeline.stage_queue(&stage.name).to_string();
+            let name = pipeline.stage_queue(&stage.name);
+            let dead_letter_queue = stage.queue.dead_letter_queue_for(&name).ok();
+            let queue = name.to_string();
             let counts = merged
                 .families
                 .get(&queue)
@@ -170,6 +174,7 @@ fn pipeline_view(
             StageView {
                 name: stage.name.clone(),
                 next: pipeline.next_stage(&stage.name).map(|s| s.name.clone()),
+                dead_letter_queue: dead_letter_queue.map(|q| q.to_string()),
                 priority: stage.priority,
                 counts,
                 handlers: handlers(&queue),
