@@ -6,8 +6,9 @@
 # checkov, hadolint, assertions on the rendered objects, the hooks run for real).
 # Installs what it needs that a fresh machine lacks: rustfmt/clippy components, the
 # nats-server that the bus tests start, libfaketime (the fault suite steps a server's wall
-# clock with it) and the headless Chromium that the status page test drives (Debian's
-# packages; the tests fail without them), and the chart's tools
+# clock with it), the headless Chromium that the status page test drives, tmux (the
+# terminal `cascade top` is tested in) and promtool (it checks the alerting rules) — Debian's
+# packages; the tests fail without them — and the chart's tools
 # (scripts/chart-tools.sh: PyPI and npm packages, into target/chart-tools). The status page
 # test saves its screenshot under target/test-artifacts/. Then a short run of every fuzz
 # target (scripts/fuzz.sh, which installs cargo-fuzz).

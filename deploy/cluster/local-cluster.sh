@@ -2,7 +2,7 @@
 # A distributed Cascade cluster on one machine: every service its own process, talking over a
 # NATS server, with the demo pipeline of deploy/config/cascade.toml served by one stage worker
 # per stage. It runs in the foreground; Ctrl-C (or SIGTERM) stops every process it started,
-# in the reverse order, and keeps the data for the next run. docs/operations.md walks through
+# clients first, the bus last, and keeps the data for the next run. docs/operations.md walks through
 # what it does, step by step.
 #
 #   deploy/cluster/local-cluster.sh
@@ -13,10 +13,15 @@
 #   SHARDS               dispatcher and timer shards (default: 2; fixed once data exists)
 #   NATS_PORT            the NATS server's port (default: 4222)
 #   GRPC_PORT            the gateway's gRPC port (default: 7700)
-#   ADMIN_PORT           the gateway's admin port; the other processes' admin ports follow it
-#                        (default: 7701)
-# It needs nats-server on the PATH (Debian: apt-get install nats-server).
+#   ADMIN_PORT           the gateway's admin port (status page, `cascade top`); the other
+#                        processes' admin ports follow it (default: 7701)
+# It needs bash 5.1 or later and nats-server on the PATH (Debian: apt-get install nats-server).
 set -euo pipefail
+
+if ((BASH_VERSINFO[0] * 100 + BASH_VERSINFO[1] < 501)); then
+    echo "error: this script needs bash 5.1 or later (this is $BASH_VERSION)" >&2
+    exit 2
+fi
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 repository=$(cd "$here/../.." && pwd)
@@ -25,7 +30,11 @@ dir=${CASCADE_CLUSTER_DIR:-./cascade-cluster}
 shards=${SHARDS:-2}
 nats_port=${NATS_PORT:-4222}
 grpc_port=${GRPC_PORT:-7700}
-next_admin_port=${ADMIN_PORT:-7701}
+gateway_admin_port=${ADMIN_PORT:-7701}
+next_admin_port=$((gateway_admin_port + 1))
+# How long a process gets to stop after SIGTERM before SIGKILL: past a stage worker's
+# drain_grace (25s by default).
+stop_within=40
 config=$repository/deploy/config/cascade.toml
 
 for binary in cascade cascade-ingest cascade-dispatcher cascade-activation-timer \
@@ -54,11 +63,24 @@ export CASCADE_ADDR=http://127.0.0.1:$grpc_port
 names=()
 pids=()
 
+# stop PID: SIGTERM, then SIGKILL if it has not exited within $stop_within seconds.
+stop() {
+    kill -TERM "$1" 2>/dev/null || return 0
+    for _ in $(seq $((stop_within * 10))); do
+        kill -0 "$1" 2>/dev/null || break
+        sleep 0.1
+    done
+    kill -KILL "$1" 2>/dev/null || true
+    wait "$1" 2>/dev/null || true
+}
+
 # Clients of the gateway first (together: each may wait out a long poll), then the rest in the
-# reverse order of their start: the gateway, the shards, the bus.
+# reverse order of their start: the gateway, the shards, the bus. Signals that come meanwhile
+# (a second Ctrl-C, a closed terminal) do not cut it short.
 stop_all() {
-    trap - EXIT INT TERM
-    echo "stopping ${#pids[@]} processes"
+    trap '' INT TERM PIPE HUP
+    trap - EXIT
+    echo "stopping ${#pids[@]} processes" || true
     local i
     for i in "${!pids[@]}"; do
         if [[ ${names[i]} == stage-worker-* ]]; then
@@ -66,19 +88,20 @@ stop_all() {
         fi
     done
     for ((i = ${#pids[@]} - 1; i >= 0; i--)); do
-        kill -TERM "${pids[i]}" 2>/dev/null || true
-        wait "${pids[i]}" 2>/dev/null || true
+        stop "${pids[i]}"
     done
-    echo "stopped; data kept in $dir/data"
+    echo "stopped; data kept in $dir/data" || true
 }
 trap stop_all EXIT
 trap 'exit 0' INT TERM
 
-# start NAME COMMAND…: runs it in the background, its output in logs/NAME.log.
+# start NAME COMMAND…: runs it in the background, its output in logs/NAME.log, in a session
+# of its own: a Ctrl-C in the terminal reaches this script only, which stops the processes
+# in order.
 start() {
     local name=$1
     shift
-    "$@" >>"$dir/logs/$name.log" 2>&1 &
+    setsid "$@" >>"$dir/logs/$name.log" 2>&1 </dev/null &
     names+=("$name")
     pids+=("$!")
 }
@@ -111,12 +134,12 @@ wait_ready() {
     exit 1
 }
 
-# service NAME BINARY ARGS…: a Cascade service on the next admin port, waited on until ready.
+# service NAME BINARY ARGS…: a Cascade service on the next admin port (on $PORT if set),
+# waited on until ready.
 service() {
-    local name=$1 binary=$2
+    local name=$1 binary=$2 port=${PORT:-$next_admin_port}
     shift 2
-    local port=$next_admin_port
-    next_admin_port=$((next_admin_port + 1))
+    [[ -n ${PORT:-} ]] || next_admin_port=$((next_admin_port + 1))
     start "$name" "$bin/$binary" --http-addr "127.0.0.1:$port" "$@"
     wait_ready "$port" /readyz
     printf '%-26s admin http://127.0.0.1:%s\n' "$name" "$port"
@@ -137,8 +160,8 @@ for ((shard = 0; shard < shards; shard++)); do
 done
 
 # 3. The gateway, stateless: as many as you like behind a load balancer.
-service ingest cascade-ingest --config "$config" --grpc-addr "127.0.0.1:$grpc_port"
-echo "gateway                    grpc $CASCADE_ADDR"
+PORT=$gateway_admin_port service ingest cascade-ingest --config "$config" --grpc-addr "127.0.0.1:$grpc_port"
+echo "gateway                    grpc $CASCADE_ADDR, status page http://127.0.0.1:$gateway_admin_port/"
 
 # 4. The pipelines of the settings file (applied again at every run: events stay).
 "$bin/cascade" pipeline apply --config "$config" --wait 30s >>"$dir/logs/pipelines.log"
@@ -160,6 +183,7 @@ service resource-manager cascade-resource-manager --config "$config"
 echo "Cascade is running: ${#pids[@]} processes, logs in $dir/logs. Try:"
 echo "  export CASCADE_ADDR=$CASCADE_ADDR"
 echo "  $bin/cascade enqueue demo --pipeline 'hello'; $bin/cascade stats demo.deliver"
+echo "  $bin/cascade top --http-addr 127.0.0.1:$gateway_admin_port"
 echo "  $bin/cascade rm explain --http-addr 127.0.0.1:$((next_admin_port - 1))"
 echo "Ctrl-C stops them all."
 wait -n "${pids[@]}" || true

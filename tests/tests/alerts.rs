@@ -2,7 +2,7 @@
 //! Debian's `prometheus` package, which `scripts/test.sh` installs), names only metrics that
 //! docs/metrics.md documents, and holds exactly the alerts docs/operations.md explains.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 use std::process::Command;
 
@@ -61,7 +61,7 @@ fn the_rules_use_documented_metrics_only() {
     assert!(used.len() >= 10, "the rules use {used:?}");
     let missing: Vec<_> = used
         .iter()
-        .filter(|name| !documented.contains(&format!("`{name}")))
+        .filter(|name| !documented.contains(&format!("`{name}`")))
         .collect();
     assert!(
         missing.is_empty(),
@@ -69,26 +69,64 @@ fn the_rules_use_documented_metrics_only() {
     );
 }
 
-#[test]
-fn every_alert_is_explained_in_operations() {
-    let rules = repository_file(RULES);
-    let operations = repository_file("docs/operations.md");
-    let in_rules: BTreeSet<&str> = rules
-        .lines()
-        .filter_map(|l| l.trim().strip_prefix("- alert: "))
-        .map(str::trim)
-        .collect();
+/// Whitespace runs made one space: the same expression however it is wrapped.
+fn normalized(expression: &str) -> String {
+    expression.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+/// Each alert of the rules file with its expression (inline, or a `|` block below it).
+fn rule_expressions(rules: &str) -> BTreeMap<String, String> {
+    let mut found = BTreeMap::new();
+    let mut alert = None;
+    let mut lines = rules.lines().peekable();
+    while let Some(line) = lines.next() {
+        let trimmed = line.trim();
+        if let Some(name) = trimmed.strip_prefix("- alert: ") {
+            alert = Some(name.trim().to_owned());
+        } else if let Some(expression) = trimmed.strip_prefix("expr: ") {
+            let mut expression = expression.to_owned();
+            if expression == "|" {
+                let indent = line.len() - line.trim_start().len();
+                expression.clear();
+                while let Some(next) = lines.next_if(|l| l.len() - l.trim_start().len() > indent) {
+                    expression.push_str(next);
+                    expression.push(' ');
+                }
+            }
+            let name = alert.take().expect("an expr belongs to an alert");
+            found.insert(name, normalized(&expression));
+        }
+    }
+    found
+}
+
+/// Each alert of the table in docs/operations.md with its expression (`\|` is a `|`).
+fn table_expressions(operations: &str) -> BTreeMap<String, String> {
     let section = operations
         .split("\n## ")
         .find(|s| s.starts_with("Alerts"))
         .expect("docs/operations.md has an \"Alerts\" section");
-    let explained: BTreeSet<&str> = section
+    section
         .lines()
-        .filter_map(|l| l.strip_prefix("| `"))
-        .filter_map(|l| l.split('`').next())
-        .collect();
+        .filter(|l| l.starts_with("| `"))
+        .map(|line| {
+            let cells: Vec<String> = line
+                .replace("\\|", "\u{0}")
+                .split('|')
+                .map(|cell| cell.trim().trim_matches('`').replace('\u{0}', "|"))
+                .collect();
+            (cells[1].clone(), normalized(&cells[2]))
+        })
+        .collect()
+}
+
+#[test]
+fn every_alert_is_explained_in_operations_with_its_expression() {
+    let rules = rule_expressions(&repository_file(RULES));
+    let table = table_expressions(&repository_file("docs/operations.md"));
+    assert!(rules.len() >= 10, "{rules:?}");
     assert_eq!(
-        in_rules, explained,
+        rules, table,
         "the alerts of {RULES} and the table in docs/operations.md differ"
     );
 }

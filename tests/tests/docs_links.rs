@@ -53,12 +53,18 @@ fn anchor(heading: &str) -> String {
         .collect()
 }
 
+/// The anchors of a page's headings (not of `#` lines inside fenced code: shell comments).
 fn anchors(markdown: &str) -> Vec<String> {
-    markdown
-        .lines()
-        .filter(|l| l.starts_with('#'))
-        .map(|l| anchor(l.trim_start_matches('#')))
-        .collect()
+    let mut in_code = false;
+    let mut found = Vec::new();
+    for line in markdown.lines() {
+        if line.trim_start().starts_with("```") {
+            in_code = !in_code;
+        } else if !in_code && line.starts_with('#') {
+            found.push(anchor(line.trim_start_matches('#')));
+        }
+    }
+    found
 }
 
 #[test]
@@ -105,7 +111,9 @@ fn no_page_points_outside_the_repository() {
 }
 
 #[test]
-fn anchors_are_named_as_github_names_them() {
+fn anchors_are_named_as_github_names_them_and_code_is_no_heading() {
+    let page = "# Top\n```sh\n# a comment\n```\n## Next step\n";
+    assert_eq!(anchors(page), ["top", "next-step"]);
     assert_eq!(anchor(" 8. Backup and restore"), "8-backup-and-restore");
     assert_eq!(
         anchor(" Distributed mode, step by step"),

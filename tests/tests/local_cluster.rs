@@ -31,6 +31,24 @@ struct Script {
     stderr: PathBuf,
 }
 
+/// A test that fails half-way still stops the cluster: SIGTERM to the script (which stops
+/// what it started, in order), SIGKILL if it has not ended within [`STOP_WITHIN`].
+impl Drop for Script {
+    fn drop(&mut self) {
+        if !matches!(self.child.try_wait(), Ok(None)) {
+            return;
+        }
+        let pid = self.child.id().to_string();
+        let _ = Command::new("kill").args(["-TERM", &pid]).status();
+        let deadline = Instant::now() + STOP_WITHIN;
+        while matches!(self.child.try_wait(), Ok(None)) && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
 impl Script {
     /// Lines printed until one contains `marker`; panics with what it printed and its errors
     /// if the script ends or `within` passes first.

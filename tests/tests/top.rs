@@ -18,6 +18,17 @@ struct Tmux<'a> {
     socket: &'a Path,
 }
 
+/// The test's tmux server goes with the test, pass or fail, and `cascade top` with it.
+impl Drop for Tmux<'_> {
+    fn drop(&mut self) {
+        let _ = Command::new("tmux")
+            .arg("-S")
+            .arg(self.socket)
+            .arg("kill-server")
+            .output();
+    }
+}
+
 impl Tmux<'_> {
     fn run(&self, args: &[&str]) -> Output {
         Command::new("tmux")
@@ -146,7 +157,7 @@ async fn top_shows_a_live_view_in_a_terminal_and_quits_on_ctrl_c() {
         !screen.contains("PIPELINE demo"),
         "the terminal is given back without the view:\n{screen}"
     );
-    tmux.run(&["kill-server"]);
+    drop(tmux);
     tokio::task::spawn_blocking(move || cluster.stop())
         .await
         .expect("stop");

@@ -126,21 +126,30 @@ impl Row {
     }
 }
 
-/// Per second, from `before` to `now`; `None` without time between them or after a reset.
-fn rates(before: Totals, now: Totals) -> Option<[f64; 4]> {
-    let seconds = now.at_ms.checked_sub(before.at_ms).filter(|&ms| ms > 0)? as f64 / 1000.0;
-    let mut rates = [0.0; 4];
-    for (i, rate) in rates.iter_mut().enumerate() {
-        *rate = now.values[i].checked_sub(before.values[i])? as f64 / seconds;
-    }
-    Some(rates)
+type Rates = [Option<f64>; 4];
+
+/// Per second, from `before` to `now`, each total on its own; `None` without time between
+/// them, or for a total that went down (its queue was deleted and made again).
+fn rates(before: Totals, now: Totals) -> Rates {
+    let seconds = now.at_ms.saturating_sub(before.at_ms) as f64 / 1000.0;
+    std::array::from_fn(|i| {
+        let grown = now.values[i].checked_sub(before.values[i]);
+        grown.filter(|_| seconds > 0.0).map(|n| n as f64 / seconds)
+    })
 }
 
-fn rate_cells(rates: Option<[f64; 4]>) -> String {
-    match rates {
-        Some(r) => format!("{:>8.1} {:>8.1} {:>8.1} {:>6.1}", r[0], r[1], r[2], r[3]),
-        None => format!("{:>8} {:>8} {:>8} {:>6}", "-", "-", "-", "-"),
-    }
+fn rate_cells(rates: Rates) -> String {
+    let cell = |rate: Option<f64>, width: usize| match rate {
+        Some(rate) => format!("{rate:>width$.1}"),
+        None => format!("{:>width$}", "-"),
+    };
+    format!(
+        "{} {} {} {}",
+        cell(rates[0], 8),
+        cell(rates[1], 8),
+        cell(rates[2], 8),
+        cell(rates[3], 6)
+    )
 }
 
 const COLUMNS: &str = "   READY  DELAYED   LEASED     IN/s   DONE/s  RETRY/s  DLQ/s";
@@ -158,7 +167,7 @@ fn render(
         out,
         "cascade top — {source} — every {interval} — Ctrl-C quits\n"
     );
-    let row_line = |out: &mut String, label: &str, row: &Row, rates: Option<[f64; 4]>| {
+    let row_line = |out: &mut String, label: &str, row: &Row, rates: Rates| {
         let _ = write!(
             out,
             "{label:<28}{:>8} {:>8} {:>8} {}",
@@ -175,7 +184,7 @@ fn render(
                 .get(stage.key())
                 .copied()
                 .or_else(|| stage.earlier_totals());
-            let rates = before.and_then(|b| rates(b, stage.totals(now)));
+            let rates = before.map_or([None; 4], |b| rates(b, stage.totals(now)));
             row_line(&mut out, &format!("  {}", stage.name), stage, rates);
             let handlers = match &stage.handlers {
                 Some(h) => format!("{}/{}", h.running, h.desired),
@@ -190,7 +199,7 @@ fn render(
         for queue in &status.queues {
             let rates = previous
                 .get(queue.key())
-                .and_then(|b| rates(*b, queue.totals(now)));
+                .map_or([None; 4], |b| rates(*b, queue.totals(now)));
             row_line(&mut out, &format!("  {}", queue.name), queue, rates);
             out.push('\n');
         }
@@ -269,22 +278,29 @@ async fn show(
     every: Duration,
     terminal: bool,
 ) -> anyhow::Result<()> {
+    // One listener for the whole run, raced with the wait and the read alike: a Ctrl-C
+    // pressed at any moment ends the view.
+    let ctrl_c = tokio::signal::ctrl_c();
+    tokio::pin!(ctrl_c);
     let mut previous = HashMap::new();
     let mut ticks = tokio::time::interval(every);
     ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut stdout = std::io::stdout();
     loop {
-        tokio::select! {
-            _ = ticks.tick() => {}
-            _ = tokio::signal::ctrl_c() => return Ok(()),
-        }
-        let frame = match read(addr).await {
-            Ok(status) => {
-                let frame = render(&status, &previous, source, interval);
-                previous = totals_of(&status);
-                frame
-            }
-            Err(e) => format!("cascade top — {source}\n\ncannot read the status: {e:#}\n"),
+        let next = async {
+            ticks.tick().await;
+            read(addr).await
+        };
+        let frame = tokio::select! {
+            read = next => match read {
+                Ok(status) => {
+                    let frame = render(&status, &previous, source, interval);
+                    previous = totals_of(&status);
+                    frame
+                }
+                Err(e) => format!("cascade top — {source}\n\ncannot read the status: {e:#}\n"),
+            },
+            _ = &mut ctrl_c => return Ok(()),
         };
         match terminal {
             true => write!(stdout, "{CLEAR}{frame}")?,
@@ -352,12 +368,21 @@ mod tests {
             at_ms: ms,
             values: [v, v, 0, 0],
         };
+        let some = Some;
         assert_eq!(
             rates(at(0, 10), at(2_000, 30)),
-            Some([10.0, 10.0, 0.0, 0.0])
+            [some(10.0), some(10.0), some(0.0), some(0.0)]
         );
-        assert_eq!(rates(at(2_000, 10), at(2_000, 30)), None);
-        assert_eq!(rates(at(0, 30), at(2_000, 10)), None);
+        assert_eq!(rates(at(2_000, 10), at(2_000, 30)), [None; 4]);
+        let reset = Totals {
+            at_ms: 2_000,
+            values: [5, 30, 0, 0],
+        };
+        assert_eq!(
+            rates(at(0, 10), reset),
+            [None, some(10.0), some(0.0), some(0.0)],
+            "only the total that went down has no rate"
+        );
     }
 
     #[test]

@@ -28,7 +28,7 @@ use crate::IngestError;
 use crate::gateway::Gateway;
 use crate::list::merge_queue_pages;
 use crate::pipelines::{apply_on, pipeline_reply, read_any};
-use crate::route::unexpected;
+use crate::route::{Shards, unexpected};
 
 /// The shard asked about a template: every shard holds it.
 const TEMPLATE_READER: u32 = 0;
@@ -51,8 +51,21 @@ impl Gateway {
     }
 }
 
+/// A page of a dead-letter queue's events (`Admin.ListDeadLetters`, and the status page's).
+pub(crate) async fn list_dead_letters(
+    shards: &Shards,
+    request: ListDeadLettersRequest,
+) -> Result<ListDeadLettersResponse, IngestError> {
+    let (queue, _) = list_dead_letters_from_proto(&request)?;
+    let shard = shards.owner(&events_queue(queue.as_str(), "queue")?);
+    match shards.call(shard, Op::ListDeadLetters(request)).await? {
+        Reply::DeadLetters(page) => Ok(page),
+        other => Err(unexpected(shard, "a dead-letter list", &other)),
+    }
+}
+
 /// A name that holds events: a queue, not a template.
-pub(crate) fn events_queue(name: &str, field: &str) -> Result<QueueName, IngestError> {
+fn events_queue(name: &str, field: &str) -> Result<QueueName, IngestError> {
     let queue = queue_name_from_proto(name, field)?;
     if queue.is_template() {
         return Err(IngestError::invalid(
@@ -235,17 +248,8 @@ impl Admin for Gateway {
         &self,
         request: Request<ListDeadLettersRequest>,
     ) -> Result<Response<ListDeadLettersResponse>, Status> {
-        let request = request.into_inner();
-        let (queue, _) = list_dead_letters_from_proto(&request).map_err(IngestError::from)?;
-        let shard = self.shards.owner(&events_queue(queue.as_str(), "queue")?);
-        match self
-            .shards
-            .call(shard, Op::ListDeadLetters(request))
-            .await?
-        {
-            Reply::DeadLetters(page) => Ok(Response::new(page)),
-            other => Err(unexpected(shard, "a dead-letter list", &other).into()),
-        }
+        let page = list_dead_letters(&self.shards, request.into_inner()).await?;
+        Ok(Response::new(page))
     }
 
     async fn redrive(

@@ -7,7 +7,8 @@
 //!
 //! Entry points: [`run`] binds `grpc.addr`; [`serve`] takes a bound listener;
 //! [`apply_pipeline`] applies a pipeline (from the config file) without a gRPC call;
-//! [`StatusPage`] is the status page served on the HTTP admin port (`/`, `/status.json`).
+//! [`StatusPage`] is the status page served on the HTTP admin port (`/`, `/status.json`,
+//! `/dead-letters.json`).
 
 mod admin;
 mod advance;

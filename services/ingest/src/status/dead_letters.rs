@@ -1,18 +1,20 @@
 //! `/dead-letters.json?queue=Q`: the first events of a dead-letter queue, for the status page's
-//! link from a stage's dead-letter count — each with its ID, attempts, why it was
-//! dead-lettered, where from, its last failure and the start of its payload. Read-only: the
-//! same request `cascade dlq list` sends, checked the same way.
+//! link from a stage's dead-letter count — each with its ID, attempts, where from, why it was
+//! dead-lettered (the last failure included) and the start of its payload. Read-only: the
+//! same request `cascade dlq list` sends, checked the same way; and only for dead-letter
+//! queues (`<queue>.dlq`, or a pipeline stage's `dead_letter_queue`), so that the admin port
+//! does not show the payloads of the queues events are working in.
 
-use cascade_core::event::{DEAD_LETTER_FROM, DEAD_LETTER_REASON, LAST_FAILURE};
-use cascade_proto::bus::v1::dispatcher_reply::Result as Reply;
-use cascade_proto::bus::v1::dispatcher_request::Op;
-use cascade_proto::convert::list_dead_letters_from_proto;
+use std::sync::Arc;
+
+use cascade_core::Pipeline;
+use cascade_core::event::{DEAD_LETTER_FROM, DEAD_LETTER_REASON};
 use cascade_proto::v1::{Event, ListDeadLettersRequest};
 use serde::Serialize;
 
 use crate::IngestError;
-use crate::admin::events_queue;
-use crate::route::{Shards, unexpected};
+use crate::admin::list_dead_letters;
+use crate::route::Shards;
 
 /// Events shown at most: the page points to `cascade dlq list` for the rest.
 pub(crate) const SHOWN: u32 = 50;
@@ -33,10 +35,10 @@ pub(crate) struct DeadLetter {
     pub attempts: u32,
     pub reason: Option<String>,
     pub from: Option<String>,
-    pub last_failure: Option<String>,
-    pub payload_bytes: usize,
     /// The payload's first characters, as text (invalid UTF-8 replaced).
     pub payload: String,
+    /// More payload than shown.
+    pub truncated: bool,
 }
 
 impl DeadLetter {
@@ -46,8 +48,7 @@ impl DeadLetter {
         DeadLetter {
             reason: header(DEAD_LETTER_REASON),
             from: header(DEAD_LETTER_FROM),
-            last_failure: header(LAST_FAILURE),
-            payload_bytes: event.payload.len(),
+            truncated: text.chars().nth(PAYLOAD_CHARS).is_some(),
             payload: text.chars().take(PAYLOAD_CHARS).collect(),
             attempts: event.attempts,
             id: event.id,
@@ -55,22 +56,35 @@ impl DeadLetter {
     }
 }
 
-/// The first [`SHOWN`] events of dead-letter queue `queue`.
-pub(crate) async fn first_page(shards: &Shards, queue: String) -> Result<DeadLetters, IngestError> {
+/// The first [`SHOWN`] events of dead-letter queue `queue`; INVALID_ARGUMENT for a name that
+/// is not one.
+pub(crate) async fn first_page(
+    shards: &Shards,
+    pipelines: &[Arc<Pipeline>],
+    queue: String,
+) -> Result<DeadLetters, IngestError> {
+    let configured = pipelines
+        .iter()
+        .flat_map(|p| &p.stages)
+        .filter_map(|stage| stage.queue.dead_letter_queue.as_ref())
+        .any(|dlq| dlq.as_str() == queue);
+    if !queue.ends_with(".dlq") && !configured {
+        return Err(IngestError::invalid(
+            "queue",
+            format!(
+                "'{queue}' is not a dead-letter queue: the status page lists only those (<queue>.dlq, or a stage's dead_letter_queue); use `cascade dlq list` for others"
+            ),
+        ));
+    }
     let request = ListDeadLettersRequest {
-        queue,
+        queue: queue.clone(),
         page_size: SHOWN,
         page_token: String::new(),
     };
-    let (name, _) = list_dead_letters_from_proto(&request)?;
-    let shard = shards.owner(&events_queue(name.as_str(), "queue")?);
-    let queue = request.queue.clone();
-    match shards.call(shard, Op::ListDeadLetters(request)).await? {
-        Reply::DeadLetters(page) => Ok(DeadLetters {
-            queue,
-            more: !page.next_page_token.is_empty(),
-            events: page.events.into_iter().map(DeadLetter::of).collect(),
-        }),
-        other => Err(unexpected(shard, "a dead-letter list", &other)),
-    }
+    let page = list_dead_letters(shards, request).await?;
+    Ok(DeadLetters {
+        queue,
+        more: !page.next_page_token.is_empty(),
+        events: page.events.into_iter().map(DeadLetter::of).collect(),
+    })
 }

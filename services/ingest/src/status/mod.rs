@@ -1,11 +1,14 @@
 //! The status page on the HTTP admin port: `/` draws every pipeline as its chain of stages
-//! with their delayed/ready/leased counts and a chart of the last minutes, and the other
-//! queues in a table (a template as one row summing its queues); `/status.json` is what the
-//! page polls every 2 s. One self-contained HTML file (`page.html`), no external assets.
+//! with their counts, rates, handlers and charts of the last minutes, the shards' health, and
+//! the other queues in a table (a template as one row summing its queues); `/status.json` is
+//! what the page (and `cascade top`) polls; `/dead-letters.json` lists a dead-letter queue's
+//! first events for the page's links. One self-contained HTML file (`page.html`), no external
+//! assets.
 //!
-//! Data: the stats every dispatcher shard publishes on the bus (`aggregate`), and the
-//! pipelines read from a shard every [`SAMPLE_EVERY`], when the stages' counts are also
-//! sampled into a bounded history (`history`). Failure policy: nothing here fails the
+//! Data: the stats every dispatcher shard publishes on the bus (`aggregate`), the resource
+//! manager's published decisions (`handlers`), and the pipelines read from a shard every
+//! [`SAMPLE_EVERY`], when the stages' counts are also sampled into a bounded history
+//! (`history`). Failure policy: nothing here fails the
 //! gateway; an undecodable message is logged and skipped, a failed pipeline read keeps the
 //! last list and shows a warning on the page, and a shard gone quiet is flagged as stale.
 
@@ -141,6 +144,14 @@ impl StatusPage {
         bus: Bus,
         shutdown: Shutdown,
     ) -> Result<(), IngestError> {
+        let shards = self.shards.get_or_init(|| {
+            Shards::new(
+                bus.clone(),
+                settings.cluster.name.clone(),
+                settings.cluster.shards,
+                settings.bus.request_timeout,
+            )
+        });
         let stats = subscribe(
             &bus,
             cascade_bus::subject::all_stats(&settings.cluster.name),
@@ -150,14 +161,6 @@ impl StatusPage {
             cascade_bus::subject::rm_decisions(&settings.cluster.name),
         );
         let (stats, decisions) = (stats.await?, decisions.await?);
-        let shards = self.shards.get_or_init(|| {
-            Shards::new(
-                bus,
-                settings.cluster.name.clone(),
-                settings.cluster.shards,
-                settings.bus.request_timeout,
-            )
-        });
         tokio::join!(
             self.receive(stats, &shutdown, |page, m| page.add(m)),
             self.receive(decisions, &shutdown, |page, m| page.add_decisions(m)),
@@ -289,13 +292,14 @@ impl StatusPage {
         })
     }
 
-    /// `/dead-letters.json`: 400 for a name that is not a queue, 404 for one that does not
-    /// exist, 503 while the shards cannot answer.
+    /// `/dead-letters.json`: 400 for a name that is not a dead-letter queue, 503 while the
+    /// shards cannot answer; a dead-letter queue nothing was sent to yet is empty.
     async fn dead_letters(&self, queue: String) -> Response {
         let Some(shards) = self.shards.get() else {
             return (StatusCode::SERVICE_UNAVAILABLE, "starting").into_response();
         };
-        match dead_letters::first_page(shards, queue).await {
+        let pipelines = self.lock().pipelines.clone();
+        match dead_letters::first_page(shards, &pipelines, queue).await {
             Ok(page) => (
                 [
                     (header::CONTENT_TYPE, "application/json"),
