@@ -38,11 +38,8 @@ impl Drop for Script {
         if !matches!(self.child.try_wait(), Ok(None)) {
             return;
         }
-        let pid = self.child.id().to_string();
-        let _ = Command::new("kill").args(["-TERM", &pid]).status();
-        let deadline = Instant::now() + STOP_WITHIN;
-        while matches!(self.child.try_wait(), Ok(None)) && Instant::now() < deadline {
-            std::thread::sleep(Duration::from_millis(100));
+        if self.terminate().is_ok() && self.exit_within(STOP_WITHIN).is_some() {
+            return;
         }
         let _ = self.child.kill();
         let _ = self.child.wait();
@@ -50,6 +47,26 @@ impl Drop for Script {
 }
 
 impl Script {
+    /// SIGTERM: the script stops what it started, then exits.
+    fn terminate(&self) -> std::io::Result<std::process::ExitStatus> {
+        let pid = self.child.id().to_string();
+        Command::new("kill").args(["-TERM", &pid]).status()
+    }
+
+    /// How the script exited, if it did within `within`.
+    fn exit_within(&mut self, within: Duration) -> Option<std::process::ExitStatus> {
+        let deadline = Instant::now() + within;
+        loop {
+            if let Ok(Some(status)) = self.child.try_wait() {
+                return Some(status);
+            }
+            if Instant::now() >= deadline {
+                return None;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
     /// Lines printed until one contains `marker`; panics with what it printed and its errors
     /// if the script ends or `within` passes first.
     fn wait_for(&mut self, marker: &str, within: Duration) {
@@ -154,18 +171,12 @@ fn the_example_cluster_script_runs_a_working_cluster() {
         std::thread::sleep(Duration::from_millis(200));
     }
 
-    let pid = script.child.id().to_string();
-    let killed = Command::new("kill").args(["-TERM", &pid]).status();
-    assert!(killed.is_ok_and(|s| s.success()), "kill -TERM {pid}");
+    let killed = script.terminate();
+    assert!(killed.is_ok_and(|s| s.success()), "kill -TERM the script");
     script.wait_for("stopped; data kept", STOP_WITHIN);
-    let deadline = Instant::now() + STOP_WITHIN;
-    let status = loop {
-        if let Some(status) = script.child.try_wait().expect("wait") {
-            break status;
-        }
-        assert!(Instant::now() < deadline, "the script did not exit");
-        std::thread::sleep(Duration::from_millis(100));
-    };
+    let status = script
+        .exit_within(STOP_WITHIN)
+        .expect("the script exits once it has stopped the cluster");
     assert!(status.success(), "the script exited with {status}");
     // The stopped stores are whole: what a backup copies and checks.
     let data = dir.path().join("cluster/data");

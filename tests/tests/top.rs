@@ -21,24 +21,22 @@ struct Tmux<'a> {
 /// The test's tmux server goes with the test, pass or fail, and `cascade top` with it.
 impl Drop for Tmux<'_> {
     fn drop(&mut self) {
-        let _ = Command::new("tmux")
-            .arg("-S")
-            .arg(self.socket)
-            .arg("kill-server")
-            .output();
+        let _ = self.command(&["kill-server"]).output();
     }
 }
 
 impl Tmux<'_> {
+    /// `tmux ARGS` on the test's own server.
+    fn command(&self, args: &[&str]) -> Command {
+        let mut command = Command::new("tmux");
+        command.arg("-S").arg(self.socket).args(args);
+        command
+    }
+
     fn run(&self, args: &[&str]) -> Output {
-        Command::new("tmux")
-            .arg("-S")
-            .arg(self.socket)
-            .args(args)
-            .output()
-            .unwrap_or_else(|e| {
-                panic!("cannot run tmux ({e}): install it (Debian: apt-get install tmux)")
-            })
+        self.command(args).output().unwrap_or_else(|e| {
+            panic!("cannot run tmux ({e}): install it (Debian: apt-get install tmux)")
+        })
     }
 
     fn screen(&self) -> String {

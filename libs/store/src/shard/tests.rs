@@ -160,14 +160,18 @@ fn ready_order_is_activation_time_then_insertion() {
     assert_eq!(payloads(&taken), ["a", "b", "d", "c"]);
 }
 
-#[test]
-fn expired_lease_redelivers_then_dead_letters_at_max_attempts() {
-    let config = QueueConfig {
+/// Two takes of ten seconds each before an event is dead-lettered.
+fn two_attempts_of_10s() -> QueueConfig {
+    QueueConfig {
         max_attempts: 2,
         lease: Duration::from_secs(10),
         ..QueueConfig::default()
-    };
-    let (_d, mut s) = with_queue(config);
+    }
+}
+
+#[test]
+fn expired_lease_redelivers_then_dead_letters_at_max_attempts() {
+    let (_d, mut s) = with_queue(two_attempts_of_10s());
     let e = s.enqueue(at(0), cmd("x")).expect("enqueue");
     let first = s.take(at(1), &q("jobs"), 1, None).expect("take");
     assert_eq!(s.expire_leases(at(5), 100).expect("expire"), 0);
@@ -208,12 +212,7 @@ fn expired_lease_redelivers_then_dead_letters_at_max_attempts() {
 
 #[test]
 fn a_dead_letter_keeps_the_last_failure_and_its_emptied_queue_still_answers_stats() {
-    let config = QueueConfig {
-        max_attempts: 2,
-        lease: Duration::from_secs(10),
-        ..QueueConfig::default()
-    };
-    let (_d, mut s) = with_queue(config);
+    let (_d, mut s) = with_queue(two_attempts_of_10s());
     let e = s.enqueue(at(0), cmd("x")).expect("enqueue");
     let first = s.take(at(1), &q("jobs"), 1, None).expect("take");
     let retry = Outcome::Retry {

@@ -7,8 +7,8 @@
 
 use std::sync::Arc;
 
-use cascade_core::Pipeline;
 use cascade_core::event::{DEAD_LETTER_FROM, DEAD_LETTER_REASON};
+use cascade_core::{Pipeline, QueueName};
 use cascade_proto::v1::{Event, ListDeadLettersRequest};
 use serde::Serialize;
 
@@ -63,12 +63,12 @@ pub(crate) async fn first_page(
     pipelines: &[Arc<Pipeline>],
     queue: String,
 ) -> Result<DeadLetters, IngestError> {
+    let name = QueueName::parse_field(&queue, "queue")?;
     let configured = pipelines
         .iter()
         .flat_map(|p| &p.stages)
-        .filter_map(|stage| stage.queue.dead_letter_queue.as_ref())
-        .any(|dlq| dlq.as_str() == queue);
-    if !queue.ends_with(".dlq") && !configured {
+        .any(|stage| stage.queue.dead_letter_queue.as_ref() == Some(&name));
+    if !name.is_default_dead_letter() && !configured {
         return Err(IngestError::invalid(
             "queue",
             format!(
