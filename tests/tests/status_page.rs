@@ -1,7 +1,8 @@
 //! The status page of `cascade standalone`, as a browser shows it: headless Chromium (the
 //! distribution's package, which `scripts/test.sh` installs) loads `/` and the rendered DOM
 //! shows the demo pipeline's stages in order with the counts Admin stats gives, the plain
-//! queue, and a template as one row; a screenshot is kept in `target/test-artifacts/`.
+//! queue, and a template as one row; a stage whose delayed events came due shows their
+//! lateness; a screenshot is kept in `target/test-artifacts/`.
 //! Without Chromium the test fails, saying how to install it. `cascade-ingest` of a
 //! distributed cluster serves the same `/status.json`.
 
@@ -19,6 +20,8 @@ use cascade_e2e::{Cluster, Mode};
 
 const STAGES: [&str; 3] = ["receive", "enrich", "deliver"];
 const FLOWING: u64 = 5;
+/// Of the flowing events, those delayed a little: the first stage's lateness comes from them.
+const DUE_SOON: u64 = 2;
 const WAITING: u64 = 4;
 const SETTLE_WITHIN: Duration = Duration::from_secs(60);
 const BROWSER_WITHIN: Duration = Duration::from_secs(90);
@@ -133,10 +136,12 @@ fn every_shard_reporting(status: &serde_json::Value) -> bool {
     })
 }
 
-/// Events that flow through the demo pipeline, events that wait in its first stage for an
-/// hour, a plain queue with ready, delayed and leased events, and a template's queues.
+/// Events that flow through the demo pipeline (some after a second's delay), events that
+/// wait in its first stage for an hour, a plain queue with ready, delayed and leased events,
+/// and a template's queues.
 async fn fill(c: &Client) {
-    let hour = || Some(api::enqueue_request::When::Delay(seconds(3600.0)));
+    let delay = |secs| Some(api::enqueue_request::When::Delay(seconds(secs)));
+    let hour = || delay(3600.0);
     for i in 0..(FLOWING + WAITING) {
         let mut req = api::EnqueueRequest {
             pipeline: "demo".into(),
@@ -145,6 +150,8 @@ async fn fill(c: &Client) {
         };
         if i >= FLOWING {
             req.when = hour();
+        } else if i < DUE_SOON {
+            req.when = delay(1.0);
         }
         enqueue(c, req).await;
     }
@@ -239,8 +246,10 @@ async fn wait_for_page_data(http: &str, expected: &HashMap<String, api::QueueSta
         // Two samples, so that the charts have a line to draw; each with the totals that
         // rates are drawn from.
         let sampled = stages[0]["history"].as_array().map_or(0, Vec::len) >= 2;
-        let rated = stages[0]["history"][0].as_array().map_or(0, Vec::len) == 8;
-        if stages_agree && jobs_agree && inbox_agrees && sampled && rated && shard_fresh {
+        let rated = stages[0]["history"][0].as_array().map_or(0, Vec::len) == 9;
+        // The events delayed by a second came due in the first stage.
+        let late = stages[0]["lateness_us"].is_u64();
+        if stages_agree && jobs_agree && inbox_agrees && sampled && rated && late && shard_fresh {
             return;
         }
         assert!(
@@ -302,6 +311,18 @@ fn check_dom(dom: &str, expected: &HashMap<String, api::QueueStats>) {
         };
         assert!(points >= least, "{chart:?}");
     }
+    let lateness = elements(dom, "<div class=\"lateness\"");
+    assert_eq!(
+        lateness.len(),
+        STAGES.len(),
+        "each stage shows its lateness"
+    );
+    assert!(
+        lateness[0]
+            .get("data-lateness-us")
+            .is_some_and(|us| us.parse::<u64>().is_ok()),
+        "the first stage's delayed events came due in the last minute: {lateness:?}"
+    );
     for (stage, queue) in [
         ("rates", "data-in"),
         ("handlers", "data-running"),

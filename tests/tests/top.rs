@@ -1,6 +1,6 @@
 //! `cascade top` as a person sees it: run in a real terminal (a tmux pane, on a tmux server of
 //! the test's own), against `cascade standalone` with the example settings. Its screen shows
-//! the demo pipeline's stages with their handlers, a queue with its depth, rates while events
+//! the demo pipeline's stages with their handlers and lateness, a queue with its depth, rates while events
 //! arrive, and the shards; it follows changes; Ctrl-C ends it with exit code 0 and gives the
 //! terminal back (the view was on the alternate screen).
 
@@ -8,8 +8,9 @@ use std::path::Path;
 use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
+use cascade_client::api;
 use cascade_e2e::process::binary;
-use cascade_e2e::scenarios::{config, create, enqueue, item};
+use cascade_e2e::scenarios::{config, create, enqueue, item, seconds};
 use cascade_e2e::{Cluster, Mode};
 
 const SCREEN_WITHIN: Duration = Duration::from_secs(60);
@@ -83,6 +84,14 @@ async fn top_shows_a_live_view_in_a_terminal_and_quits_on_ctrl_c() {
     for i in 0..3 {
         enqueue(&c, item("jobs", &format!("job {i}"))).await;
     }
+    // An event that comes due a second from now in the pipeline's first stage: its lateness.
+    let due_soon = api::EnqueueRequest {
+        pipeline: "demo".into(),
+        payload: b"soon".to_vec(),
+        when: Some(api::enqueue_request::When::Delay(seconds(1.0))),
+        ..Default::default()
+    };
+    enqueue(&c, due_soon).await;
 
     let dir = tempfile::tempdir().expect("a directory");
     let tmux = Tmux {
@@ -110,12 +119,15 @@ async fn top_shows_a_live_view_in_a_terminal_and_quits_on_ctrl_c() {
 
     let screen = tmux
         .wait_for(
-            "the pipeline, its handlers, the queue and the shards",
+            "the pipeline, its handlers, the first stage's lateness, the queue and the shards",
             |s| {
                 s.contains("PIPELINE demo")
                     && ["receive", "enrich", "deliver"]
                         .iter()
-                        .all(|stage| cells(s, stage).last().is_some_and(|h| h.contains('/')))
+                        .all(|stage| cells(s, stage).get(8).is_some_and(|h| h.contains('/')))
+                    && cells(s, "receive")
+                        .get(9)
+                        .is_some_and(|late| late.ends_with('s'))
                     && cells(s, "jobs").get(1) == Some(&"3")
                     && s.contains("SHARDS  0 ok  1 ok")
             },

@@ -59,10 +59,10 @@ pub trait ShardObserver: Send + Sync {
         let _ = family;
     }
 
-    /// The timer's activation made a delayed event whose activation time is `activate_at`
-    /// ready (the observer reads its own clock for the lateness).
-    fn activated(&self, activate_at: Timestamp) {
-        let _ = activate_at;
+    /// The timer's activation made a delayed event of `family` whose activation time is
+    /// `activate_at` ready (the observer reads its own clock for the lateness).
+    fn activated(&self, family: &str, activate_at: Timestamp) {
+        let _ = (family, activate_at);
     }
 }
 

@@ -1,7 +1,8 @@
 //! `cascade top`: a live terminal view of a running cluster — each pipeline stage and queue
 //! with its depth (ready, delayed, leased), its rates (events in, done, retried and
 //! dead-lettered per second), the stage's handlers (running / decided by the resource
-//! manager), and every shard's health. It reads what the status page reads, `/status.json`
+//! manager) and the largest lateness of its delayed events in the last minute, and every
+//! shard's health. It reads what the status page reads, `/status.json`
 //! on the gateway's admin port, and redraws every `--interval`; Ctrl-C quits. Rates are the
 //! difference of the totals between two reads over the time between them (the first view of
 //! a stage takes them from the page's own history).
@@ -15,6 +16,7 @@ use anyhow::{Context, bail};
 use cascade_core::parse_duration;
 use serde::Deserialize;
 
+use crate::cli::human_duration;
 use crate::rm_client::http_get;
 
 const STATUS_PATH: &str = "/status.json";
@@ -69,9 +71,13 @@ struct Row {
     #[serde(default)]
     retries_total: u64,
     handlers: Option<Handlers>,
-    /// `[ms, delayed, ready, leased, enqueued, completed, retries, dead_lettered]`.
+    /// A stage's activation lateness, in µs.
     #[serde(default)]
-    history: Vec<Vec<u64>>,
+    lateness_us: Option<u64>,
+    /// `[ms, delayed, ready, leased, enqueued, completed, retries, dead_lettered,
+    /// lateness µs or null]`.
+    #[serde(default)]
+    history: Vec<Vec<Option<u64>>>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -114,14 +120,10 @@ impl Row {
     /// The totals of the last history point but one: a stage's rates before a second read.
     fn earlier_totals(&self) -> Option<Totals> {
         let point = self.history.iter().rev().nth(1)?;
+        let value = |i: usize| point.get(i).copied().flatten();
         Some(Totals {
-            at_ms: *point.first()?,
-            values: [
-                *point.get(4)?,
-                *point.get(5)?,
-                *point.get(6)?,
-                *point.get(7)?,
-            ],
+            at_ms: value(0)?,
+            values: [value(4)?, value(5)?, value(6)?, value(7)?],
         })
     }
 }
@@ -178,7 +180,11 @@ fn render(
         );
     };
     for pipeline in &status.pipelines {
-        let _ = writeln!(out, "PIPELINE {:<19}{COLUMNS}  HANDLERS", pipeline.name);
+        let _ = writeln!(
+            out,
+            "PIPELINE {:<19}{COLUMNS}  HANDLERS     LATE",
+            pipeline.name
+        );
         for stage in &pipeline.stages {
             let before = previous
                 .get(stage.key())
@@ -190,7 +196,10 @@ fn render(
                 Some(h) => format!("{}/{}", h.running, h.desired),
                 None => "-".to_owned(),
             };
-            let _ = writeln!(out, "  {handlers:>8}");
+            let late = stage.lateness_us.map_or("-".to_owned(), |us| {
+                human_duration(Duration::from_micros(us))
+            });
+            let _ = writeln!(out, "  {handlers:>8} {late:>8}");
         }
         out.push('\n');
     }
@@ -314,7 +323,7 @@ async fn show(
 mod tests {
     use super::*;
 
-    fn stage(name: &str, totals: [u64; 4], history: Vec<Vec<u64>>) -> Row {
+    fn stage(name: &str, totals: [u64; 4], history: Vec<Vec<Option<u64>>>) -> Row {
         Row {
             name: name.into(),
             queue: Some(format!("demo.{name}")),
@@ -329,6 +338,7 @@ mod tests {
                 running: 1,
                 desired: 2,
             }),
+            lateness_us: Some(2_500),
             history,
         }
     }
@@ -389,8 +399,8 @@ mod tests {
     fn the_first_view_takes_stage_rates_from_history_then_from_the_last_read() {
         // Two points 5 s apart: 50 more enqueued, 40 more done.
         let history = vec![
-            vec![0, 0, 0, 0, 100, 80, 0, 0],
-            vec![5_000, 0, 0, 0, 150, 120, 5, 0],
+            [0, 0, 0, 0, 100, 80, 0, 0].map(Some).into(),
+            [5_000, 0, 0, 0, 150, 120, 5, 0].map(Some).into(),
         ];
         let first = status(5_000, vec![stage("receive", [150, 120, 5, 0], history)]);
         let view = render(&first, &HashMap::new(), "http://h", "2s");
@@ -401,7 +411,9 @@ mod tests {
         let cells: Vec<&str> = line.split_whitespace().collect();
         assert_eq!(
             cells,
-            ["receive", "3", "1", "2", "10.0", "8.0", "1.0", "0.0", "1/2"]
+            [
+                "receive", "3", "1", "2", "10.0", "8.0", "1.0", "0.0", "1/2", "2ms"
+            ]
         );
         assert!(view.contains("jobs"), "{view}");
         assert!(view.contains("SHARDS  0 ok  1 STALE (12s)"), "{view}");

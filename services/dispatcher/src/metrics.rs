@@ -3,7 +3,8 @@
 //!   `cascade_enqueue_total`, `cascade_dead_letter_total`, `cascade_lease_expired_total`,
 //!   `cascade_move_failed_total`, `cascade_activation_lateness_seconds`. The counters of a
 //!   family are looked up once and kept, so that an event costs one map lookup and an
-//!   atomic increment;
+//!   atomic increment. Each family's largest lateness since the last stats round is kept
+//!   too, for the round to publish (`take_lateness`);
 //! - `cascade_queue_depth{queue, state, shard}`, set from each stats round: the queues'
 //!   counts summed per label.
 //!
@@ -15,9 +16,10 @@
 
 use std::collections::{HashMap, HashSet};
 use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::time::Duration;
 
 use cascade_core::{Clock, SystemClock, Timestamp};
-use cascade_proto::bus::v1::FamilyStats;
+use cascade_proto::bus::v1::{FamilyLateness, FamilyStats};
 use cascade_proto::v1;
 use cascade_store::{DeadLetterCause, MoveStep, ShardObserver};
 use cascade_telemetry::Metrics;
@@ -48,6 +50,8 @@ struct Family {
     /// The last round that saw the family (or the round under way when an event made it).
     seen: u64,
     counters: FamilyCounters,
+    /// The largest activation lateness since the last `take_lateness`.
+    late: Option<Duration>,
 }
 
 struct FamilyCounters {
@@ -86,6 +90,7 @@ impl Series {
                 counters: FamilyCounters::new(metrics, &label),
                 label,
                 seen: round,
+                late: None,
             }
         })
     }
@@ -139,13 +144,36 @@ impl ShardMetrics {
 
     /// Every store event comes here, on the writer thread: a known family is looked up
     /// without copying its name.
-    fn count(&self, family: &str, counter: impl FnOnce(&FamilyCounters) -> &Counter) {
+    fn with_family(&self, family: &str, update: impl FnOnce(&mut Family)) {
         let mut series = self.series();
-        if let Some(known) = series.families.get(family) {
-            counter(&known.counters).inc();
+        if let Some(known) = series.families.get_mut(family) {
+            update(known);
             return;
         }
-        counter(&series.family(&self.metrics, family).counters).inc();
+        update(series.family(&self.metrics, family));
+    }
+
+    fn count(&self, family: &str, counter: impl FnOnce(&FamilyCounters) -> &Counter) {
+        self.with_family(family, |f| {
+            counter(&f.counters).inc();
+        });
+    }
+
+    /// Each family's largest activation lateness since the last call, for families with
+    /// activations.
+    pub fn take_lateness(&self) -> Vec<FamilyLateness> {
+        let mut series = self.series();
+        series
+            .families
+            .iter_mut()
+            .filter_map(|(name, family)| {
+                let late = family.late.take()?;
+                Some(FamilyLateness {
+                    family: name.clone(),
+                    max_micros: u64::try_from(late.as_micros()).unwrap_or(u64::MAX),
+                })
+            })
+            .collect()
     }
 
     /// Sets every family's depth from one stats round (a queue no template covers is a
@@ -227,9 +255,10 @@ impl ShardObserver for ShardMetrics {
         self.count(family, |c| &c.lease_expired);
     }
 
-    fn activated(&self, activate_at: Timestamp) {
+    fn activated(&self, family: &str, activate_at: Timestamp) {
         let late = SystemClock.now().duration_since(activate_at);
         self.lateness.observe(late.as_secs_f64());
+        self.with_family(family, |f| f.late = f.late.max(Some(late)));
     }
 }
 
@@ -302,6 +331,32 @@ mod tests {
         assert_has(
             &metrics.render(),
             &[r#"cascade_enqueue_total{queue="b",result="ok"} 1"#],
+        );
+    }
+
+    #[test]
+    fn each_round_takes_every_family_s_largest_lateness_once() {
+        let metrics = Metrics::new();
+        let shard = ShardMetrics::new(0, &metrics);
+        let before = SystemClock.now();
+        shard.activated("a", Timestamp::from_millis(5_000));
+        shard.activated("a", Timestamp::from_millis(0));
+        shard.activated("b", before);
+        shard.enqueued("c", false);
+        let mut taken = shard.take_lateness();
+        taken.sort_by(|x, y| x.family.cmp(&y.family));
+        let families: Vec<&str> = taken.iter().map(|l| l.family.as_str()).collect();
+        assert_eq!(families, ["a", "b"], "c had no activation");
+        assert!(taken[0].max_micros >= before.as_micros(), "{taken:?}");
+        assert!(
+            taken[1].max_micros < taken[0].max_micros - 4_000_000,
+            "{taken:?}"
+        );
+        assert!(shard.take_lateness().is_empty(), "taken once");
+        assert!(
+            metrics
+                .render()
+                .contains("cascade_activation_lateness_seconds_count 3")
         );
     }
 
@@ -403,7 +458,7 @@ mod tests {
         observer.dead_lettered("inbox:*", DeadLetterCause::Requested);
         observer.lease_expired("inbox:*");
         observer.move_failed("inbox:*", MoveStep::HandOff);
-        observer.activated(SystemClock.now());
+        observer.activated("inbox:*", SystemClock.now());
         assert_has(
             &metrics.render(),
             &[

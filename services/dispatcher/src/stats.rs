@@ -4,14 +4,15 @@
 //! covers summed into one family entry (the store keeps those sums), so a round costs the
 //! same with millions of per-user queues as with none. The queues are read a page at a time (one writer closure each), so other
 //! requests run in between; a shard with more queues than one message carries publishes
-//! several `ShardStats` for one round, each with the same `at`, the families in the first.
+//! several `ShardStats` for one round, each with the same `at`, the families and the
+//! activation lateness of each family since the previous round in the first.
 
 use std::sync::Arc;
 
 use bytes::Bytes;
 use cascade_bus::subject;
 use cascade_core::SystemClock;
-use cascade_proto::bus::v1::{FamilyStats, ShardStats};
+use cascade_proto::bus::v1::{FamilyLateness, FamilyStats, ShardStats};
 use cascade_proto::convert::{family_stats_to_proto, queue_stats_to_proto, timestamp_to_proto};
 use cascade_proto::v1;
 use cascade_store::StoreError;
@@ -34,7 +35,8 @@ pub(crate) async fn publish(ctx: Arc<ShardContext>) {
         match collect(&ctx).await {
             Ok((queues, families)) => {
                 ctx.metrics.update_depth(&queues, &families);
-                send(&ctx, queues, families).await;
+                let lateness = ctx.metrics.take_lateness();
+                send(&ctx, queues, families, lateness).await;
             }
             Err(e) => tracing::warn!(shard = ctx.shard, error = %e, "dispatcher.stats.collect"),
         }
@@ -85,16 +87,23 @@ async fn collect(
     Ok((all, families))
 }
 
-async fn send(ctx: &ShardContext, queues: Vec<v1::QueueStats>, families: Vec<FamilyStats>) {
+async fn send(
+    ctx: &ShardContext,
+    queues: Vec<v1::QueueStats>,
+    families: Vec<FamilyStats>,
+    lateness: Vec<FamilyLateness>,
+) {
     let subject = subject::stats(&ctx.cluster, ctx.shard);
     let budget = ctx.reply_budget();
     let at = Some(timestamp_to_proto(cascade_core::Clock::now(&SystemClock)));
-    // Families are few (one or two per template, created one by one by operators).
+    // Families are few (one or two per template, created one by one by operators), and
+    // so are those with activations in one round.
     let mut message = ShardStats {
         shard: ctx.shard,
         at,
         queues: Vec::new(),
         families,
+        lateness,
     };
     let mut bytes = message.encoded_len();
     for stats in queues {
@@ -103,6 +112,7 @@ async fn send(ctx: &ShardContext, queues: Vec<v1::QueueStats>, families: Vec<Fam
             publish_one(ctx, &subject, &message).await;
             message.queues.clear();
             message.families.clear();
+            message.lateness.clear();
             bytes = message.encoded_len();
         }
         bytes += cost;

@@ -78,7 +78,7 @@ fn backlog() -> Bytes {
         shard: 0,
         at: Some(timestamp_to_proto(SystemClock.now())),
         queues: vec![queue("orders.charge", 100), queue("emails", 5)],
-        families: Vec::new(),
+        ..ShardStats::default()
     };
     Bytes::from(stats.encode_to_vec())
 }

@@ -131,7 +131,8 @@ impl Shard {
             return Ok(false);
         }
         ev.state = EventState::Ready;
-        self.st.settings.observer.activated(ev.activate_at);
+        let family = self.st.family(queue);
+        self.st.settings.observer.activated(&family, ev.activate_at);
         self.st.write_event(&mut txn, &rec, &mut ev, false);
         self.st.add_ready(&mut txn, rec.id, &ev);
         self.st.update_counters(&mut txn, &rec, |c| {

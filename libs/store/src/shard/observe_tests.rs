@@ -39,8 +39,8 @@ impl ShardObserver for Recorder {
         self.push(format!("move_failed {family} {step:?}"));
     }
 
-    fn activated(&self, activate_at: Timestamp) {
-        self.push(format!("activated {}", activate_at.as_micros()));
+    fn activated(&self, family: &str, activate_at: Timestamp) {
+        self.push(format!("activated {family} {}", activate_at.as_micros()));
     }
 }
 
@@ -79,12 +79,21 @@ fn template_queues_are_reported_under_their_template() {
     let id = taken[0].event.id.as_str();
     s.complete(at(2), &q("inbox:alice"), id, taken[0].token, retry)
         .expect("retry at max: dead letter");
+    let mut later = cmd("later");
+    later.queue = q("inbox:bob");
+    later.activate_at = Some(at(9));
+    let scheduled = s.enqueue(at(3), later).expect("delayed");
+    let id = scheduled.id.as_str();
+    let version = s.get(&q("inbox:bob"), id).expect("get").version;
+    assert!(s.activate(&q("inbox:bob"), id, version).expect("activate"));
     assert_eq!(
         seen.take(),
         [
-            "enqueued inbox:* duplicate=false",
-            "enqueued inbox:* duplicate=true",
-            "dead_lettered inbox:* MaxAttempts",
+            "enqueued inbox:* duplicate=false".to_owned(),
+            "enqueued inbox:* duplicate=true".to_owned(),
+            "dead_lettered inbox:* MaxAttempts".to_owned(),
+            "enqueued inbox:* duplicate=false".to_owned(),
+            format!("activated inbox:* {}", at(9).as_micros()),
         ]
     );
 }
@@ -149,7 +158,7 @@ fn expiries_dead_letters_advances_and_activations_are_reported() {
             "lease_expired jobs".to_owned(),
             "dead_lettered jobs MaxAttempts".to_owned(),
             "enqueued jobs duplicate=false".to_owned(),
-            format!("activated {}", at(30).as_micros()),
+            format!("activated jobs {}", at(30).as_micros()),
         ]
     );
 }

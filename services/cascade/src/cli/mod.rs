@@ -19,6 +19,7 @@ use cascade_core::{Timestamp, parse_duration};
 use cascade_proto::convert;
 
 pub use error::CliError;
+pub(crate) use output::human_duration;
 use output::{Format, Out, Record, Value};
 
 #[derive(clap::Args)]

@@ -9,6 +9,10 @@
 //! (`inbox:*`): there may be millions. Other queues keep their own name; past
 //! [`MAX_FAMILIES`] in one round, the rest are summed into an overflow entry, so memory stays
 //! bounded whatever the shards publish.
+//!
+//! Activation lateness is not a count of a round: each round carries the largest lateness
+//! per family since the shard's previous round, and the aggregator keeps the largest per
+//! family over all shards until the history's next sample takes it (`take_lateness`).
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -108,6 +112,9 @@ struct ShardRounds {
 #[derive(Debug, Default)]
 pub(crate) struct Aggregator {
     shards: BTreeMap<u32, ShardRounds>,
+    /// The largest activation lateness per family since the last `take_lateness`, for at
+    /// most [`MAX_FAMILIES`] families.
+    lateness: BTreeMap<String, Duration>,
 }
 
 /// The shards' latest rounds summed.
@@ -147,6 +154,17 @@ impl Aggregator {
             let finished = std::mem::replace(&mut rounds.building, Round::new(at));
             rounds.complete = Some(finished);
         }
+        for late in &stats.lateness {
+            let max = Duration::from_micros(late.max_micros);
+            let room = self.lateness.len() < MAX_FAMILIES;
+            match self.lateness.get_mut(&late.family) {
+                Some(kept) => *kept = (*kept).max(max),
+                None if room => {
+                    self.lateness.insert(late.family.clone(), max);
+                }
+                None => {}
+            }
+        }
         let round = &mut rounds.building;
         let queues = stats.queues.iter().map(|queue| (queue, 1, false));
         let families = stats
@@ -171,6 +189,11 @@ impl Aggregator {
             }
         }
         Ok(())
+    }
+
+    /// Each family's largest activation lateness since the last call, over every shard.
+    pub fn take_lateness(&mut self) -> BTreeMap<String, Duration> {
+        std::mem::take(&mut self.lateness)
     }
 
     /// The sum over shards of each one's latest complete round.
@@ -198,7 +221,7 @@ impl Aggregator {
 
 #[cfg(test)]
 mod tests {
-    use cascade_proto::bus::v1::FamilyStats;
+    use cascade_proto::bus::v1::{FamilyLateness, FamilyStats};
     use cascade_proto::convert::timestamp_to_proto;
 
     use super::*;
@@ -217,7 +240,7 @@ mod tests {
             shard,
             at: Some(timestamp_to_proto(Timestamp::from_millis(at_secs * 1000))),
             queues,
-            families: Vec::new(),
+            ..ShardStats::default()
         }
     }
 
@@ -279,6 +302,34 @@ mod tests {
             [(0, Some(Duration::from_secs(4))), (1, None)],
             "shard 1 has no complete round yet"
         );
+    }
+
+    #[test]
+    fn lateness_is_the_largest_over_shards_until_taken() {
+        let mut agg = Aggregator::default();
+        let late = |family: &str, max_micros| FamilyLateness {
+            family: family.to_owned(),
+            max_micros,
+        };
+        let mut first = message(0, 1, vec![]);
+        first.lateness = vec![late("p.a", 3_000), late("p.b", 10)];
+        let mut second = message(1, 1, vec![]);
+        second.lateness = vec![late("p.a", 7_000)];
+        let mut stale = message(0, 0, vec![]);
+        stale.lateness = vec![late("p.a", 99_000)];
+        for stats in [&first, &second, &stale] {
+            agg.receive(stats).expect("receive");
+        }
+        let taken: Vec<_> = agg.take_lateness().into_iter().collect();
+        assert_eq!(
+            taken,
+            [
+                ("p.a".to_owned(), Duration::from_millis(7)),
+                ("p.b".to_owned(), Duration::from_micros(10)),
+            ],
+            "a late message's round was superseded"
+        );
+        assert!(agg.take_lateness().is_empty());
     }
 
     #[test]

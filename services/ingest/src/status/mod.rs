@@ -1,5 +1,5 @@
 //! The status page on the HTTP admin port: `/` draws every pipeline as its chain of stages
-//! with their counts, rates, handlers and charts of the last minutes, the shards' health, and
+//! with their counts, rates, lateness, handlers and charts of the last minutes, the shards' health, and
 //! the other queues in a table (a template as one row summing its queues); `/status.json` is
 //! what the page (and `cascade top`) polls; `/dead-letters.json` lists a dead-letter queue's
 //! first events for the page's links. One self-contained HTML file (`page.html`), no external
@@ -40,7 +40,7 @@ use crate::pipelines::read_any;
 use crate::route::{Shards, unexpected};
 use aggregate::{Aggregator, Counts};
 use handlers::Decisions;
-use history::{History, SAMPLE_EVERY};
+use history::{History, SAMPLE_EVERY, Sample};
 
 const PAGE: &str = include_str!("page.html");
 /// Where the page's first data goes, so that it draws without waiting for a request.
@@ -249,6 +249,7 @@ impl StatusPage {
         if merged.reporting == 0 {
             return false;
         }
+        let lateness = state.aggregator.take_lateness();
         let stages: Vec<(QueueName, Counts)> = state
             .pipelines
             .iter()
@@ -258,10 +259,12 @@ impl StatusPage {
                 (queue, counts.unwrap_or_default())
             })
             .collect();
-        let points = stages
-            .iter()
-            .map(|(queue, counts)| (queue.as_str(), *counts));
-        state.history.record(now, points);
+        let samples = stages.iter().map(|(queue, counts)| Sample {
+            queue: queue.as_str(),
+            counts: *counts,
+            lateness: lateness.get(queue.as_str()).copied(),
+        });
+        state.history.record(now, samples);
         true
     }
 

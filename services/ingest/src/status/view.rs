@@ -4,6 +4,7 @@
 
 use std::collections::HashSet;
 use std::sync::Arc;
+use std::time::Duration;
 
 use cascade_core::{Pipeline, Timestamp};
 use serde::Serialize;
@@ -14,6 +15,9 @@ use super::history::{HISTORY_POINTS, History, Point, SAMPLE_EVERY};
 
 pub(crate) const MAX_PIPELINES: usize = 50;
 pub(crate) const MAX_QUEUE_ROWS: usize = 200;
+/// How far back a stage's lateness looks: long enough to see a stage whose retries come
+/// due now and then, short enough to see a slow timer recover.
+pub(crate) const LATENESS_WINDOW: Duration = Duration::from_secs(60);
 
 #[derive(Debug, Serialize)]
 pub(crate) struct StatusView {
@@ -51,6 +55,9 @@ pub(crate) struct StageView {
     /// Running and decided by the resource manager; `None` when it has published nothing
     /// lately (not running, or not over this stage).
     pub handlers: Option<Handlers>,
+    /// The largest activation lateness of its delayed events (retries, scheduled events)
+    /// that came due in the last [`LATENESS_WINDOW`], in µs; `None`: none came due.
+    pub lateness_us: Option<u64>,
     pub history: Vec<Point>,
 }
 
@@ -103,7 +110,7 @@ pub(crate) fn build(inputs: Inputs<'_>) -> StatusView {
     let shown = pipelines
         .iter()
         .take(MAX_PIPELINES)
-        .map(|pipeline| pipeline_view(pipeline, &merged, history, handlers))
+        .map(|pipeline| pipeline_view(pipeline, now, &merged, history, handlers))
         .collect();
     let mut rows: Vec<QueueView> = merged
         .families
@@ -155,6 +162,7 @@ pub(crate) fn build(inputs: Inputs<'_>) -> StatusView {
 
 fn pipeline_view(
     pipeline: &Pipeline,
+    now: Timestamp,
     merged: &Merged,
     history: &History,
     handlers: &dyn Fn(&str) -> Option<Handlers>,
@@ -171,6 +179,7 @@ fn pipeline_view(
                 .get(&queue)
                 .map(|family| family.counts)
                 .unwrap_or_default();
+            let history = history.of(&queue);
             StageView {
                 name: stage.name.clone(),
                 next: pipeline.next_stage(&stage.name).map(|s| s.name.clone()),
@@ -178,7 +187,8 @@ fn pipeline_view(
                 priority: stage.priority,
                 counts,
                 handlers: handlers(&queue),
-                history: history.of(&queue),
+                lateness_us: lateness(&history, now),
+                history,
                 queue,
             }
         })
@@ -187,6 +197,17 @@ fn pipeline_view(
         name: pipeline.name.clone(),
         stages,
     }
+}
+
+/// The largest lateness of the samples in the last [`LATENESS_WINDOW`].
+fn lateness(history: &[Point], now: Timestamp) -> Option<u64> {
+    let since = now.saturating_sub(LATENESS_WINDOW).as_millis();
+    history
+        .iter()
+        .rev()
+        .take_while(|point| point.at_ms() > since)
+        .filter_map(Point::lateness)
+        .max()
 }
 
 fn queue_view(name: &str, family: &Family) -> QueueView {
@@ -240,5 +261,24 @@ mod tests {
         assert_eq!(rows.len(), MAX_QUEUE_ROWS);
         assert_eq!(rows[0].name, "q0003");
         assert!(rows.windows(2).all(|w| w[0].name < w[1].name));
+    }
+
+    #[test]
+    fn a_stage_s_lateness_is_the_largest_of_the_last_minute() {
+        let point = |at_s: u64, late_us| Point(at_s * 1000, 0, 0, 0, 0, 0, 0, 0, late_us);
+        let now = Timestamp::from_millis(100_000);
+        let history = [
+            point(30, Some(90_000)),
+            point(45, Some(2_000)),
+            point(50, None),
+            point(95, Some(700)),
+        ];
+        assert_eq!(
+            lateness(&history, now),
+            Some(2_000),
+            "the sample at 30 s is too old"
+        );
+        assert_eq!(lateness(&history[..1], now), None);
+        assert_eq!(lateness(&[], now), None);
     }
 }
