@@ -98,6 +98,9 @@ pub enum StoreError {
     },
     #[error(transparent)]
     Wal(#[from] WalError),
+    /// An offline tool (export, import, repair) cannot do what it was asked.
+    #[error("{path}: {reason}")]
+    Tool { path: PathBuf, reason: String },
 }
 
 impl StoreError {
@@ -117,7 +120,7 @@ impl StoreError {
             | StoreError::DiskFull { .. } => Code::ResourceExhausted,
             StoreError::Stopped { .. } => Code::Unavailable,
             StoreError::Corrupt { .. } => Code::DataLoss,
-            StoreError::WrongCluster { .. } => Code::FailedPrecondition,
+            StoreError::WrongCluster { .. } | StoreError::Tool { .. } => Code::FailedPrecondition,
             StoreError::Fsync { .. }
             | StoreError::Io { .. }
             | StoreError::Sled { .. }
@@ -159,6 +162,13 @@ impl StoreError {
                 path: path.to_path_buf(),
                 source,
             },
+        }
+    }
+
+    pub fn tool(path: &Path, reason: impl Into<String>) -> Self {
+        StoreError::Tool {
+            path: path.to_path_buf(),
+            reason: reason.into(),
         }
     }
 

@@ -10,6 +10,7 @@
 
 mod cli;
 mod config_check;
+mod data;
 mod external;
 mod local_executor;
 mod rm;
@@ -19,9 +20,7 @@ mod rm_local_tests;
 mod stages;
 mod standalone;
 mod top;
-mod verify;
 
-use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
@@ -59,10 +58,10 @@ enum Command {
         #[command(subcommand)]
         command: ConfigCommand,
     },
-    /// Inspect a shard's store directory.
+    /// Check, repair, export or import a stopped shard's store directory.
     Data {
         #[command(subcommand)]
-        command: DataCommand,
+        command: data::DataCommand,
     },
     /// `cascade ingest|dispatcher|activation-timer|stage-worker|resource-manager ARGS`:
     /// runs that service's binary (`cascade-<service>`, installed beside this one).
@@ -75,12 +74,6 @@ enum ConfigCommand {
     /// Load FILE as a service would (defaults < file < environment) and print what it
     /// describes as JSON, or fail with the error a service would stop with.
     Check(config_check::CheckArgs),
-}
-
-#[derive(Subcommand)]
-enum DataCommand {
-    /// Check a store (log frames and continuity, every stored value) without changing it.
-    Verify { dir: PathBuf },
 }
 
 fn main() -> ExitCode {
@@ -106,9 +99,7 @@ fn run(command: Command) -> Result<(), cli::CliError> {
         Command::Config {
             command: ConfigCommand::Check(args),
         } => told(config_check::check(args)),
-        Command::Data {
-            command: DataCommand::Verify { dir },
-        } => told(verify::run(&dir)),
+        Command::Data { command } => told(data::run(command)),
     }
 }
 

@@ -7,19 +7,28 @@
 //! the in-memory layers; replay is idempotent because records are whole-key writes applied in
 //! order, and it leaves a tombstone for every delete because an interrupted checkpoint may
 //! have written any key of its layer into sled. A store or log that fails its checks is refused, never repaired in place (except a
-//! torn log tail, which only an unacknowledged write can leave).
+//! torn log tail, which only an unacknowledged write can leave); `repair` rebuilds one beside
+//! it when an operator asks, and `export`/`import` copy a stopped store through a file.
 
 mod actor;
 mod disk;
+mod export;
 mod identity;
+mod new_store;
 mod options;
+mod repair;
+#[cfg(test)]
+mod test_store;
 mod verify;
 
 use std::path::Path;
 
 pub use actor::{Maintenance, Store};
 pub use disk::{DiskState, DiskWatch, Watermark};
+pub use export::{export, import};
+pub use new_store::Contents;
 pub use options::{ClusterIdentity, Durability, StoreOptions};
+pub use repair::{RepairReport, repair};
 pub use verify::{VerifyReport, verify};
 
 use crate::codec::{keys, records};

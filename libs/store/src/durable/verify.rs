@@ -9,7 +9,7 @@ use crate::error::StoreError;
 use crate::kv::checkpoint;
 
 /// Stop listing after this many damaged entries: the first ones say enough.
-const MAX_PROBLEMS: usize = 100;
+pub(super) const MAX_PROBLEMS: usize = 100;
 
 #[derive(Debug, Default)]
 pub struct VerifyReport {
@@ -49,15 +49,18 @@ pub fn verify(dir: &Path) -> Result<VerifyReport, StoreError> {
         let (key, value) = entry.map_err(|e| StoreError::sled("read", &state_dir, e))?;
         report.entries_checked += 1;
         if let Err(e) = codec::check_entry(&key, &value) {
-            report.problems.push(format!(
-                "{}: key {:02x?}: {e}",
-                state_dir.display(),
-                &key[..key.len().min(24)]
-            ));
+            report
+                .problems
+                .push(format!("{}: {}", state_dir.display(), describe(&key, &e)));
             if report.problems.len() >= MAX_PROBLEMS {
                 break;
             }
         }
     }
     Ok(report)
+}
+
+/// A damaged entry, for a person: the start of its key and what is wrong with it.
+pub(super) fn describe(key: &[u8], e: &codec::Malformed) -> String {
+    format!("key {:02x?}: {e}", &key[..key.len().min(24)])
 }

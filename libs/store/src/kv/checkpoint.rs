@@ -10,7 +10,9 @@ use super::Layer;
 use crate::codec::{keys, records};
 use crate::error::StoreError;
 
-const CHECKPOINT_LSN: &str = "checkpoint_lsn";
+/// The last log record the checkpointed state includes: a fact about this copy of the store
+/// and its log, not part of its contents (an export leaves it out).
+pub(crate) const CHECKPOINT_LSN: &str = "checkpoint_lsn";
 
 /// Entries per sled batch. sled holds a lock that blocks its readers while it applies a
 /// batch, and the shard reads sled while a checkpoint runs: small batches keep those reads

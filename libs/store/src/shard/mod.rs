@@ -159,7 +159,7 @@ impl crate::durable::Maintenance for Shard {
 }
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;
 
 #[cfg(test)]
 mod observe_tests;

@@ -40,7 +40,7 @@ fn with_queue(config: QueueConfig) -> (tempfile::TempDir, Shard) {
     (dir, shard)
 }
 
-pub(super) fn pipeline(name: &str, stages: &[&str]) -> Pipeline {
+pub(crate) fn pipeline(name: &str, stages: &[&str]) -> Pipeline {
     let stage = |name: &&str| Stage {
         name: (*name).to_owned(),
         queue: QueueConfig::default(),

@@ -9,11 +9,13 @@
 //! - At open, a bad frame at the very end of the last segment is a torn write from a crash and
 //!   is cut off (with a warning); a bad frame anywhere else refuses to open (`scan`).
 //! - The log must hold every record after the checkpoint, or open fails with `Missing`.
+//! - `salvage` reads what can be read of a damaged log, for an operator's explicit repair.
 
 mod error;
 mod frame;
 mod open;
 mod reader;
+mod salvage;
 mod scan;
 mod segment;
 #[cfg(test)]
@@ -27,6 +29,7 @@ use std::path::{Path, PathBuf};
 pub use error::WalError;
 pub use open::verify;
 pub use reader::WalReader;
+pub use salvage::{Salvaged, salvage};
 use segment::SegmentMeta;
 
 /// Log sequence number of a record; the first record ever is 1, 0 means "nothing".

@@ -12,7 +12,7 @@ use std::ops::RangeInclusive;
 use std::path::{Path, PathBuf};
 
 use super::segment::file_name;
-use super::{Lsn, Wal, WalError, WalOptions};
+use super::{Lsn, Salvaged, Wal, WalError, WalOptions, salvage};
 
 type TestResult = Result<(), Box<dyn std::error::Error>>;
 

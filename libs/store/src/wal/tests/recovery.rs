@@ -243,3 +243,65 @@ fn overlapping_segments_are_corrupt() -> TestResult {
     );
     Ok(())
 }
+
+type Records = Vec<(Lsn, Vec<u8>)>;
+
+/// Every record a salvage read keeps, and where it stopped.
+fn salvage_all(dir: &Path, after: Lsn) -> Result<(Records, Salvaged), WalError> {
+    let mut kept = Vec::new();
+    let salvaged = salvage(dir, after, |lsn, bytes| {
+        kept.push((lsn, bytes));
+        Ok(())
+    })?;
+    Ok((kept, salvaged))
+}
+
+#[test]
+fn salvage_reads_a_whole_log_and_one_with_a_torn_tail_to_the_end() -> TestResult {
+    let dir = eleven_records()?;
+    let (kept, salvaged) = salvage_all(dir.path(), 0)?;
+    assert_eq!(kept, expected(1..=11));
+    assert_eq!(salvaged.stopped, None);
+    let (kept, _) = salvage_all(dir.path(), 5)?;
+    assert_eq!(kept, expected(6..=11), "from after the checkpoint");
+    cut(&segment_path(dir.path(), 10), LAST_FRAME + 3)?;
+    let (kept, salvaged) = salvage_all(dir.path(), 0)?;
+    assert_eq!(kept, expected(1..=10));
+    assert_eq!(salvaged.stopped, None, "a torn tail was never acknowledged");
+    Ok(())
+}
+
+#[test]
+fn salvage_stops_at_damage_or_a_missing_segment_and_changes_nothing() -> TestResult {
+    let dir = eleven_records()?;
+    let path = segment_path(dir.path(), 4);
+    flip_byte(&path, 80 + 16 + 1)?;
+    let before = fs::read(&path)?;
+    let (kept, salvaged) = salvage_all(dir.path(), 0)?;
+    assert_eq!(kept, expected(1..=5));
+    let stopped = salvaged.stopped.unwrap_or_default();
+    assert!(stopped.contains("checksum mismatch"), "{stopped}");
+    assert_eq!(fs::read(&path)?, before);
+
+    let dir = eleven_records()?;
+    fs::remove_file(segment_path(dir.path(), 7))?;
+    let (kept, salvaged) = salvage_all(dir.path(), 0)?;
+    assert_eq!(kept, expected(1..=6));
+    let stopped = salvaged.stopped.unwrap_or_default();
+    assert!(stopped.contains("records 7 to 9 are missing"), "{stopped}");
+
+    // A record the caller refuses ends the read there.
+    let dir = eleven_records()?;
+    let salvaged = salvage(dir.path(), 0, |lsn, _| match lsn {
+        3 => Err("not a batch".into()),
+        _ => Ok(()),
+    })?;
+    assert_eq!(salvaged.records, 2);
+    assert!(
+        salvaged
+            .stopped
+            .unwrap_or_default()
+            .contains("record 3: not a batch")
+    );
+    Ok(())
+}

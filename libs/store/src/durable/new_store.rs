@@ -1,0 +1,185 @@
+//! Writing a whole store from a stream of entries, for the offline tools (`import`,
+//! `repair`): the entries go into a new directory beside the target, which is checked like
+//! any store (`verify`) and only then renamed into place. A failure leaves the target as it
+//! was, and the new directory is removed.
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+use crate::codec::{keys, records};
+use crate::error::StoreError;
+use crate::kv::{checkpoint, open_sled};
+
+use super::{StoreOptions, recover, verify};
+
+/// Entries per sled batch.
+const BATCH: usize = 4096;
+/// The tools stream; a small cache is enough.
+pub(super) const TOOL_CACHE_BYTES: u64 = 16 << 20;
+
+/// What a store holds, counted by kind of entry.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Contents {
+    /// Queues and templates.
+    pub queues: u64,
+    pub pipelines: u64,
+    pub events: u64,
+    /// Hand-offs waiting in the outbox (to other shards, to the timer).
+    pub hand_offs: u64,
+    /// An activation timer's schedules.
+    pub schedules: u64,
+    /// Every entry, the above and indexes, counters, dedup entries and the rest.
+    pub entries: u64,
+}
+
+impl Contents {
+    pub(super) fn count(&mut self, key: &[u8]) {
+        self.entries += 1;
+        match key.first() {
+            Some(&keys::QUEUE) => self.queues += 1,
+            Some(&keys::PIPELINE) => self.pipelines += 1,
+            Some(&keys::EVENT) => self.events += 1,
+            Some(&keys::OUTBOX) => self.hand_offs += 1,
+            Some(&keys::SCHEDULE) => self.schedules += 1,
+            _ => {}
+        }
+    }
+}
+
+impl fmt::Display for Contents {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{} queues, {} pipelines, {} events, {} hand-offs waiting, {} schedules ({} entries)",
+            self.queues, self.pipelines, self.events, self.hand_offs, self.schedules, self.entries
+        )
+    }
+}
+
+/// Whether an entry is part of what a store holds, rather than of how this copy of it is
+/// kept: the log position of its last checkpoint and the format are the new store's own.
+pub(super) fn is_content(key: &[u8]) -> bool {
+    key != keys::meta(checkpoint::CHECKPOINT_LSN).as_slice()
+        && key != keys::meta("format").as_slice()
+}
+
+/// A store being written beside its target.
+pub(super) struct NewStore {
+    building: PathBuf,
+    target: PathBuf,
+    /// `None` once closed by `finish`.
+    db: Option<sled::Db>,
+    batch: sled::Batch,
+    /// Moved into place: nothing to clean up.
+    done: bool,
+    pending: usize,
+    pub contents: Contents,
+}
+
+impl NewStore {
+    /// Starts a store that [`NewStore::finish`] moves to `target`. A directory left by an
+    /// earlier attempt that failed is started over.
+    pub fn create(target: &Path) -> Result<NewStore, StoreError> {
+        let name = target
+            .file_name()
+            .ok_or_else(|| StoreError::tool(target, "not a directory name"))?;
+        let mut building_name = name.to_owned();
+        building_name.push(".building");
+        let building = target.with_file_name(building_name);
+        if building.exists() {
+            std::fs::remove_dir_all(&building)
+                .map_err(|e| StoreError::io("remove an unfinished store", &building, e))?;
+        }
+        let state = building.join("state");
+        std::fs::create_dir_all(&state).map_err(|e| StoreError::io("create", &state, e))?;
+        let db = open_sled(&state, TOOL_CACHE_BYTES)?;
+        db.insert(
+            keys::meta("format"),
+            records::encode_u64(keys::FORMAT_VERSION),
+        )
+        .map_err(|e| StoreError::sled("write the format", &state, e))?;
+        Ok(NewStore {
+            building,
+            target: target.to_path_buf(),
+            db: Some(db),
+            batch: sled::Batch::default(),
+            done: false,
+            pending: 0,
+            contents: Contents::default(),
+        })
+    }
+
+    /// Adds one entry (a later put of the same key wins). Entries that are not content
+    /// ([`is_content`]) are skipped.
+    pub fn put(&mut self, key: Vec<u8>, value: Vec<u8>) -> Result<(), StoreError> {
+        if !is_content(&key) {
+            return Ok(());
+        }
+        self.contents.count(&key);
+        self.batch.insert(key, value);
+        self.pending += 1;
+        if self.pending >= BATCH {
+            self.write_batch()?;
+        }
+        Ok(())
+    }
+
+    fn write_batch(&mut self) -> Result<(), StoreError> {
+        let batch = std::mem::take(&mut self.batch);
+        self.pending = 0;
+        let db = self.db.as_ref().expect("open until finish");
+        db.apply_batch(batch)
+            .map_err(|e| StoreError::sled("write", &self.building, e))
+    }
+
+    /// Makes the store durable, opens it once as a service would (which starts its log),
+    /// checks it, and renames it to the target; an existing target is first renamed to
+    /// `set_aside` (`None`: the target must not exist, or be an empty directory).
+    pub fn finish(mut self, set_aside: Option<&Path>) -> Result<Contents, StoreError> {
+        self.write_batch()?;
+        let db = self.db.take().expect("open until finish");
+        db.flush()
+            .map_err(|e| StoreError::sled("flush", &self.building, e))?;
+        drop(db);
+        checkpoint::fsync_tree(&self.building)?;
+        let options = StoreOptions {
+            cache_bytes: TOOL_CACHE_BYTES,
+            ..StoreOptions::default()
+        };
+        drop(recover(&self.building, &options)?);
+        let report = verify(&self.building)?;
+        if !report.is_healthy() {
+            return Err(StoreError::tool(
+                &self.building,
+                format!(
+                    "the new store does not verify ({}); the target is unchanged",
+                    report.problems.join("; ")
+                ),
+            ));
+        }
+        if let Some(aside) = set_aside {
+            std::fs::rename(&self.target, aside)
+                .map_err(|e| StoreError::io("move the old store aside to", aside, e))?;
+        }
+        std::fs::rename(&self.building, &self.target)
+            .map_err(|e| StoreError::io("move the new store to", &self.target, e))?;
+        let parent = match self.target.parent() {
+            Some(parent) if !parent.as_os_str().is_empty() => parent,
+            _ => Path::new("."),
+        };
+        checkpoint::fsync_path(parent)?;
+        self.done = true;
+        Ok(self.contents)
+    }
+}
+
+impl Drop for NewStore {
+    fn drop(&mut self) {
+        if !self.done {
+            drop(self.db.take());
+            if let Err(e) = std::fs::remove_dir_all(&self.building) {
+                tracing::warn!(dir = %self.building.display(), error = %e, "store.new_store.cleanup");
+            }
+        }
+    }
+}

@@ -1,0 +1,116 @@
+//! Repair against real store directories: damage in sled and in the log, and a healthy store
+//! that is left alone.
+
+use std::fs;
+use std::path::Path;
+
+use super::super::test_store::{at, fill, jobs_counts, open, q};
+use super::super::{StoreOptions, export, import, recover};
+use super::*;
+use crate::kv::open_sled;
+
+#[test]
+fn a_healthy_store_is_left_alone() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = dir.path().join("store");
+    fill(&store);
+    assert!(repair(&store).expect("repair").is_none());
+    let names: Vec<_> = fs::read_dir(dir.path())
+        .expect("list")
+        .map(|e| e.expect("entry").file_name())
+        .collect();
+    assert_eq!(names, ["store"]);
+}
+
+/// The store of `fill` with everything in sled (an import writes there), and the event
+/// whose payload is "three" damaged on disk.
+fn with_a_damaged_event(dir: &Path) -> std::path::PathBuf {
+    let source = dir.join("source");
+    fill(&source);
+    let file = dir.join("export");
+    export(&source, &file).expect("export");
+    let store = dir.join("store");
+    import(&file, &store).expect("import");
+    let db = open_sled(&store.join("state"), 1 << 20).expect("sled");
+    let (key, mut value) = db
+        .scan_prefix([keys::EVENT])
+        .map(|entry| entry.expect("read"))
+        .find(|(_, v)| records::decode_event(v).is_ok_and(|e| e.payload == b"three"))
+        .map(|(k, v)| (k.to_vec(), v.to_vec()))
+        .expect("the event");
+    let last = value.len() - 1;
+    value[last] ^= 0x20;
+    db.insert(key, value).expect("damage");
+    db.flush().expect("flush");
+    store
+}
+
+#[test]
+fn a_damaged_event_is_dropped_and_the_rest_kept_whole() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = with_a_damaged_event(dir.path());
+    assert!(!verify::verify(&store).expect("verify").is_healthy());
+
+    let report = repair(&store).expect("repair").expect("repaired");
+    assert_eq!(report.dropped_count, 1, "{report:?}");
+    assert!(report.dropped[0].contains("payload checksum"), "{report:?}");
+    assert_eq!(report.counts_corrected, 1, "jobs had one ready event fewer");
+    assert_eq!(
+        report.schedules_queued, 1,
+        "the delayed event's schedule, again"
+    );
+    assert_eq!(report.log.stopped, None);
+    assert_eq!(report.contents.events, 6);
+    assert!(
+        report.damaged.join("state").is_dir(),
+        "the damaged store is kept"
+    );
+    assert!(verify::verify(&store).expect("verify").is_healthy());
+
+    assert_eq!(jobs_counts(&store), [2, 1, 2]);
+    let (mut shard, _wal) = open(&store);
+    let taken = shard.take(at(5), &q("jobs"), 10, None).expect("take");
+    let mut payloads: Vec<_> = taken.iter().map(|l| l.event.payload.clone()).collect();
+    payloads.sort();
+    assert_eq!(payloads, [b"four".to_vec(), b"keyed".to_vec()]);
+}
+
+#[test]
+fn a_damaged_log_is_replayed_up_to_the_damage() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = dir.path().join("store");
+    fill(&store);
+    let segment = fs::read_dir(store.join("wal"))
+        .expect("list")
+        .map(|e| e.expect("entry").path())
+        .find(|p| p.extension().is_some_and(|e| e == "wal"))
+        .expect("a segment");
+    let mut bytes = fs::read(&segment).expect("read");
+    let middle = bytes.len() * 3 / 5;
+    bytes[middle] ^= 0x01;
+    fs::write(&segment, &bytes).expect("damage");
+    assert!(
+        recover(&store, &StoreOptions::default()).is_err(),
+        "opening refuses it"
+    );
+
+    let report = repair(&store).expect("repair").expect("repaired");
+    let stopped = report.log.stopped.clone().expect("where it stopped");
+    assert!(stopped.contains(".wal"), "{stopped}");
+    assert!(report.log.records > 0, "{report:?}");
+    assert!(verify::verify(&store).expect("verify").is_healthy());
+    // What the records before the damage made: at least the queue, consistent.
+    let (shard, _wal) = open(&store);
+    let stats = shard.queue_stats(at(4), &q("jobs")).expect("jobs");
+    assert_eq!(
+        stats.ready + stats.delayed + stats.leased,
+        report.contents.events - inbox(&shard)
+    );
+}
+
+/// Events in `inbox:alice`, if its record made it.
+fn inbox(shard: &crate::shard::Shard) -> u64 {
+    shard
+        .queue_stats(at(4), &q("inbox:alice"))
+        .map_or(0, |s| s.ready)
+}
