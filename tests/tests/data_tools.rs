@@ -27,6 +27,18 @@ fn data(args: &[&str]) -> (i32, String) {
     (out.status.code().expect("exited"), text)
 }
 
+/// The schedules an export says it wrote (`…, 1 schedules (…`).
+fn exported_schedules(text: &str) -> u64 {
+    let before = text
+        .split(" schedules")
+        .next()
+        .unwrap_or_else(|| panic!("no schedules in {text}"));
+    let count = before.rsplit(' ').next().unwrap_or_default();
+    count
+        .parse()
+        .unwrap_or_else(|e| panic!("{count:?} in {text}: {e}"))
+}
+
 /// The shards' store directories: `dispatcher-<n>` and `timer-<n>`.
 fn stores(data_dir: &Path) -> Vec<PathBuf> {
     let mut dirs: Vec<PathBuf> = std::fs::read_dir(data_dir)
@@ -56,7 +68,7 @@ async fn a_cluster_moved_by_export_and_import_serves_the_same_events() {
     }
     let mut later = item("jobs", "later");
     // Due after the move (which takes a few seconds), from the imported timer's store.
-    later.when = Some(api::enqueue_request::When::Delay(seconds(20.0)));
+    later.when = Some(api::enqueue_request::When::Delay(seconds(30.0)));
     enqueue(&c, later).await;
 
     let data_dir = cluster.data_dir();
@@ -83,7 +95,8 @@ async fn a_cluster_moved_by_export_and_import_serves_the_same_events() {
     assert_eq!(code, 1, "a running shard's store is refused: {text}");
     assert!(text.contains("could not acquire lock"), "{text}");
 
-    let moved = |data_dir: &Path| {
+    let mut schedules = 0;
+    let mut moved = |data_dir: &Path| {
         for (store, name) in stores(data_dir).iter().zip(&names) {
             let file = exports.path().join(format!("{name}.export"));
             let (code, text) = data(&[
@@ -93,6 +106,9 @@ async fn a_cluster_moved_by_export_and_import_serves_the_same_events() {
             ]);
             assert_eq!(code, 0, "{text}");
             assert!(text.starts_with("exported "), "{text}");
+            if name.starts_with("timer-") {
+                schedules += exported_schedules(&text);
+            }
         }
         let aside = data_dir.with_file_name("data-before-move");
         std::fs::rename(data_dir, &aside).expect("move the old data aside");
@@ -118,11 +134,15 @@ async fn a_cluster_moved_by_export_and_import_serves_the_same_events() {
         }
     };
     tokio::task::block_in_place(|| cluster.restart_standalone_with(|| moved(&data_dir)));
+    assert_eq!(
+        schedules, 1,
+        "the delayed event was still a timer's when it moved"
+    );
 
     let c = cluster.client().await;
     let jobs = stats(&c, "jobs").await;
     assert_eq!(jobs.enqueued_total, 4, "{jobs:?}");
-    let taken = take_n(&c, "jobs", 4, Duration::from_secs(60)).await;
+    let taken = take_n(&c, "jobs", 4, Duration::from_secs(90)).await;
     let mut payloads: Vec<String> = taken
         .iter()
         .map(|l| {

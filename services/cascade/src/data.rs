@@ -12,9 +12,15 @@ pub enum DataCommand {
     Verify { dir: PathBuf },
     /// Rebuild a damaged store from what can still be read: the log up to its first
     /// unreadable record, every value that passes its checks; indexes and counts are made
-    /// again. The damaged store is kept beside it as DIR.damaged-<unix seconds>. A healthy
-    /// store is left alone.
-    Repair { dir: PathBuf },
+    /// again and delayed events scheduled again. The damaged store is kept beside it as
+    /// DIR.damaged-<unix seconds>. A healthy store is left alone unless --force.
+    Repair {
+        dir: PathBuf,
+        /// Rebuild a healthy store too: on a dispatcher's store after its timer's store
+        /// lost records, so that every delayed event is scheduled again.
+        #[arg(long)]
+        force: bool,
+    },
     /// Write a stopped store's contents (queues, pipelines, events, dedup entries, hand-offs,
     /// schedules) to FILE, for a backup or to move the shard to another disk or machine.
     Export { dir: PathBuf, file: PathBuf },
@@ -26,7 +32,7 @@ pub enum DataCommand {
 pub fn run(command: DataCommand) -> anyhow::Result<()> {
     match command {
         DataCommand::Verify { dir } => verify(&dir),
-        DataCommand::Repair { dir } => repair(&dir),
+        DataCommand::Repair { dir, force } => repair(&dir, force),
         DataCommand::Export { dir, file } => {
             let contents = durable::export(&dir, &file)?;
             println!(
@@ -72,8 +78,8 @@ fn verify(dir: &Path) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn repair(dir: &Path) -> anyhow::Result<()> {
-    let Some(report) = durable::repair(dir)? else {
+fn repair(dir: &Path, force: bool) -> anyhow::Result<()> {
+    let Some(report) = durable::repair(dir, force)? else {
         println!("{}: healthy, nothing to repair", dir.display());
         return Ok(());
     };
@@ -96,7 +102,7 @@ fn repair(dir: &Path) -> anyhow::Result<()> {
         report.counts_corrected, report.schedules_queued
     );
     println!(
-        "repaired {}: {}; the damaged store is kept in {} (remove it once the shard runs well)",
+        "repaired {}: {}; the old store is kept in {} (remove it once the shard runs well)",
         dir.display(),
         report.contents,
         report.damaged.display()

@@ -202,18 +202,33 @@ pub fn decode_schedule(key: &[u8]) -> Result<(u64, String, String, u64), Malform
         return Err(r.malformed("wrong prefix"));
     }
     let at = r.u64()?;
+    let (queue, id, version) = queue_id_version(&mut r, "schedule key")?;
+    Ok((at, queue, id, version))
+}
+
+/// `(queue, id, version)` of a scheduled-event key (`scheduled_event`).
+pub fn decode_scheduled_event(key: &[u8]) -> Result<(String, String, u64), Malformed> {
+    let mut r = Reader::new(key, "schedule index key");
+    if r.u8()? != SCHEDULED_EVENT {
+        return Err(r.malformed("wrong prefix"));
+    }
+    queue_id_version(&mut r, "schedule index key")
+}
+
+/// The rest of a timer key: the queue (its length first), the version, the ID.
+fn queue_id_version(r: &mut Reader<'_>, what: &str) -> Result<(String, String, u64), Malformed> {
     let len = r.u8()? as usize;
     let rest = r.rest();
     if rest.len() < len + 8 {
-        return Err(Malformed("schedule key: too short".into()));
+        return Err(Malformed(format!("{what}: too short")));
     }
-    let queue = String::from_utf8(rest[..len].to_vec())
-        .map_err(|_| Malformed("schedule key: queue".into()))?;
-    let mut tail = Reader::new(&rest[len..], "schedule key");
+    let queue =
+        String::from_utf8(rest[..len].to_vec()).map_err(|_| Malformed(format!("{what}: queue")))?;
+    let mut tail = Reader::new(&rest[len..], "timer key");
     let version = tail.u64()?;
-    let id = String::from_utf8(tail.rest().to_vec())
-        .map_err(|_| Malformed("schedule key: id".into()))?;
-    Ok((at, queue, id, version))
+    let id =
+        String::from_utf8(tail.rest().to_vec()).map_err(|_| Malformed(format!("{what}: id")))?;
+    Ok((queue, id, version))
 }
 
 /// The key just after `key` in byte order: resume a scan after the last key seen.

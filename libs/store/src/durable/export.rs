@@ -22,12 +22,11 @@ use std::io::{BufReader, BufWriter, Read, Write};
 use std::path::{Path, PathBuf};
 
 use crate::codec::bytes::{Reader, Writer};
-use crate::codec::{self, keys};
+use crate::codec::{self, keys, records};
 use crate::error::StoreError;
-use crate::kv::Flow;
+use crate::kv::{Batch, Flow, Kv, checkpoint};
 
 use super::new_store::{Contents, NewStore, TOOL_CACHE_BYTES, is_content};
-use super::{StoreOptions, recover};
 
 const MAGIC: &[u8] = b"cascade store export\n";
 const FILE_VERSION: u8 = 1;
@@ -38,20 +37,67 @@ const END: u8 = 0x00;
 const MAX_FRAME: u32 = 1 << 30;
 
 /// Writes the contents of the stopped store in `dir` to `file` (written beside it and
-/// renamed when complete). Refuses a store that fails its checks: repair it first.
+/// renamed when complete). Refuses a store that fails its checks: repair it first. Changes
+/// nothing in `dir`: its log is read, not opened for appends (which would cut a torn tail).
 pub fn export(dir: &Path, file: &Path) -> Result<Contents, StoreError> {
-    if !dir.join("state").is_dir() {
+    let kv = read_stopped(dir)?;
+    let partial = with_suffix(file, ".partial");
+    let written = write_export(dir, &kv, &partial);
+    let contents = match written {
+        Ok(contents) => contents,
+        Err(e) => {
+            let _ = std::fs::remove_file(&partial);
+            return Err(e);
+        }
+    };
+    std::fs::rename(&partial, file).map_err(|e| StoreError::io("rename to", file, e))?;
+    checkpoint::fsync_path(parent_of(file))?;
+    Ok(contents)
+}
+
+/// The store in `dir` as its next open would see it, read without changing it.
+fn read_stopped(dir: &Path) -> Result<Kv, StoreError> {
+    let state_dir = dir.join("state");
+    if !state_dir.is_dir() {
         return Err(StoreError::tool(dir, "no store here: state/ is missing"));
     }
-    let options = StoreOptions {
-        cache_bytes: TOOL_CACHE_BYTES,
-        ..StoreOptions::default()
+    let mut kv = Kv::open(&state_dir, TOOL_CACHE_BYTES)?;
+    let format = kv
+        .get(&keys::meta("format"))?
+        .and_then(|v| records::decode_u64(&v, "store format").ok());
+    if format != Some(keys::FORMAT_VERSION) {
+        return Err(StoreError::tool(
+            dir,
+            format!(
+                "store format {}; this build reads format {}",
+                format.map_or("unknown".into(), |f| f.to_string()),
+                keys::FORMAT_VERSION
+            ),
+        ));
+    }
+    let checkpoint_lsn = checkpoint::lsn(kv.db(), &state_dir)?;
+    let wal_dir = dir.join("wal");
+    let damaged = |why: String| {
+        StoreError::tool(
+            dir,
+            format!("{why}; the store is damaged: `cascade data repair` it first"),
+        )
     };
-    let (kv, wal) = recover(dir, &options)?;
-    drop(wal);
-    let partial = with_suffix(file, ".partial");
-    let out = File::create(&partial).map_err(|e| StoreError::io("create", &partial, e))?;
-    let mut out = Framed::new(BufWriter::new(out), &partial);
+    crate::wal::verify(&wal_dir, checkpoint_lsn).map_err(|e| damaged(e.to_string()))?;
+    let read = crate::wal::salvage(&wal_dir, checkpoint_lsn, |_, bytes| {
+        let batch = Batch::decode(&bytes).map_err(|e| e.to_string())?;
+        kv.replay(batch);
+        Ok(())
+    })?;
+    if let Some(stopped) = read.stopped {
+        return Err(damaged(stopped));
+    }
+    Ok(kv)
+}
+
+fn write_export(dir: &Path, kv: &Kv, partial: &Path) -> Result<Contents, StoreError> {
+    let out = File::create(partial).map_err(|e| StoreError::io("create", partial, e))?;
+    let mut out = Framed::new(BufWriter::new(out), partial);
     out.magic()?;
     out.frame(
         &Writer::default()
@@ -86,9 +132,16 @@ pub fn export(dir: &Path, file: &Path) -> Result<Contents, StoreError> {
     out.frame(&Writer::default().u8(END).u64(contents.entries).finish())?;
     let out = out.finish()?;
     out.sync_all()
-        .map_err(|e| StoreError::io("fsync", &partial, e))?;
-    std::fs::rename(&partial, file).map_err(|e| StoreError::io("rename to", file, e))?;
+        .map_err(|e| StoreError::io("fsync", partial, e))?;
     Ok(contents)
+}
+
+/// The directory that holds `path`, to fsync after a rename in it.
+pub(super) fn parent_of(path: &Path) -> &Path {
+    match path.parent() {
+        Some(parent) if !parent.as_os_str().is_empty() => parent,
+        _ => Path::new("."),
+    }
 }
 
 /// Makes a new store in `dir` (which must not exist, or be an empty directory) from an
@@ -103,10 +156,15 @@ pub fn import(file: &Path, dir: &Path) -> Result<Contents, StoreError> {
         ));
     }
     let input = File::open(file).map_err(|e| StoreError::io("open", file, e))?;
+    let left = input
+        .metadata()
+        .map_err(|e| StoreError::io("stat", file, e))?
+        .len();
     let mut input = Unframed {
         reader: BufReader::new(input),
         path: file,
         crc: 0,
+        left,
     };
     input.magic()?;
     let header = input.frame()?;
@@ -149,10 +207,10 @@ pub fn import(file: &Path, dir: &Path) -> Result<Contents, StoreError> {
             }
             END => {
                 let entries = r.u64().map_err(malformed)?;
-                if entries != store.contents.entries {
+                if entries != store.puts {
                     return Err(bad(format!(
                         "damaged export: it says {entries} entries, {} were read",
-                        store.contents.entries
+                        store.puts
                     )));
                 }
                 break;
@@ -218,10 +276,19 @@ struct Unframed<'a> {
     reader: BufReader<File>,
     path: &'a Path,
     crc: u32,
+    /// Bytes of the file not read yet: no frame claims more.
+    left: u64,
 }
 
 impl Unframed<'_> {
     fn read(&mut self, len: usize, checksummed: bool) -> Result<Vec<u8>, StoreError> {
+        if len as u64 > self.left {
+            return Err(StoreError::tool(
+                self.path,
+                "damaged export: it ends early (cut short?)",
+            ));
+        }
+        self.left -= len as u64;
         let mut buf = vec![0; len];
         self.reader
             .read_exact(&mut buf)

@@ -73,7 +73,8 @@ pub(super) struct NewStore {
     /// Moved into place: nothing to clean up.
     done: bool,
     pending: usize,
-    pub contents: Contents,
+    /// Entries put so far (a key put twice counts twice).
+    pub puts: u64,
 }
 
 impl NewStore {
@@ -105,7 +106,7 @@ impl NewStore {
             batch: sled::Batch::default(),
             done: false,
             pending: 0,
-            contents: Contents::default(),
+            puts: 0,
         })
     }
 
@@ -115,7 +116,7 @@ impl NewStore {
         if !is_content(&key) {
             return Ok(());
         }
-        self.contents.count(&key);
+        self.puts += 1;
         self.batch.insert(key, value);
         self.pending += 1;
         if self.pending >= BATCH {
@@ -134,12 +135,20 @@ impl NewStore {
 
     /// Makes the store durable, opens it once as a service would (which starts its log),
     /// checks it, and renames it to the target; an existing target is first renamed to
-    /// `set_aside` (`None`: the target must not exist, or be an empty directory).
+    /// `set_aside` (`None`: the target must not exist, or be an empty directory). Returns
+    /// what the new store holds.
     pub fn finish(mut self, set_aside: Option<&Path>) -> Result<Contents, StoreError> {
         self.write_batch()?;
         let db = self.db.take().expect("open until finish");
         db.flush()
             .map_err(|e| StoreError::sled("flush", &self.building, e))?;
+        let mut contents = Contents::default();
+        for key in db.iter().keys() {
+            let key = key.map_err(|e| StoreError::sled("read", &self.building, e))?;
+            if is_content(&key) {
+                contents.count(&key);
+            }
+        }
         drop(db);
         checkpoint::fsync_tree(&self.building)?;
         let options = StoreOptions {
@@ -161,15 +170,16 @@ impl NewStore {
             std::fs::rename(&self.target, aside)
                 .map_err(|e| StoreError::io("move the old store aside to", aside, e))?;
         }
-        std::fs::rename(&self.building, &self.target)
-            .map_err(|e| StoreError::io("move the new store to", &self.target, e))?;
-        let parent = match self.target.parent() {
-            Some(parent) if !parent.as_os_str().is_empty() => parent,
-            _ => Path::new("."),
-        };
-        checkpoint::fsync_path(parent)?;
+        if let Err(e) = std::fs::rename(&self.building, &self.target) {
+            if let Some(aside) = set_aside {
+                // Put the old store back rather than leave no store at all.
+                let _ = std::fs::rename(aside, &self.target);
+            }
+            return Err(StoreError::io("move the new store to", &self.target, e));
+        }
+        checkpoint::fsync_path(super::export::parent_of(&self.target))?;
         self.done = true;
-        Ok(self.contents)
+        Ok(contents)
     }
 }
 

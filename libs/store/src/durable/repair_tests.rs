@@ -4,7 +4,7 @@
 use std::fs;
 use std::path::Path;
 
-use super::super::test_store::{at, fill, jobs_counts, open, q};
+use super::super::test_store::{at, event, fill, jobs_counts, keyed, open, q};
 use super::super::{StoreOptions, export, import, recover};
 use super::*;
 use crate::kv::open_sled;
@@ -14,7 +14,7 @@ fn a_healthy_store_is_left_alone() {
     let dir = tempfile::tempdir().expect("tempdir");
     let store = dir.path().join("store");
     fill(&store);
-    assert!(repair(&store).expect("repair").is_none());
+    assert!(repair(&store, false).expect("repair").is_none());
     let names: Vec<_> = fs::read_dir(dir.path())
         .expect("list")
         .map(|e| e.expect("entry").file_name())
@@ -51,7 +51,7 @@ fn a_damaged_event_is_dropped_and_the_rest_kept_whole() {
     let store = with_a_damaged_event(dir.path());
     assert!(!verify::verify(&store).expect("verify").is_healthy());
 
-    let report = repair(&store).expect("repair").expect("repaired");
+    let report = repair(&store, false).expect("repair").expect("repaired");
     assert_eq!(report.dropped_count, 1, "{report:?}");
     assert!(report.dropped[0].contains("payload checksum"), "{report:?}");
     assert_eq!(report.counts_corrected, 1, "jobs had one ready event fewer");
@@ -73,6 +73,102 @@ fn a_damaged_event_is_dropped_and_the_rest_kept_whole() {
     let mut payloads: Vec<_> = taken.iter().map(|l| l.event.payload.clone()).collect();
     payloads.sort();
     assert_eq!(payloads, [b"four".to_vec(), b"keyed".to_vec()]);
+
+    // Numbers given out from now on are new: far past any the lost records may have used.
+    let fresh = shard
+        .enqueue(at(6), event("jobs", "fresh"))
+        .expect("enqueue");
+    let version = shard
+        .get(&q("jobs"), fresh.id.as_str())
+        .expect("get")
+        .version;
+    assert!(version > SEQUENCE_GAP, "{version}");
+    assert!(
+        taken.iter().all(|l| l.token.0 > SEQUENCE_GAP),
+        "lease epochs jumped too"
+    );
+    // The idempotency key's entry is counted once, and still dedups.
+    assert_eq!(shard.dedup_entries(), 1);
+    assert!(shard.enqueue(at(6), keyed()).expect("again").duplicate);
+}
+
+#[test]
+fn export_refuses_a_damaged_store_and_leaves_no_file() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = with_a_damaged_event(dir.path());
+    let file = dir.path().join("out.export");
+    let e = export(&store, &file).expect_err("refused").to_string();
+    assert!(
+        e.contains("payload checksum") && e.contains("repair"),
+        "{e}"
+    );
+    assert!(!file.exists());
+    assert!(!dir.path().join("out.export.partial").exists());
+}
+
+#[test]
+fn a_forced_repair_of_a_healthy_store_schedules_its_delayed_events_again() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = dir.path().join("store");
+    fill(&store);
+    let report = repair(&store, true).expect("repair").expect("repaired");
+    assert_eq!(
+        (
+            report.dropped_count,
+            report.counts_corrected,
+            report.schedules_queued
+        ),
+        (0, 0, 1),
+        "{report:?}"
+    );
+    assert_eq!(jobs_counts(&store), [3, 1, 2]);
+}
+
+#[test]
+fn a_timer_store_gets_both_views_of_each_schedule_back() {
+    use crate::timer::{ScheduleEntry, Timer};
+
+    let dir = tempfile::tempdir().expect("tempdir");
+    let source = dir.path().join("timer");
+    let (kv, mut wal) = recover(&source, &StoreOptions::default()).expect("recover");
+    let mut timer = Timer::new(kv, std::time::Duration::from_secs(60));
+    let entry = |id: &str| ScheduleEntry {
+        at: at(100),
+        queue: q("jobs"),
+        id: cascade_core::EventId::parse(id).expect("id"),
+        version: 7,
+    };
+    timer.schedule(&[entry("a"), entry("b")]);
+    for record in crate::durable::Maintenance::take_unlogged(&mut timer) {
+        wal.append(&record).expect("append");
+    }
+    wal.sync().expect("sync");
+    drop((timer, wal));
+    let file = dir.path().join("export");
+    export(&source, &file).expect("export");
+    let store = dir.path().join("store");
+    import(&file, &store).expect("import");
+    // `b` loses its index entry (by event), which a cancel needs.
+    let db = open_sled(&store.join("state"), 1 << 20).expect("sled");
+    db.remove(keys::scheduled_event("jobs", "b", 7))
+        .expect("remove");
+    db.flush().expect("flush");
+    drop(db);
+
+    let report = repair(&store, true).expect("repair").expect("repaired");
+    assert_eq!(report.contents.schedules, 2, "{report:?}");
+    let (kv, _wal) = recover(&store, &StoreOptions::default()).expect("recover");
+    let mut timer = Timer::new(kv, std::time::Duration::from_secs(60));
+    for id in ["a", "b"] {
+        let cancelled = timer
+            .cancel(
+                &q("jobs"),
+                &cascade_core::EventId::parse(id).expect("id"),
+                7,
+            )
+            .expect("cancel");
+        assert!(cancelled, "{id} has its index again");
+    }
 }
 
 #[test]
@@ -94,7 +190,7 @@ fn a_damaged_log_is_replayed_up_to_the_damage() {
         "opening refuses it"
     );
 
-    let report = repair(&store).expect("repair").expect("repaired");
+    let report = repair(&store, false).expect("repair").expect("repaired");
     let stopped = report.log.stopped.clone().expect("where it stopped");
     assert!(stopped.contains(".wal"), "{stopped}");
     assert!(report.log.records > 0, "{report:?}");

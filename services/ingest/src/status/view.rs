@@ -56,7 +56,7 @@ pub(crate) struct StageView {
     /// lately (not running, or not over this stage).
     pub handlers: Option<Handlers>,
     /// The largest activation lateness of its delayed events (retries, scheduled events)
-    /// that came due in the last [`LATENESS_WINDOW`], in µs; `None`: none came due.
+    /// activated in the last [`LATENESS_WINDOW`], in µs; `None`: none was.
     pub lateness_us: Option<u64>,
     pub history: Vec<Point>,
 }
