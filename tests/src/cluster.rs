@@ -255,6 +255,11 @@ impl Cluster {
         self.front.process.pid()
     }
 
+    /// What standalone, or the gateway in the distributed mode, logged so far.
+    pub fn front_log(&self) -> String {
+        self.front.process.log()
+    }
+
     pub fn gateway(&self) -> &str {
         &self.grpc
     }

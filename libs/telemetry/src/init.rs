@@ -162,6 +162,10 @@ const NOT_EXPORTED: [&str; 6] = ["h2", "hyper", "tonic", "tower", "opentelemetry
 /// their own parents.
 pub const LOG_ONLY_TARGET: &str = "cascade::log_context";
 
+/// The target of the audit log's lines (one per administrative change). They are written
+/// whatever the log level: an audit trail that a quieter log level silences is no trail.
+pub const AUDIT_TARGET: &str = "cascade::audit";
+
 /// Colour codes only for a person at a terminal: never in a file, a pipe or a log
 /// collector, nor when `NO_COLOR` is set (no-color.org).
 fn colours_wanted() -> bool {
@@ -174,9 +178,15 @@ fn install_subscriber(
     service_version: &str,
 ) -> Result<(), TelemetryError> {
     let (directives, key) = &resolved.filter;
-    let filter = EnvFilter::builder().parse(directives).map_err(|e| {
-        TelemetryError::setting(*key, format!("'{directives}' is not a tracing filter: {e}"))
-    })?;
+    let audit = format!("{AUDIT_TARGET}=info")
+        .parse()
+        .expect("a valid directive");
+    let filter = EnvFilter::builder()
+        .parse(directives)
+        .map_err(|e| {
+            TelemetryError::setting(*key, format!("'{directives}' is not a tracing filter: {e}"))
+        })?
+        .add_directive(audit);
     let logs = match resolved.log_format {
         LogFormat::Text => fmt::layer()
             .with_ansi(colours_wanted())

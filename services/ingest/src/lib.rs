@@ -12,6 +12,7 @@
 
 mod admin;
 mod advance;
+mod audit;
 mod client_errors;
 mod coalesce;
 mod error;

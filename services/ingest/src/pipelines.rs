@@ -34,7 +34,7 @@ pub(crate) const CACHE_TTL: Duration = Duration::from_secs(1);
 /// `stages[1].queue.lease`), stored on every shard, each stage's queue created or its config
 /// replaced (its events kept) on the shard that owns it. For pipelines from the config file
 /// at start-up, once the dispatcher shards serve; UNAVAILABLE while they start is safe to
-/// retry, since applying is idempotent.
+/// retry, since applying is idempotent. Each attempt is audited, as from `settings`.
 pub async fn apply_pipeline(
     settings: &Settings,
     bus: &Bus,
@@ -47,7 +47,13 @@ pub async fn apply_pipeline(
         settings.cluster.shards,
         settings.bus.request_timeout,
     );
-    apply_on(&shards, pipeline).await.map(drop)
+    let applied = apply_on(&shards, pipeline).await.map(drop);
+    let outcome = match &applied {
+        Ok(()) => Ok("applied from the settings file".to_owned()),
+        Err(e) => Err((e.code(), e.to_string())),
+    };
+    crate::audit::record("settings", "pipeline.apply", &pipeline.name, outcome);
+    applied
 }
 
 /// Applies a validated pipeline on every shard, shard 0 last; returns shard 0's answer.

@@ -22,6 +22,7 @@ use tonic_health::ServingStatus;
 use tonic_health::server::HealthReporter;
 
 use crate::IngestError;
+use crate::audit::AuditedAdmin;
 use crate::client_errors;
 use crate::gateway::Gateway;
 use crate::limits::TAKE_POLL_SLICE;
@@ -106,7 +107,10 @@ pub async fn serve(
                 WorkerServer::from_arc(Arc::clone(&gateway))
                     .max_decoding_message_size(request_limit),
             )
-            .add_service(AdminServer::from_arc(gateway).max_decoding_message_size(request_limit))
+            .add_service(
+                AdminServer::new(AuditedAdmin::new(gateway))
+                    .max_decoding_message_size(request_limit),
+            )
             .serve_with_incoming_shutdown(
                 TcpIncoming::from(listener).with_nodelay(Some(true)),
                 stopping,

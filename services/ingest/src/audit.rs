@@ -1,0 +1,187 @@
+//! The audit log: one structured line (`tracing` target `cascade::audit`, message `audit`,
+//! written whatever the log level) for every administrative change that reaches the gateway — a queue created, deleted or purged,
+//! a pipeline applied (by a client, or from the settings file at start-up), dead letters
+//! redriven — with who asked (the client's address, or `settings`), what (the action, the
+//! queue or pipeline, what it changed) and the outcome (`ok`, or the status code and message
+//! the client got). The time is the log line's. Reads are not audited.
+//! With `log.format = "json"` each line is one JSON object a log pipeline can select by its
+//! `target`.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use cascade_proto::v1::admin_server::Admin;
+use cascade_proto::v1::{
+    CreateQueueRequest, DeleteQueueRequest, DeleteQueueResponse, GetPipelineRequest,
+    GetQueueRequest, ListDeadLettersRequest, ListDeadLettersResponse, ListPipelinesRequest,
+    ListPipelinesResponse, ListQueuesRequest, ListQueuesResponse, Pipeline, PurgeQueueRequest,
+    PurgeQueueResponse, Queue, QueueStats, QueueStatsRequest, RedriveRequest, RedriveResponse,
+};
+use cascade_telemetry::AUDIT_TARGET;
+use tonic::{Request, Response, Status};
+
+use crate::gateway::Gateway;
+
+/// `Admin`, auditing the calls that change something.
+pub(crate) struct AuditedAdmin {
+    gateway: Arc<Gateway>,
+}
+
+impl AuditedAdmin {
+    pub fn new(gateway: Arc<Gateway>) -> AuditedAdmin {
+        AuditedAdmin { gateway }
+    }
+}
+
+/// Writes one audit line: `resource` is the queue or pipeline named by the request (as
+/// given); the outcome is what an accepted change changed, or the code and message it was
+/// refused with.
+pub(crate) fn record(
+    peer: &str,
+    action: &'static str,
+    resource: &str,
+    outcome: Result<String, (tonic::Code, String)>,
+) {
+    match outcome {
+        Ok(change) => tracing::info!(
+            target: AUDIT_TARGET,
+            action,
+            resource,
+            peer,
+            outcome = "ok",
+            change,
+            "audit"
+        ),
+        Err((code, reason)) => tracing::info!(
+            target: AUDIT_TARGET,
+            action,
+            resource,
+            peer,
+            outcome = ?code,
+            reason,
+            "audit"
+        ),
+    }
+}
+
+/// [`record`] for an RPC's answer; `change` says what an accepted call changed.
+fn record_call<T>(
+    peer: Option<SocketAddr>,
+    action: &'static str,
+    resource: &str,
+    answer: &Result<Response<T>, Status>,
+    change: impl FnOnce(&T) -> String,
+) {
+    let peer = peer.map_or_else(|| "unknown".to_owned(), |addr| addr.to_string());
+    let outcome = match answer {
+        Ok(response) => Ok(change(response.get_ref())),
+        Err(status) => Err((status.code(), status.message().to_owned())),
+    };
+    record(&peer, action, resource, outcome);
+}
+
+#[tonic::async_trait]
+impl Admin for AuditedAdmin {
+    async fn create_queue(
+        &self,
+        request: Request<CreateQueueRequest>,
+    ) -> Result<Response<Queue>, Status> {
+        let (peer, name) = (request.remote_addr(), request.get_ref().name.clone());
+        let answer = self.gateway.create_queue(request).await;
+        record_call(peer, "queue.create", &name, &answer, |_| "created".into());
+        answer
+    }
+
+    async fn delete_queue(
+        &self,
+        request: Request<DeleteQueueRequest>,
+    ) -> Result<Response<DeleteQueueResponse>, Status> {
+        let (peer, name) = (request.remote_addr(), request.get_ref().name.clone());
+        let force = request.get_ref().force;
+        let answer = self.gateway.delete_queue(request).await;
+        record_call(peer, "queue.delete", &name, &answer, |_| match force {
+            true => "deleted (forced, with its events)".into(),
+            false => "deleted".into(),
+        });
+        answer
+    }
+
+    async fn purge_queue(
+        &self,
+        request: Request<PurgeQueueRequest>,
+    ) -> Result<Response<PurgeQueueResponse>, Status> {
+        let (peer, name) = (request.remote_addr(), request.get_ref().name.clone());
+        let answer = self.gateway.purge_queue(request).await;
+        record_call(peer, "queue.purge", &name, &answer, |purged| {
+            format!("{} events removed", purged.purged)
+        });
+        answer
+    }
+
+    async fn apply_pipeline(
+        &self,
+        request: Request<Pipeline>,
+    ) -> Result<Response<Pipeline>, Status> {
+        let (peer, name) = (request.remote_addr(), request.get_ref().name.clone());
+        let answer = self.gateway.apply_pipeline(request).await;
+        record_call(peer, "pipeline.apply", &name, &answer, |applied| {
+            let stages: Vec<&str> = applied.stages.iter().map(|s| s.name.as_str()).collect();
+            format!("applied with stages {}", stages.join(", "))
+        });
+        answer
+    }
+
+    async fn redrive(
+        &self,
+        request: Request<RedriveRequest>,
+    ) -> Result<Response<RedriveResponse>, Status> {
+        let (peer, name) = (request.remote_addr(), request.get_ref().queue.clone());
+        let answer = self.gateway.redrive(request).await;
+        record_call(peer, "dead_letters.redrive", &name, &answer, |moved| {
+            format!("{} events sent back", moved.moved)
+        });
+        answer
+    }
+
+    async fn get_queue(
+        &self,
+        request: Request<GetQueueRequest>,
+    ) -> Result<Response<Queue>, Status> {
+        self.gateway.get_queue(request).await
+    }
+
+    async fn list_queues(
+        &self,
+        request: Request<ListQueuesRequest>,
+    ) -> Result<Response<ListQueuesResponse>, Status> {
+        self.gateway.list_queues(request).await
+    }
+
+    async fn queue_stats(
+        &self,
+        request: Request<QueueStatsRequest>,
+    ) -> Result<Response<QueueStats>, Status> {
+        self.gateway.queue_stats(request).await
+    }
+
+    async fn get_pipeline(
+        &self,
+        request: Request<GetPipelineRequest>,
+    ) -> Result<Response<Pipeline>, Status> {
+        self.gateway.get_pipeline(request).await
+    }
+
+    async fn list_pipelines(
+        &self,
+        request: Request<ListPipelinesRequest>,
+    ) -> Result<Response<ListPipelinesResponse>, Status> {
+        self.gateway.list_pipelines(request).await
+    }
+
+    async fn list_dead_letters(
+        &self,
+        request: Request<ListDeadLettersRequest>,
+    ) -> Result<Response<ListDeadLettersResponse>, Status> {
+        self.gateway.list_dead_letters(request).await
+    }
+}
