@@ -2,6 +2,8 @@
 //! every shard's stores exported while it is stopped, imported into a new data directory, and
 //! the cluster started on the imports serves the same events, the delayed one included (its
 //! timer's store came along). A running shard's store is refused, and so is a damaged export.
+//! A store whose log was damaged is refused by verify and rebuilt by repair, after which the
+//! cluster starts on it. Both output modes.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -27,16 +29,19 @@ fn data(args: &[&str]) -> (i32, String) {
     (out.status.code().expect("exited"), text)
 }
 
-/// The schedules an export says it wrote (`…, 1 schedules (…`).
-fn exported_schedules(text: &str) -> u64 {
-    let before = text
-        .split(" schedules")
-        .next()
-        .unwrap_or_else(|| panic!("no schedules in {text}"));
-    let count = before.rsplit(' ').next().unwrap_or_default();
-    count
-        .parse()
-        .unwrap_or_else(|e| panic!("{count:?} in {text}: {e}"))
+/// `cascade data <args> --json`, which must succeed: the object it printed.
+fn data_json(args: &[&str]) -> serde_json::Value {
+    let args: Vec<&str> = args.iter().copied().chain(["--json"]).collect();
+    let (code, text) = data(&args);
+    assert_eq!(code, 0, "{args:?}: {text}");
+    serde_json::from_str(text.trim_end()).unwrap_or_else(|e| panic!("not JSON: {text}: {e}"))
+}
+
+/// Damages the log of a stopped store: a segment of garbage after the others, as a bad disk
+/// or a stray copy can leave. Opening refuses the store.
+fn damage_log(store: &Path) {
+    let segment = store.join("wal").join(format!("{:020}.wal", 1u64 << 40));
+    std::fs::write(segment, b"not a log segment, and not a torn write either").expect("write");
 }
 
 /// The shards' store directories: `dispatcher-<n>` and `timer-<n>`.
@@ -99,15 +104,14 @@ async fn a_cluster_moved_by_export_and_import_serves_the_same_events() {
     let mut moved = |data_dir: &Path| {
         for (store, name) in stores(data_dir).iter().zip(&names) {
             let file = exports.path().join(format!("{name}.export"));
-            let (code, text) = data(&[
+            let exported = data_json(&[
                 "export",
                 store.to_str().expect("utf-8"),
                 file.to_str().expect("utf-8"),
             ]);
-            assert_eq!(code, 0, "{text}");
-            assert!(text.starts_with("exported "), "{text}");
+            assert_eq!(exported["to"], file.to_str().expect("utf-8"));
             if name.starts_with("timer-") {
-                schedules += exported_schedules(&text);
+                schedules += exported["schedules"].as_u64().expect("a count");
             }
         }
         let aside = data_dir.with_file_name("data-before-move");
@@ -121,6 +125,7 @@ async fn a_cluster_moved_by_export_and_import_serves_the_same_events() {
                 store.to_str().expect("utf-8"),
             ]);
             assert_eq!(code, 0, "{text}");
+            assert!(text.starts_with("imported "), "{text}");
             let (code, text) = data(&["verify", store.to_str().expect("utf-8")]);
             assert_eq!(code, 0, "{text}");
             let (code, text) = data(&["repair", store.to_str().expect("utf-8")]);
@@ -172,6 +177,51 @@ async fn a_cluster_moved_by_export_and_import_serves_the_same_events() {
     assert_eq!(code, 1, "{text}");
     assert!(text.contains("damaged export"), "{text}");
     assert!(!target.exists(), "nothing made: {text}");
+
+    // A damaged log: verify says so, repair rebuilds the store, and the cluster starts on it.
+    let damaged_and_repaired = |data_dir: &Path| {
+        for name in ["dispatcher-0", "dispatcher-1"] {
+            let store = data_dir.join(name);
+            let dir = store.to_str().expect("utf-8");
+            damage_log(&store);
+            let (code, text) = data(&["verify", dir]);
+            assert_eq!(code, 1, "{text}");
+            assert!(
+                text.contains("problem: ") && text.contains("data repair"),
+                "{text}"
+            );
+            let args = ["verify", dir, "--json"];
+            let (code, text) = data(&args);
+            assert_eq!(code, 1, "{text}");
+            let report: serde_json::Value =
+                serde_json::from_str(text.lines().next().expect("a line")).expect("JSON");
+            assert_eq!(
+                report["problems"].as_array().map(Vec::len),
+                Some(1),
+                "{report}"
+            );
+            let repaired = data_json(&["repair", dir]);
+            let stopped = repaired["log"]["stopped"].as_str().unwrap_or_default();
+            assert!(stopped.contains("missing"), "{repaired}");
+            assert_eq!(repaired["dropped_count"], 0, "{repaired}");
+            let kept = repaired["damaged"]
+                .as_str()
+                .expect("where the old store went");
+            assert!(Path::new(kept).join("wal").is_dir(), "{repaired}");
+            let (code, text) = data(&["verify", dir]);
+            assert_eq!(code, 0, "{text}");
+        }
+    };
+    tokio::task::block_in_place(|| {
+        cluster.restart_standalone_with(|| damaged_and_repaired(&data_dir));
+    });
+    let c = cluster.client().await;
+    let jobs = stats(&c, "jobs").await;
+    assert_eq!(
+        (jobs.enqueued_total, jobs.leased + jobs.ready),
+        (4, 4),
+        "{jobs:?}"
+    );
 
     tokio::task::spawn_blocking(move || cluster.stop())
         .await

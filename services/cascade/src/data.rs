@@ -1,13 +1,24 @@
 //! `cascade data verify|repair|export|import`: offline tools for a stopped shard's store
 //! directory (`<data.dir>/dispatcher-<n>` or `<data.dir>/timer-<n>`). A running shard holds
-//! its store locked, so each of them fails on one with `could not acquire lock`.
+//! its store locked, so each of them fails on one with `could not acquire lock`. Output is
+//! for a person, or one JSON object with `--json`.
 
 use std::path::{Path, PathBuf};
 
 use cascade_store::durable;
+use serde::Serialize;
+
+#[derive(clap::Args)]
+pub struct DataArgs {
+    #[command(subcommand)]
+    command: DataCommand,
+    /// Print one JSON object (the report, with every number) instead of text.
+    #[arg(long, global = true)]
+    json: bool,
+}
 
 #[derive(clap::Subcommand)]
-pub enum DataCommand {
+enum DataCommand {
     /// Check a store (log frames and continuity, every stored value) without changing it.
     Verify { dir: PathBuf },
     /// Rebuild a damaged store from what can still be read: the log up to its first
@@ -29,45 +40,86 @@ pub enum DataCommand {
     Import { file: PathBuf, dir: PathBuf },
 }
 
-pub fn run(command: DataCommand) -> anyhow::Result<()> {
-    match command {
-        DataCommand::Verify { dir } => verify(&dir),
-        DataCommand::Repair { dir, force } => repair(&dir, force),
+/// What an export or import moved.
+#[derive(Serialize)]
+struct Moved<'a> {
+    from: &'a Path,
+    to: &'a Path,
+    #[serde(flatten)]
+    contents: durable::Contents,
+}
+
+pub fn run(args: DataArgs) -> anyhow::Result<()> {
+    let json = args.json;
+    match args.command {
+        DataCommand::Verify { dir } => verify(&dir, json),
+        DataCommand::Repair { dir, force } => repair(&dir, force, json),
         DataCommand::Export { dir, file } => {
             let contents = durable::export(&dir, &file)?;
-            println!(
+            let text = format!(
                 "exported {} to {}: {contents}",
                 dir.display(),
                 file.display()
+            );
+            print(
+                json,
+                &text,
+                &Moved {
+                    from: &dir,
+                    to: &file,
+                    contents,
+                },
             );
             Ok(())
         }
         DataCommand::Import { file, dir } => {
             let contents = durable::import(&file, &dir)?;
-            println!(
+            let text = format!(
                 "imported {} into {}: {contents}",
                 file.display(),
                 dir.display()
+            );
+            print(
+                json,
+                &text,
+                &Moved {
+                    from: &file,
+                    to: &dir,
+                    contents,
+                },
             );
             Ok(())
         }
     }
 }
 
-fn verify(dir: &Path) -> anyhow::Result<()> {
+/// `text` for a person, or `report` as one JSON line.
+fn print(json: bool, text: &str, report: &impl Serialize) {
+    match json {
+        true => println!(
+            "{}",
+            serde_json::to_string(report).expect("a report serializes")
+        ),
+        false => println!("{text}"),
+    }
+}
+
+fn verify(dir: &Path, json: bool) -> anyhow::Result<()> {
     let report = durable::verify(dir)?;
+    let mut text = String::new();
     for note in &report.notes {
-        println!("note: {note}");
+        text.push_str(&format!("note: {note}\n"));
     }
     for problem in &report.problems {
-        println!("problem: {problem}");
+        text.push_str(&format!("problem: {problem}\n"));
     }
-    println!(
+    text.push_str(&format!(
         "{}: {} stored entries checked, {} problem(s)",
         dir.display(),
         report.entries_checked,
         report.problems.len()
-    );
+    ));
+    print(json, &text, &report);
     if !report.is_healthy() {
         anyhow::bail!(
             "the store in {} is damaged; it will not be opened: `cascade data repair {}` keeps what can be read",
@@ -78,34 +130,42 @@ fn verify(dir: &Path) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn repair(dir: &Path, force: bool) -> anyhow::Result<()> {
+fn repair(dir: &Path, force: bool, json: bool) -> anyhow::Result<()> {
     let Some(report) = durable::repair(dir, force)? else {
-        println!("{}: healthy, nothing to repair", dir.display());
+        let text = format!("{}: healthy, nothing to repair", dir.display());
+        print(
+            json,
+            &text,
+            &serde_json::json!({ "dir": dir, "repaired": false }),
+        );
         return Ok(());
     };
-    println!(
-        "log: {} records replayed after the last checkpoint",
+    let mut text = format!(
+        "log: {} records replayed after the last checkpoint\n",
         report.log.records
     );
     if let Some(stopped) = &report.log.stopped {
-        println!("log: stopped at {stopped}; the records after it are lost");
+        text.push_str(&format!(
+            "log: stopped at {stopped}; the records after it are lost\n"
+        ));
     }
     for dropped in &report.dropped {
-        println!("dropped: {dropped}");
+        text.push_str(&format!("dropped: {dropped}\n"));
     }
     let unlisted = report.dropped_count - report.dropped.len() as u64;
     if unlisted > 0 {
-        println!("dropped: … and {unlisted} more");
+        text.push_str(&format!("dropped: … and {unlisted} more\n"));
     }
-    println!(
-        "counts corrected in {} queue(s); {} delayed event(s) scheduled again",
+    text.push_str(&format!(
+        "counts corrected in {} queue(s); {} delayed event(s) scheduled again\n",
         report.counts_corrected, report.schedules_queued
-    );
-    println!(
+    ));
+    text.push_str(&format!(
         "repaired {}: {}; the old store is kept in {} (remove it once the shard runs well)",
         dir.display(),
         report.contents,
         report.damaged.display()
-    );
+    ));
+    print(json, &text, &report);
     Ok(())
 }

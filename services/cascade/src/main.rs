@@ -59,10 +59,7 @@ enum Command {
         command: ConfigCommand,
     },
     /// Check, repair, export or import a stopped shard's store directory.
-    Data {
-        #[command(subcommand)]
-        command: data::DataCommand,
-    },
+    Data(data::DataArgs),
     /// `cascade ingest|dispatcher|activation-timer|stage-worker|resource-manager ARGS`:
     /// runs that service's binary (`cascade-<service>`, installed beside this one).
     #[command(external_subcommand)]
@@ -99,7 +96,7 @@ fn run(command: Command) -> Result<(), cli::CliError> {
         Command::Config {
             command: ConfigCommand::Check(args),
         } => told(config_check::check(args)),
-        Command::Data { command } => told(data::run(command)),
+        Command::Data(args) => told(data::run(args)),
     }
 }
 

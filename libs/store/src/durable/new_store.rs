@@ -18,7 +18,7 @@ const BATCH: usize = 4096;
 pub(super) const TOOL_CACHE_BYTES: u64 = 16 << 20;
 
 /// What a store holds, counted by kind of entry.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
 pub struct Contents {
     /// Queues and templates.
     pub queues: u64,

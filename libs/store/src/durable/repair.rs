@@ -47,7 +47,7 @@ type Entries = Vec<(Vec<u8>, Vec<u8>)>;
 /// most a checkpoint's worth of records), fewer than could ever run out.
 const SEQUENCE_GAP: u64 = 1 << 40;
 
-#[derive(Debug)]
+#[derive(Debug, serde::Serialize)]
 pub struct RepairReport {
     /// How much of the log was replayed, and where it stopped.
     pub log: Salvaged,

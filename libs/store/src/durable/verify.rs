@@ -11,7 +11,7 @@ use crate::kv::checkpoint;
 /// Stop listing after this many damaged entries: the first ones say enough.
 pub(super) const MAX_PROBLEMS: usize = 100;
 
-#[derive(Debug, Default)]
+#[derive(Debug, Default, serde::Serialize)]
 pub struct VerifyReport {
     /// What would make the store refuse to start, or a value that would be refused on read.
     pub problems: Vec<String>,

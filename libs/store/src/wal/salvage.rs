@@ -12,7 +12,7 @@ use super::segment::{self, SegmentMeta};
 use super::{Lsn, WalError};
 
 /// How far a salvage read got.
-#[derive(Debug, Default, PartialEq, Eq)]
+#[derive(Debug, Default, PartialEq, Eq, serde::Serialize)]
 pub struct Salvaged {
     /// Records read and kept.
     pub records: u64,
