@@ -86,7 +86,7 @@ because Helm writes numbers exactly only there. */}}
 {{- $settings := deepCopy .Values.config -}}
 {{- $distributed := eq .Values.mode "distributed" -}}
 {{- $_ := set $settings "bus" (merge (dict "kind" (ternary "nats" "local" $distributed) "url" (ternary (include "cascade.natsUrl" .) "nats://127.0.0.1:4222" $distributed)) $settings.bus) -}}
-{{- $_ := set $settings "grpc" (dict "addr" (printf "0.0.0.0:%v" .Values.ports.grpc)) -}}
+{{- $_ := set $settings "grpc" (merge (dict "addr" (printf "0.0.0.0:%v" .Values.ports.grpc)) $settings.grpc) -}}
 {{- $_ := set $settings "http" (dict "addr" (printf "0.0.0.0:%v" .Values.ports.admin)) -}}
 {{- $_ := set $settings "data" (dict "dir" "/var/lib/cascade") -}}
 {{- $_ := set $settings.dispatcher "shards" list -}}

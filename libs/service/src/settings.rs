@@ -78,6 +78,20 @@ pub struct BusSettings {
 #[serde(deny_unknown_fields, default)]
 pub struct GrpcSettings {
     pub addr: String,
+    /// Client connections at once at most (fewer if the process's file descriptor limit
+    /// would not leave room for everything else); a connection past them is closed at once.
+    pub max_connections: u32,
+    /// Concurrent requests (HTTP/2 streams) per connection, advertised to clients.
+    pub max_concurrent_streams: u32,
+    /// A connection that sends nothing for this long after it opens is closed.
+    #[serde(with = "serde_duration")]
+    pub handshake_timeout: Duration,
+    /// How often the server pings a quiet connection, and how long it waits for the answer
+    /// before it closes the connection (a client that vanished).
+    #[serde(with = "serde_duration")]
+    pub keepalive_interval: Duration,
+    #[serde(with = "serde_duration")]
+    pub keepalive_timeout: Duration,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -223,6 +237,11 @@ impl Default for GrpcSettings {
     fn default() -> Self {
         GrpcSettings {
             addr: "127.0.0.1:7700".into(),
+            max_connections: 1024,
+            max_concurrent_streams: 64,
+            handshake_timeout: Duration::from_secs(10),
+            keepalive_interval: Duration::from_secs(30),
+            keepalive_timeout: Duration::from_secs(10),
         }
     }
 }
@@ -391,6 +410,9 @@ impl Settings {
             ));
         }
         for (key, value) in [
+            ("grpc.handshake_timeout", self.grpc.handshake_timeout),
+            ("grpc.keepalive_interval", self.grpc.keepalive_interval),
+            ("grpc.keepalive_timeout", self.grpc.keepalive_timeout),
             ("bus.request_timeout", self.bus.request_timeout),
             ("store.sync_interval", self.store.sync_interval),
             ("store.checkpoint_interval", self.store.checkpoint_interval),
@@ -403,6 +425,11 @@ impl Settings {
             }
         }
         for (key, value) in [
+            ("grpc.max_connections", self.grpc.max_connections),
+            (
+                "grpc.max_concurrent_streams",
+                self.grpc.max_concurrent_streams,
+            ),
             ("dispatcher.outbox_batch", self.dispatcher.outbox_batch),
             ("timer.batch", self.timer.batch),
             ("ingest.max_batch_items", self.ingest.max_batch_items),

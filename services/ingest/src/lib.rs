@@ -17,6 +17,7 @@ mod client_errors;
 mod coalesce;
 mod error;
 mod gateway;
+mod incoming;
 mod ingest;
 mod limits;
 mod list;

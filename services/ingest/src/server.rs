@@ -1,5 +1,7 @@
 //! The gRPC server: `Ingest`, `Worker` and `Admin` on one port, with gRPC health and server
-//! reflection (v1), and a graceful stop.
+//! reflection (v1), and a graceful stop. Connections are bounded before HTTP/2 sees them
+//! (`incoming`), and each HTTP/2 connection by the `grpc.*` settings: streams advertised in
+//! `SETTINGS`, keepalive pings.
 //!
 //! Shutdown order: health turns NOT_SERVING (and health `Watch` streams end), the server
 //! stops accepting connections and streams, in-flight RPCs finish (a long-poll `Take` at
@@ -17,7 +19,6 @@ use tokio::net::TcpListener;
 use tokio::task::JoinSet;
 use tonic::server::NamedService;
 use tonic::transport::Server;
-use tonic::transport::server::TcpIncoming;
 use tonic_health::ServingStatus;
 use tonic_health::server::HealthReporter;
 
@@ -25,6 +26,7 @@ use crate::IngestError;
 use crate::audit::AuditedAdmin;
 use crate::client_errors;
 use crate::gateway::Gateway;
+use crate::incoming::{ConnectionLimits, incoming};
 use crate::limits::TAKE_POLL_SLICE;
 use crate::timed::TimedIngest;
 
@@ -87,15 +89,21 @@ pub async fn serve(
             stop_health(health).await;
         }
     };
+    let grpc = &settings.grpc;
+    let limits = ConnectionLimits::new(grpc.max_connections, grpc.handshake_timeout);
     readiness.set(true);
     tracing::info!(
         addr = ?local,
+        max_connections = limits.max_connections,
         cluster = %settings.cluster.name,
         shards = settings.cluster.shards,
         "ingest.listening"
     );
     let mut server = Box::pin(
         Server::builder()
+            .max_concurrent_streams(grpc.max_concurrent_streams)
+            .http2_keepalive_interval(Some(grpc.keepalive_interval))
+            .http2_keepalive_timeout(Some(grpc.keepalive_timeout))
             .layer(client_errors::layer(request_limit))
             .add_service(health_service)
             .add_service(reflection)
@@ -111,10 +119,7 @@ pub async fn serve(
                 AdminServer::new(AuditedAdmin::new(gateway))
                     .max_decoding_message_size(request_limit),
             )
-            .serve_with_incoming_shutdown(
-                TcpIncoming::from(listener).with_nodelay(Some(true)),
-                stopping,
-            ),
+            .serve_with_incoming_shutdown(incoming(listener, limits), stopping),
     );
     // Every unary RPC ends within one Take poll once stopping; a stream a client keeps
     // open (a reflection session) must not hold the process forever.

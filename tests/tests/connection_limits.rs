@@ -1,0 +1,164 @@
+//! The gRPC port's connection limits, met as a careless or hostile client meets them: raw TCP
+//! connections on loopback against `cascade standalone` with small limits. The server
+//! advertises its stream limit in its HTTP/2 `SETTINGS`; connections past
+//! `grpc.max_connections` are closed at once while the admin port keeps answering, and once
+//! the hoarded places are given back a real client is served again; a connection that sends
+//! nothing is closed after `grpc.handshake_timeout`.
+
+use std::io::{ErrorKind, Read, Write};
+use std::net::TcpStream;
+use std::time::{Duration, Instant};
+
+use cascade_e2e::process::http_get;
+use cascade_e2e::scenarios::{config, create};
+use cascade_e2e::{Cluster, Mode};
+
+const PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
+/// An empty SETTINGS frame: length 0, type 4, no flags, stream 0.
+const EMPTY_SETTINGS: [u8; 9] = [0, 0, 0, 4, 0, 0, 0, 0, 0];
+const SETTINGS_MAX_CONCURRENT_STREAMS: u16 = 0x3;
+/// How long a test waits for the server to act: far above what it takes, never a measure.
+const WITHIN: Duration = Duration::from_secs(30);
+
+fn start(max_connections: &str, handshake_timeout: &str) -> Cluster {
+    Cluster::start_with(
+        Mode::Standalone,
+        None,
+        &[
+            ("CASCADE__STANDALONE__STAGE_WORKERS", "false"),
+            ("CASCADE__GRPC__MAX_CONNECTIONS", max_connections),
+            ("CASCADE__GRPC__MAX_CONCURRENT_STREAMS", "7"),
+            ("CASCADE__GRPC__HANDSHAKE_TIMEOUT", handshake_timeout),
+        ],
+    )
+}
+
+/// A connection that has spoken HTTP/2: the preface and an empty SETTINGS frame.
+fn speaking(addr: &str) -> TcpStream {
+    let mut stream = TcpStream::connect(addr).expect("connect");
+    stream.write_all(PREFACE).expect("preface");
+    stream.write_all(&EMPTY_SETTINGS).expect("settings");
+    stream.set_read_timeout(Some(WITHIN)).expect("timeout");
+    stream
+}
+
+/// Whether the server closed `stream` (end of file or a reset) before it sent anything.
+fn closed_unread(stream: &mut TcpStream) -> bool {
+    stream.set_read_timeout(Some(WITHIN)).expect("timeout");
+    let mut byte = [0u8; 1];
+    match stream.read(&mut byte) {
+        Ok(0) => true,
+        Err(e) => e.kind() == ErrorKind::ConnectionReset,
+        Ok(_) => false,
+    }
+}
+
+/// Whether the server closed `stream` (end of file or a reset), whatever it sent first
+/// (its HTTP/2 SETTINGS, which a server sends at once).
+fn closed(stream: &mut TcpStream) -> bool {
+    stream.set_read_timeout(Some(WITHIN)).expect("timeout");
+    let mut buf = [0u8; 256];
+    loop {
+        match stream.read(&mut buf) {
+            Ok(0) => return true,
+            Ok(_) => continue,
+            Err(e) => return e.kind() == ErrorKind::ConnectionReset,
+        }
+    }
+}
+
+/// The next HTTP/2 frame the server sent: its type, whether it is an ACK, its payload.
+fn read_frame(stream: &mut TcpStream) -> (u8, bool, Vec<u8>) {
+    let mut header = [0u8; 9];
+    stream
+        .read_exact(&mut header)
+        .expect("a frame: the connection is open");
+    let len = u32::from_be_bytes([0, header[0], header[1], header[2]]) as usize;
+    let mut payload = vec![0u8; len];
+    stream.read_exact(&mut payload).expect("a frame payload");
+    (header[3], header[4] & 0x1 != 0, payload)
+}
+
+/// The server's first SETTINGS frame on `stream`, as `(identifier, value)` pairs.
+fn server_settings(stream: &mut TcpStream) -> Vec<(u16, u32)> {
+    loop {
+        let (kind, is_ack, payload) = read_frame(stream);
+        if kind == 4 && !is_ack {
+            return payload
+                .chunks_exact(6)
+                .map(|e| {
+                    let id = u16::from_be_bytes([e[0], e[1]]);
+                    (id, u32::from_be_bytes([e[2], e[3], e[4], e[5]]))
+                })
+                .collect();
+        }
+    }
+}
+
+#[test]
+fn the_server_advertises_its_stream_limit_and_closes_silent_connections() {
+    let cluster = start("8", "2s");
+    let mut stream = speaking(cluster.gateway());
+    let settings = server_settings(&mut stream);
+    assert!(
+        settings.contains(&(SETTINGS_MAX_CONCURRENT_STREAMS, 7)),
+        "SETTINGS_MAX_CONCURRENT_STREAMS = grpc.max_concurrent_streams: {settings:?}"
+    );
+    // Far below the cap, so only the handshake timeout can close it.
+    let mut silent = TcpStream::connect(cluster.gateway()).expect("connect");
+    assert!(closed(&mut silent), "a silent connection is closed");
+    // The one that spoke outlived the timeout: it still answers a PING.
+    let ping = [0, 0, 8, 6, 0, 0, 0, 0, 0, 1, 2, 3, 4, 5, 6, 7, 8];
+    stream.write_all(&ping).expect("ping");
+    loop {
+        let (kind, is_ack, payload) = read_frame(&mut stream);
+        if kind == 6 && is_ack {
+            assert_eq!(payload, ping[9..], "the PING's answer");
+            break;
+        }
+    }
+    cluster.stop();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hoarded_and_silent_connections_cannot_keep_clients_out() {
+    let cluster = tokio::task::spawn_blocking(|| start("3", "10s"))
+        .await
+        .expect("start");
+    let addr = cluster.gateway().to_owned();
+    let http = cluster.http().to_owned();
+    tokio::task::block_in_place(|| {
+        // Every place taken by connections that spoke HTTP/2 (and so stay).
+        let mut held: Vec<TcpStream> = (0..3).map(|_| speaking(&addr)).collect();
+        for stream in &mut held {
+            server_settings(stream);
+        }
+        // One more is closed at once, unread; the admin port still answers.
+        let mut extra = speaking(&addr);
+        assert!(
+            closed_unread(&mut extra),
+            "a connection past the cap is closed"
+        );
+        assert_eq!(
+            http_get(&http, "/healthz").map(|(code, _)| code),
+            Some(200),
+            "health checks are still served"
+        );
+        held.clear();
+    });
+    // The places come back: a real client is served.
+    let deadline = Instant::now() + WITHIN;
+    loop {
+        match cascade_client::Client::connect(&format!("http://{addr}")).await {
+            Ok(c) => {
+                create(&c, "jobs", config(30.0, 3)).await;
+                break;
+            }
+            Err(e) => assert!(Instant::now() < deadline, "no client served: {e}"),
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    tokio::task::spawn_blocking(move || cluster.stop())
+        .await
+        .expect("stop");
+}
