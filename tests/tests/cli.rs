@@ -219,6 +219,79 @@ fn events_through_every_command_in_both_output_modes() {
     c.stop();
 }
 
+/// The commands the test above runs in one output mode, in the other; `update --at`; and a
+/// dead-letter queue's stats once a redrive emptied it.
+#[test]
+fn each_command_in_its_other_output_mode() {
+    let c = start();
+    let shown = text(&c, &["queue", "create", "jobs", "--max-attempts", "5"]);
+    assert_eq!(
+        line(&shown, "max attempts"),
+        "max attempts       5",
+        "{shown}"
+    );
+    let got = text(&c, &["queue", "get", "jobs"]);
+    assert_eq!(got, shown);
+
+    let id = field(&json(&c, &["enqueue", "jobs", "one"])[0], "id").to_string();
+    let updated = text(&c, &["update", "jobs", &id, "--at", "2030-01-01T00:00:00Z"]);
+    assert_eq!(
+        line(&updated, "state"),
+        "state             delayed",
+        "{updated}"
+    );
+    let at = &json(&c, &["get", "jobs", &id])[0];
+    assert!(
+        field(at, "activate_at").starts_with("2030-01-01T00:00:00"),
+        "{at}"
+    );
+    let deleted = json(&c, &["delete", "jobs", &id]);
+    assert_eq!(
+        (deleted[0]["deleted"].as_str(), deleted[0]["queue"].as_str()),
+        (Some(&*id), Some("jobs"))
+    );
+
+    let id = field(&json(&c, &["enqueue", "jobs", "two"])[0], "id").to_string();
+    let (_, token) = take_one(&c, "jobs");
+    let nacked = text(&c, &["nack", "jobs", &id, &token, "--delay", "100ms"]);
+    assert_eq!(
+        nacked.trim(),
+        format!("'{id}' in jobs will be retried in 100ms")
+    );
+    let (_, token) = take_one(&c, "jobs");
+    let extended = text(&c, &["extend", "jobs", &id, &token, "--by", "1h"]);
+    assert!(
+        line(&extended, "lease expires at").contains("(in "),
+        "{extended}"
+    );
+    let rescheduled = json(&c, &["reschedule", "jobs", &id, &token, "--delay", "0s"]);
+    assert_eq!(rescheduled[0]["outcome"], "reschedule");
+    let (_, token) = take_one(&c, "jobs");
+    let lettered = json(&c, &["dead-letter", "jobs", &id, &token, "--reason", "no"]);
+    assert_eq!(lettered[0]["outcome"], "dead-letter");
+    assert_eq!(json(&c, &["stats", "jobs.dlq"])[0]["ready"], 1);
+    json(&c, &["dlq", "redrive", "jobs.dlq", "--all"]);
+    let emptied = &json(&c, &["stats", "jobs.dlq"])[0];
+    for count in ["ready", "delayed", "leased", "dead_lettered"] {
+        assert_eq!(
+            emptied[count], 0,
+            "{count} of an emptied dead-letter queue: {emptied}"
+        );
+    }
+
+    let dir = tempfile::tempdir().expect("tempdir");
+    let file = dir.path().join("two.toml");
+    let stages = "name = \"two\"\n[[stages]]\nname = \"a\"\nhandler = { kind = { builtin = \"noop\" } }\n[[stages]]\nname = \"b\"\nhandler = { kind = { builtin = \"noop\" } }\n";
+    std::fs::write(&file, stages).expect("write");
+    json(&c, &["pipeline", "apply", file.to_str().unwrap()]);
+    json(&c, &["enqueue", "two", "x", "--pipeline"]);
+    let (id, token) = take_one(&c, "two.a");
+    let advanced = json(&c, &["advance", "two.a", &id, &token]);
+    assert_eq!(advanced[0]["outcome"], "advance");
+    assert_eq!(take_one(&c, "two.b").0, id);
+    c.stop();
+}
+
 #[test]
 fn pipelines_applied_from_a_file_shown_listed_and_advanced() {
     let c = start();
@@ -265,6 +338,22 @@ handler = { kind = { http = { url = "http://127.0.0.1:9/ship" } }, timeout = "5s
     let json_file = dir.path().join("orders.json");
     std::fs::write(&json_file, as_json[0].to_string()).expect("write");
     json(&c, &["pipeline", "apply", json_file.to_str().unwrap()]);
+    // The protobuf JSON of the message, as other languages' clients print it.
+    let proto_file = dir.path().join("proto.json");
+    let proto = serde_json::json!({
+        "name": "orders",
+        "stages": [
+            {"name": "check", "handler": {"builtin": "noop"}, "queue": {"maxAttempts": 6}},
+            {"name": "ship", "handler": {"http": {"url": "http://127.0.0.1:9/ship"}, "timeout": "5s"}}
+        ]
+    });
+    std::fs::write(&proto_file, proto.to_string()).expect("write");
+    json(&c, &["pipeline", "apply", proto_file.to_str().unwrap()]);
+    let reread = json(&c, &["pipeline", "get", "orders"]);
+    assert_eq!(
+        reread[0]["stages"][0]["queue"]["max_attempts"], 6,
+        "{reread:?}"
+    );
 
     // An event through the stages by hand.
     json(&c, &["enqueue", "orders", "o-1", "--pipeline"]);

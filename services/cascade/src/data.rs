@@ -49,7 +49,19 @@ struct Moved<'a> {
     contents: durable::Contents,
 }
 
+/// A store that a running shard holds locked.
+const LOCKED: &str = "could not acquire lock";
+
 pub fn run(args: DataArgs) -> anyhow::Result<()> {
+    run_command(args).map_err(|e| match format!("{e:#}") {
+        told if told.contains(LOCKED) => anyhow::anyhow!(
+            "{told}; a running service has the store open: stop its shard's service first"
+        ),
+        _ => e,
+    })
+}
+
+fn run_command(args: DataArgs) -> anyhow::Result<()> {
     let json = args.json;
     match args.command {
         DataCommand::Verify { dir } => verify(&dir, json),

@@ -8,6 +8,7 @@ mod events;
 mod leases;
 mod output;
 mod pipelines;
+mod proto_json;
 mod queues;
 
 use std::collections::HashMap;

@@ -1,5 +1,5 @@
 //! Pipelines: `apply FILE` (one pipeline in the shape of a `[[pipelines]]` entry of the
-//! settings, TOML or JSON), `apply --config SETTINGS` (every pipeline of a settings file, as
+//! settings, TOML or JSON, or the protobuf JSON of `cascade.v1.Pipeline`), `apply --config SETTINGS` (every pipeline of a settings file, as
 //! `cascade standalone` does at start; the chart's install hook runs it), `get`, `list`.
 //! Applying again is idempotent (queues and events stay; a changed stage config takes
 //! effect). `apply` waits for the gateway (connection refused, UNAVAILABLE) up to `--wait`,
@@ -14,13 +14,14 @@ use cascade_proto::convert::{pipeline_from_proto, pipeline_to_proto};
 use cascade_service::Settings;
 
 use super::output::Value;
+use super::proto_json;
 use super::{CliError, ClientOpts};
 
 #[derive(clap::Subcommand)]
 pub enum PipelineCommand {
     /// Apply a pipeline from FILE (TOML like a `[[pipelines]]` entry of the settings, e.g.
-    /// what `cascade pipeline get` prints, or the same in JSON for a name ending in .json;
-    /// a file of several `[[pipelines]]` applies each), or every pipeline of a settings file
+    /// what `cascade pipeline get` prints, or the same in JSON for a name ending in .json,
+    /// where the protobuf JSON of cascade.v1.Pipeline is read too; a file of several `[[pipelines]]` applies each), or every pipeline of a settings file
     /// with --config.
     #[command(group(clap::ArgGroup::new("source").required(true).args(["file", "config"])))]
     Apply {
@@ -129,9 +130,25 @@ fn read_pipelines(path: &Path) -> Result<Vec<Pipeline>, CliError> {
     };
     let pipelines = match value.get("pipelines") {
         Some(list) => serde_json::from_value(list.clone()),
-        None => serde_json::from_value(value).map(|p| vec![p]),
+        None => serde_json::from_value(value.clone()).map(|p| vec![p]),
     };
-    pipelines.map_err(|e| CliError::usage(what(), e))
+    match pipelines {
+        Ok(pipelines) => Ok(pipelines),
+        // Not the settings' shape: JSON may be the message's own mapping.
+        Err(settings_shape) if is_json => {
+            let proto = proto_json::pipeline_from_json(value).map_err(|proto_shape| {
+                CliError::usage(
+                    what(),
+                    format!(
+                        "neither a pipeline in the settings' shape ({settings_shape}) nor the protobuf JSON of cascade.v1.Pipeline ({proto_shape})"
+                    ),
+                )
+            })?;
+            let pipeline = pipeline_from_proto(&proto).map_err(|e| CliError::usage(what(), e))?;
+            Ok(vec![pipeline])
+        }
+        Err(e) => Err(CliError::usage(what(), e)),
+    }
 }
 
 async fn apply(
