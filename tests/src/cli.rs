@@ -20,8 +20,18 @@ pub fn run(cluster: &Cluster, args: &[&str], stdin: Option<&str>) -> Run {
 }
 
 pub fn run_at(addr: &str, args: &[&str], stdin: Option<&str>) -> Run {
+    run_with(addr, args, stdin, &[])
+}
+
+/// [`run_at`] with more environment variables (`CASCADE_TOKEN`, say) and no input.
+pub fn run_env(addr: &str, args: &[&str], env: &[(&str, &str)]) -> Run {
+    run_with(addr, args, None, env)
+}
+
+fn run_with(addr: &str, args: &[&str], stdin: Option<&str>, env: &[(&str, &str)]) -> Run {
     let mut child = Command::new(binary("cascade"))
         .args(args)
+        .envs(env.iter().copied())
         .env("CASCADE_ADDR", addr)
         .env("RUST_BACKTRACE", "1")
         .stdin(Stdio::piped())

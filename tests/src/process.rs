@@ -182,15 +182,29 @@ impl Drop for Process {
 /// GETs `http://addr/path` (HTTP/1.0, so the body ends with the connection) and returns
 /// the status code and the body, or `None` if nothing answers within 5 s.
 pub fn http_get(addr: &str, path: &str) -> Option<(u16, String)> {
+    http_get_with(addr, path, &[]).map(|(status, _, body)| (status, body))
+}
+
+/// `GET http://addr/path` with extra request `headers`: the status, the response's head
+/// (status line and headers) and its body.
+pub fn http_get_with(
+    addr: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+) -> Option<(u16, String, String)> {
     use std::io::{Read, Write};
     let mut stream = std::net::TcpStream::connect(addr).ok()?;
     stream.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
-    write!(stream, "GET {path} HTTP/1.0\r\nHost: {addr}\r\n\r\n").ok()?;
+    let extra: String = headers
+        .iter()
+        .map(|(k, v)| format!("{k}: {v}\r\n"))
+        .collect();
+    write!(stream, "GET {path} HTTP/1.0\r\nHost: {addr}\r\n{extra}\r\n").ok()?;
     let mut response = String::new();
     stream.read_to_string(&mut response).ok()?;
     let (head, body) = response.split_once("\r\n\r\n")?;
     let status = head.split_whitespace().nth(1)?.parse().ok()?;
-    Some((status, body.to_owned()))
+    Some((status, head.to_owned(), body.to_owned()))
 }
 
 /// The body of `GET http://addr/path` if it answers 200.

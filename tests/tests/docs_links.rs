@@ -107,7 +107,34 @@ fn no_page_points_outside_the_repository() {
                 page.display()
             );
         }
+        assert!(
+            issue_number(&text).is_none(),
+            "{} cites {:?}: a reader has no tracker to follow; say it in the docs",
+            page.display(),
+            issue_number(&text)
+        );
     }
+}
+
+/// The first "issue 12" or "issues #12" of `text`, if any.
+fn issue_number(text: &str) -> Option<String> {
+    let lower = text.to_ascii_lowercase();
+    lower.match_indices("issue").find_map(|(at, word)| {
+        let after = &lower[at + word.len()..];
+        let after = after.strip_prefix('s').unwrap_or(after);
+        let number = after.strip_prefix(' ')?;
+        let number = number.strip_prefix('#').unwrap_or(number);
+        let digits = number.bytes().take_while(u8::is_ascii_digit).count();
+        let end = lower.len() - number.len() + digits;
+        (digits > 0).then(|| text[at..end].to_owned())
+    })
+}
+
+#[test]
+fn issue_numbers_are_found() {
+    assert_eq!(issue_number("see issue 14 for"), Some("issue 14".into()));
+    assert_eq!(issue_number("Issues #3"), Some("Issues #3".into()));
+    assert_eq!(issue_number("an issue of style; issue tracker"), None);
 }
 
 #[test]

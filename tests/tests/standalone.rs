@@ -80,7 +80,7 @@ async fn health_and_reflection_answer() {
     let cluster = tokio::task::spawn_blocking(|| Cluster::start(Mode::Standalone))
         .await
         .expect("start");
-    let channel = cluster.client().await.channel();
+    let channel = cluster.client().await.connection();
     for service in ["cascade.v1.Ingest", "cascade.v1.Worker", "cascade.v1.Admin"] {
         let status = HealthClient::new(channel.clone())
             .check(HealthCheckRequest {

@@ -1,11 +1,22 @@
 //! A small client for Cascade's gRPC API: one HTTP/2 connection shared by the
 //! `Ingest`, `Worker` and `Admin` stubs. The stubs are the generated ones, so every RPC and
 //! message of the contract is available as is.
+//!
+//! [`ClientOptions`] carry what a secured gateway asks for: TLS (the gateway's CA, and a
+//! client certificate for mutual TLS) and a bearer token, sent on every call as
+//! `authorization: Bearer <token>`. An `https://` address speaks TLS, trusting the given CA
+//! or else the system's roots; an address without a scheme is `https://` when TLS options
+//! are given and `http://` otherwise.
+
+use std::path::Path;
 
 use cascade_proto::v1::admin_client::AdminClient;
 use cascade_proto::v1::ingest_client::IngestClient;
 use cascade_proto::v1::worker_client::WorkerClient;
-use tonic::transport::{Channel, Endpoint};
+use tonic::metadata::{Ascii, MetadataValue};
+use tonic::service::Interceptor;
+use tonic::service::interceptor::InterceptedService;
+use tonic::transport::{Certificate, Channel, ClientTlsConfig, Endpoint, Identity};
 
 pub use cascade_proto::v1 as api;
 
@@ -15,10 +26,13 @@ pub enum ClientError {
     BadAddress { addr: String, reason: String },
     #[error("cannot connect to Cascade at {addr}: {reason}")]
     Connect { addr: String, reason: String },
+    /// A TLS file or the token cannot be used; `what` names it (`--ca /path`).
+    #[error("{what}: {reason}")]
+    Credentials { what: String, reason: String },
 }
 
-/// What actually went wrong under a transport error, e.g. "Connection refused (os error 111)":
-/// the outer layers only say "transport error".
+/// What an innermost cause says, e.g. "Connection refused (os error 111)": the outer
+/// layers only say "transport error".
 pub fn innermost_cause(error: &dyn std::error::Error) -> String {
     let mut cause = error;
     while let Some(next) = cause.source() {
@@ -27,42 +41,173 @@ pub fn innermost_cause(error: &dyn std::error::Error) -> String {
     cause.to_string()
 }
 
+/// TLS and a token for a secured gateway; the default is neither.
+#[derive(Clone, Debug, Default)]
+pub struct ClientOptions {
+    /// PEM CA certificates that signed the gateway's certificate.
+    pub ca_pem: Option<Vec<u8>>,
+    /// A PEM client certificate and its key, for mutual TLS.
+    pub identity_pem: Option<(Vec<u8>, Vec<u8>)>,
+    /// Sent as `authorization: Bearer <token>` on every call.
+    pub token: Option<String>,
+}
+
+impl ClientOptions {
+    /// Options from files (errors name `names`' entry for each: a flag or a setting) and a
+    /// token.
+    pub fn from_files(
+        ca: Option<&Path>,
+        cert_and_key: Option<(&Path, &Path)>,
+        token: Option<String>,
+        names: [&str; 3],
+    ) -> Result<ClientOptions, ClientError> {
+        let read = |name: &str, path: &Path| {
+            std::fs::read(path).map_err(|e| ClientError::Credentials {
+                what: format!("{name} {}", path.display()),
+                reason: e.to_string(),
+            })
+        };
+        let identity_pem = match cert_and_key {
+            Some((cert, key)) => Some((read(names[1], cert)?, read(names[2], key)?)),
+            None => None,
+        };
+        Ok(ClientOptions {
+            ca_pem: ca.map(|path| read(names[0], path)).transpose()?,
+            identity_pem,
+            token,
+        })
+    }
+
+    fn wants_tls(&self) -> bool {
+        self.ca_pem.is_some() || self.identity_pem.is_some()
+    }
+}
+
+/// Puts the bearer token on every call.
+#[derive(Clone, Debug, Default)]
+pub struct BearerToken(Option<MetadataValue<Ascii>>);
+
+impl Interceptor for BearerToken {
+    fn call(
+        &mut self,
+        mut request: tonic::Request<()>,
+    ) -> Result<tonic::Request<()>, tonic::Status> {
+        if let Some(value) = &self.0 {
+            request
+                .metadata_mut()
+                .insert("authorization", value.clone());
+        }
+        Ok(request)
+    }
+}
+
+/// What the stubs call through: the connection, with the token added to each call.
+pub type Connection = InterceptedService<Channel, BearerToken>;
+
 #[derive(Clone)]
 pub struct Client {
     channel: Channel,
+    token: BearerToken,
 }
 
 impl Client {
     /// Connects to a Cascade gateway, e.g. `http://127.0.0.1:7700` (the scheme may be left out).
     pub async fn connect(addr: &str) -> Result<Client, ClientError> {
-        let url = match addr.contains("://") {
-            true => addr.to_string(),
-            false => format!("http://{addr}"),
-        };
-        let endpoint = Endpoint::from_shared(url).map_err(|e| ClientError::BadAddress {
-            addr: addr.to_string(),
-            reason: e.to_string(),
-        })?;
+        Client::connect_with(addr, &ClientOptions::default()).await
+    }
+
+    /// Connects with TLS and a token as `options` say.
+    pub async fn connect_with(addr: &str, options: &ClientOptions) -> Result<Client, ClientError> {
+        let endpoint = endpoint(addr, options)?;
         let channel = endpoint.connect().await.map_err(|e| ClientError::Connect {
             addr: addr.to_string(),
             reason: innermost_cause(&e),
         })?;
-        Ok(Client { channel })
+        Ok(Client {
+            channel,
+            token: token(options)?,
+        })
     }
 
-    pub fn ingest(&self) -> IngestClient<Channel> {
-        IngestClient::new(self.channel.clone())
+    /// A client whose connection is made on first use and made again after a failure, so
+    /// it may be made before the gateway is up. Call it inside a Tokio runtime.
+    pub fn connect_lazy(addr: &str, options: &ClientOptions) -> Result<Client, ClientError> {
+        Ok(Client {
+            channel: endpoint(addr, options)?.connect_lazy(),
+            token: token(options)?,
+        })
     }
 
-    pub fn worker(&self) -> WorkerClient<Channel> {
-        WorkerClient::new(self.channel.clone())
+    /// A client on a channel made elsewhere (an in-process one), without a token.
+    pub fn from_channel(channel: Channel) -> Client {
+        Client {
+            channel,
+            token: BearerToken::default(),
+        }
     }
 
-    pub fn admin(&self) -> AdminClient<Channel> {
-        AdminClient::new(self.channel.clone())
+    pub fn ingest(&self) -> IngestClient<Connection> {
+        IngestClient::new(self.connection())
     }
 
-    pub fn channel(&self) -> Channel {
-        self.channel.clone()
+    pub fn worker(&self) -> WorkerClient<Connection> {
+        WorkerClient::new(self.connection())
     }
+
+    pub fn admin(&self) -> AdminClient<Connection> {
+        AdminClient::new(self.connection())
+    }
+
+    /// The connection with the token, for other stubs (health, reflection, one's own).
+    pub fn connection(&self) -> Connection {
+        InterceptedService::new(self.channel.clone(), self.token.clone())
+    }
+}
+
+fn endpoint(addr: &str, options: &ClientOptions) -> Result<Endpoint, ClientError> {
+    let bad = |reason: String| ClientError::BadAddress {
+        addr: addr.to_string(),
+        reason,
+    };
+    let url = match (addr.contains("://"), options.wants_tls()) {
+        (true, _) => addr.to_string(),
+        (false, true) => format!("https://{addr}"),
+        (false, false) => format!("http://{addr}"),
+    };
+    let endpoint = Endpoint::from_shared(url.clone()).map_err(|e| bad(e.to_string()))?;
+    if !url.starts_with("https://") {
+        return match options.wants_tls() {
+            true => Err(bad(
+                "a CA or client certificate is given: use https:// (or no scheme)".into(),
+            )),
+            false => Ok(endpoint),
+        };
+    }
+    let mut tls = ClientTlsConfig::new();
+    tls = match &options.ca_pem {
+        Some(ca) => tls.ca_certificate(Certificate::from_pem(ca)),
+        None => tls.with_enabled_roots(),
+    };
+    if let Some((cert, key)) = &options.identity_pem {
+        tls = tls.identity(Identity::from_pem(cert, key));
+    }
+    endpoint
+        .tls_config(tls)
+        .map_err(|e| bad(innermost_cause(&e)))
+}
+
+fn token(options: &ClientOptions) -> Result<BearerToken, ClientError> {
+    let Some(token) = &options.token else {
+        return Ok(BearerToken::default());
+    };
+    let mut value: MetadataValue<Ascii> =
+        format!("Bearer {token}")
+            .parse()
+            .map_err(|_| ClientError::Credentials {
+                what: "the token".into(),
+                reason: "must be printable ASCII without line breaks".into(),
+            })?;
+    // Kept out of HTTP/2 header compression tables and debug output.
+    value.set_sensitive(true);
+    Ok(BearerToken(Some(value)))
 }

@@ -4,13 +4,17 @@
 //!   loaded by `load_layers`, which a stage worker's settings use too;
 //! - `shutdown`: a signal that SIGTERM or ctrl-c triggers and every task can wait on;
 //! - `admin`: the HTTP admin port with `/healthz` and `/readyz`;
+//! - `auth`: the identities file, reloaded while the process runs, and the admin port's
+//!   guard of its operators' pages;
 //! - `store`: opening a shard's store as the settings say;
 //! - `shards`: running a sharded service's shards, and stopping them all on the first failure;
 //! - `flags`: the command-line flags the service binaries share;
 //! - `observe`: the store's and the bus's hooks wired into the process's metrics;
-//! - `process`: all of the above around a service binary's `run`.
+//! - `process`: all of the above around a service binary's `run`;
+//! - `watch`: files reloaded while the process runs.
 
 pub mod admin;
+pub mod auth;
 mod deps;
 pub mod error;
 pub mod flags;
@@ -21,6 +25,7 @@ pub mod settings;
 pub mod shards;
 pub mod shutdown;
 pub mod store;
+pub mod watch;
 
 pub use admin::{Readiness, serve_admin};
 pub use deps::Deps;

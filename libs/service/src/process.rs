@@ -1,10 +1,14 @@
 //! What every service binary does around its `run`: telemetry (logs, traces), the NATS bus,
-//! SIGTERM/ctrl-c as the shutdown signal, and the admin port with `/healthz`, `/readyz` and
-//! `/metrics` (the process's one `Metrics`, which the bus's requests are reported to; the
-//! service's `run` gets a clone for its own). `cascade standalone` does the same with the
-//! in-process bus.
+//! SIGTERM/ctrl-c as the shutdown signal, the identities file when authentication is on
+//! (watched for changes), and the admin port with `/healthz`, `/readyz` and `/metrics` (the
+//! process's one `Metrics`, which the bus's requests are reported to; the service's `run`
+//! gets a clone for its own) and the service's own pages, for operators only. `cascade
+//! standalone` does the same with the in-process bus.
+
+use std::sync::Arc;
 
 use cascade_bus::Bus;
+use cascade_security::Authenticator;
 use cascade_telemetry::{Metrics, Telemetry};
 use tokio::task::JoinHandle;
 
@@ -16,6 +20,7 @@ pub struct Process {
     pub shutdown: Shutdown,
     pub readiness: Readiness,
     pub metrics: Metrics,
+    pub auth: Arc<Authenticator>,
     admin: JoinHandle<()>,
     telemetry: Telemetry,
 }
@@ -32,7 +37,7 @@ impl Process {
     }
 
     /// [`Process::start`], with the service's own `routes` on the admin port beside
-    /// `/healthz`, `/readyz` and `/metrics`.
+    /// `/healthz`, `/readyz` and `/metrics`, for operators only (see `auth`).
     pub async fn start_with_routes(
         name: &'static str,
         version: &'static str,
@@ -50,16 +55,22 @@ impl Process {
                 ),
             ));
         }
+        let (auth, identities) = crate::auth::load(&settings.auth)?;
         let bus = Bus::connect_nats(&settings.bus.url, name).await?;
         let (trigger, shutdown) = shutdown_channel();
         tokio::spawn(trigger.on_signal());
+        if let Some(identities) = identities {
+            tokio::spawn(identities.run(shutdown.clone()));
+        }
         let readiness = Readiness::default();
         let metrics = Metrics::with_queue_series(settings.telemetry.max_queue_series);
         crate::observe::observe_bus(&bus, &metrics);
         let (_, admin) = serve_admin(
             &settings.http.addr,
             readiness.clone(),
-            metrics.router().merge(routes),
+            metrics
+                .router()
+                .merge(crate::auth::operators_only(routes, Arc::clone(&auth))),
             shutdown.clone(),
         )
         .await?;
@@ -68,6 +79,7 @@ impl Process {
             shutdown,
             readiness,
             metrics,
+            auth,
             admin,
             telemetry,
         })
@@ -79,6 +91,7 @@ impl Process {
             bus: self.bus.clone(),
             readiness: self.readiness.clone(),
             metrics: self.metrics.clone(),
+            auth: Arc::clone(&self.auth),
         }
     }
 

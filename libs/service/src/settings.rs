@@ -18,9 +18,11 @@ use serde::{Deserialize, Serialize};
 use crate::{ServiceError, load_layers};
 
 mod resource_manager;
+mod security;
 pub use resource_manager::{
     ExecutorKind, KubernetesSettings, RATE_INTERVALS, ResourceManagerSettings,
 };
+pub use security::{AuthSettings, ClientTlsFiles, GrpcTlsSettings, Secret};
 
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -29,6 +31,9 @@ pub struct Settings {
     pub bus: BusSettings,
     pub grpc: GrpcSettings,
     pub http: HttpSettings,
+    /// Authentication and authorization: identities, grants, quotas, the handler URLs
+    /// pipelines may name.
+    pub auth: AuthSettings,
     pub data: DataSettings,
     pub store: StoreSettings,
     pub dispatcher: DispatcherSettings,
@@ -92,6 +97,8 @@ pub struct GrpcSettings {
     pub keepalive_interval: Duration,
     #[serde(with = "serde_duration")]
     pub keepalive_timeout: Duration,
+    /// TLS on this port (and mutual TLS with a client CA).
+    pub tls: GrpcTlsSettings,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -242,6 +249,7 @@ impl Default for GrpcSettings {
             handshake_timeout: Duration::from_secs(10),
             keepalive_interval: Duration::from_secs(30),
             keepalive_timeout: Duration::from_secs(10),
+            tls: GrpcTlsSettings::default(),
         }
     }
 }
@@ -453,6 +461,7 @@ impl Settings {
             ));
         }
         self.validate_pipelines()?;
+        security::validate(&self.grpc.tls, &self.auth)?;
         if !(1..=MAX_REQUESTS_IN_FLIGHT).contains(&self.ingest.requests_in_flight) {
             return Err(ServiceError::setting(
                 "ingest.requests_in_flight",

@@ -8,6 +8,7 @@
 //! - `propagation`: `traceparent`/`tracestate` between a `Context` and event headers, gRPC
 //!   metadata and HTTP headers. `span`: joining a `tracing` span to a remote trace, linking
 //!   spans to events, and the `cascade.*` attribute names.
+//! - `audit`: the audit log's one line per administrative change.
 //! - `metrics`: every Prometheus metric of the system in one `Metrics` registry per process,
 //!   its `/metrics` router. The bounded `queue` label is a family by
 //!   `cascade_core::queue_family`.
@@ -16,6 +17,7 @@
 //! a collector that is down never fails or blocks the service (spans are dropped, the SDK
 //! logs the export error, shutdown gives up after its timeout).
 
+pub mod audit;
 mod error;
 mod init;
 pub mod metrics;

@@ -3,9 +3,7 @@
 use std::future::Future;
 use std::sync::Arc;
 
-use cascade_client::{Client, ClientError};
-use cascade_proto::v1::worker_client::WorkerClient;
-use tonic::transport::{Channel, Endpoint};
+use cascade_client::Client;
 
 use crate::handle::{Shared, WorkerHandle};
 use crate::run_loop::{Ctx, run};
@@ -31,36 +29,10 @@ impl<H: Handler> Worker<H> {
         Worker::new(&client, config, handler)
     }
 
-    /// A worker on an existing connection.
+    /// A worker on an existing connection (for one made lazily, see
+    /// [`Client::connect_lazy`]: the worker's takes are retried until the gateway answers).
     pub fn new(
         client: &Client,
-        config: WorkerConfig,
-        handler: H,
-    ) -> Result<Worker<H>, WorkerError> {
-        Worker::on_channel(client.channel(), config, handler)
-    }
-
-    /// A worker whose connection is made on first use and made again after a failure, so
-    /// it may start before the gateway does: its takes are retried until the gateway
-    /// answers. Call it inside a Tokio runtime.
-    pub fn connect_lazy(
-        gateway: &str,
-        config: WorkerConfig,
-        handler: H,
-    ) -> Result<Worker<H>, WorkerError> {
-        let url = match gateway.contains("://") {
-            true => gateway.to_owned(),
-            false => format!("http://{gateway}"),
-        };
-        let endpoint = Endpoint::from_shared(url).map_err(|e| ClientError::BadAddress {
-            addr: gateway.to_owned(),
-            reason: e.to_string(),
-        })?;
-        Worker::on_channel(endpoint.connect_lazy(), config, handler)
-    }
-
-    fn on_channel(
-        channel: Channel,
         config: WorkerConfig,
         handler: H,
     ) -> Result<Worker<H>, WorkerError> {
@@ -69,7 +41,9 @@ impl<H: Handler> Worker<H> {
         Ok(Worker {
             ctx: Ctx {
                 handler: Arc::new(handler),
-                client: WorkerClient::new(channel).max_decoding_message_size(MAX_RESPONSE_BYTES),
+                client: client
+                    .worker()
+                    .max_decoding_message_size(MAX_RESPONSE_BYTES),
                 config,
                 shared,
             },

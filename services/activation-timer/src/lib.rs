@@ -28,6 +28,7 @@ pub async fn run(settings: Settings, deps: Deps, shutdown: Shutdown) -> Result<(
         bus,
         readiness,
         metrics,
+        ..
     } = deps;
     let supervisor = ShardSupervisor {
         service: shard::SERVICE,

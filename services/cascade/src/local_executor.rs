@@ -175,8 +175,7 @@ mod tests {
     /// A worker that is never run: its handle's knobs are all this test needs.
     fn handle(per_handler: u32) -> WorkerHandle {
         let config =
-            StageWorkerConfig::for_stage("http://127.0.0.1:1", &pipeline(per_handler), "s")
-                .expect("a valid stage");
+            StageWorkerConfig::for_stage(&pipeline(per_handler), "s").expect("a valid stage");
         StageWorker::new(config, &Registry::new(), cascade_telemetry::Metrics::new())
             .expect("a valid worker")
             .handle()

@@ -45,7 +45,7 @@ enum Command {
     /// Run every service in this process (in-process bus, data under --data-dir).
     Standalone(standalone::Flags),
     #[command(flatten)]
-    Client(cli::Command),
+    Client(Box<cli::Command>),
     /// A live view of pipelines, queues and shards: depth, rates, handlers (Ctrl-C quits).
     Top(top::TopArgs),
     /// Ask the resource manager of a running `cascade standalone`.
@@ -88,7 +88,7 @@ fn run(command: Command) -> Result<(), cli::CliError> {
     let told =
         |result: anyhow::Result<()>| result.map_err(|e| cli::CliError::message(format!("{e:#}")));
     match command {
-        Command::Client(command) => runtime()?.block_on(cli::run(command)),
+        Command::Client(command) => runtime()?.block_on(cli::run(*command)),
         Command::Service(args) => told(external::exec(args)),
         Command::Standalone(flags) => told(runtime()?.block_on(standalone::main(flags))),
         Command::Rm { command } => told(runtime()?.block_on(rm_client::rm(command))),
@@ -105,4 +105,15 @@ fn runtime() -> Result<tokio::runtime::Runtime, cli::CliError> {
         .enable_all()
         .build()
         .map_err(|e| cli::CliError::failed("cannot start the async runtime", e))
+}
+
+#[cfg(test)]
+mod tests {
+    /// clap checks a command line's definition (names used twice, say) only when it is
+    /// parsed; this checks every subcommand's at once.
+    #[test]
+    fn the_command_line_is_well_formed() {
+        use clap::CommandFactory;
+        super::Cli::command().debug_assert();
+    }
 }

@@ -43,21 +43,15 @@ pub struct Managed {
 }
 
 /// Supervises the stage workers until `shutdown`, then stops them all and waits for them.
-pub async fn supervise(gateway: String, managed: Managed, shutdown: Shutdown) {
+pub async fn supervise(gateway: Client, managed: Managed, shutdown: Shutdown) {
     let mut running: HashMap<QueueName, Running> = HashMap::new();
-    let mut client = None;
     loop {
-        if client.is_none() {
-            client = Client::connect(&gateway).await.ok();
-        }
-        if let Some(c) = &client {
-            match list_pipelines(c).await {
-                Ok(pipelines) => {
-                    managed.stages.set_pipelines(&pipelines);
-                    reconcile(&gateway, &pipelines, &mut running, &managed);
-                }
-                Err(e) => tracing::warn!(error = %e, "stages.list_pipelines"),
+        match list_pipelines(&gateway).await {
+            Ok(pipelines) => {
+                managed.stages.set_pipelines(&pipelines);
+                reconcile(&gateway, &pipelines, &mut running, &managed);
             }
+            Err(e) => tracing::warn!(error = %e, "stages.list_pipelines"),
         }
         tokio::select! {
             _ = shutdown.wait() => break,
@@ -91,7 +85,7 @@ async fn list_pipelines(client: &Client) -> Result<Vec<Pipeline>, tonic::Status>
 }
 
 fn reconcile(
-    gateway: &str,
+    gateway: &Client,
     pipelines: &[Pipeline],
     running: &mut HashMap<QueueName, Running>,
     managed: &Managed,
@@ -101,7 +95,7 @@ fn reconcile(
     for pipeline in pipelines {
         for stage in &pipeline.stages {
             let queue = pipeline.stage_queue(&stage.name);
-            match StageWorkerConfig::for_stage(gateway, pipeline, &stage.name) {
+            match StageWorkerConfig::for_stage(pipeline, &stage.name) {
                 Ok(config) => {
                     let definition = format!("{config:?}");
                     wanted.insert(queue, (definition, config, stage.handler.concurrency));
@@ -128,7 +122,9 @@ fn reconcile(
             continue;
         }
         // A worker that cannot be built is tried again at the next poll.
-        let worker = match StageWorker::new(config, &Registry::new(), managed.metrics.clone()) {
+        let built =
+            StageWorker::on_client(config, gateway, &Registry::new(), managed.metrics.clone());
+        let worker = match built {
             Ok(worker) => worker,
             Err(e) => {
                 tracing::error!(queue = %queue, error = %e, "stages.worker_failed");

@@ -5,11 +5,13 @@
 //! calls, the shards finish what they hold and checkpoint, and the process exits 0.
 
 use std::net::SocketAddr;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::{rm, stages};
 use anyhow::Context;
 use cascade_bus::Bus;
+use cascade_client::Client;
 use cascade_service::{
     DataFlags, Deps, Readiness, ServiceFlags, Settings, Shutdown, ShutdownTrigger, serve_admin,
     shutdown_channel,
@@ -75,11 +77,18 @@ pub async fn run_with(
     // The manager turns standalone's stage workers: without them it has nothing to run.
     let local_rm =
         rm::Local::new(settings.resource_manager.enabled && settings.standalone.stage_workers);
+    let (auth, identities) = cascade_service::auth::load(&settings.auth)?;
+    if let Some(identities) = identities {
+        tokio::spawn(identities.run(stopping.clone()));
+    }
     let status = cascade_ingest::StatusPage::new(&settings);
+    let operators = local_rm.explain_route().merge(status.router());
     let admin_routes = metrics
         .router()
-        .merge(local_rm.explain_route())
-        .merge(status.router());
+        .merge(cascade_service::auth::operators_only(
+            operators,
+            Arc::clone(&auth),
+        ));
     let (http_addr, http) = serve_admin(
         &settings.http.addr,
         readiness.clone(),
@@ -89,6 +98,10 @@ pub async fn run_with(
     .await?;
     let grpc = cascade_ingest::bind(&settings).await?;
     let grpc_addr = grpc.local_addr()?;
+    warn_when_open(&settings, grpc_addr);
+    // Standalone's own clients (its stage workers) reach the gateway without leaving the
+    // process: no TLS, no token, no socket.
+    let (own_clients, in_process) = cascade_ingest::in_process();
 
     let mut services = JoinSet::new();
     let (dispatcher_ready, timer_ready) = (readiness.part(), readiness.part());
@@ -98,6 +111,7 @@ pub async fn run_with(
         bus: bus.clone(),
         readiness: readiness.clone(),
         metrics: metrics.clone(),
+        auth: Arc::clone(&auth),
     };
     services.spawn(named(
         "dispatcher",
@@ -126,7 +140,10 @@ pub async fn run_with(
     services.spawn(named(
         "ingest",
         cascade_ingest::serve(
-            grpc,
+            cascade_ingest::Listeners {
+                tcp: grpc,
+                in_process: Some(in_process),
+            },
             settings.clone(),
             deps(&Readiness::default()),
             stopping.clone(),
@@ -138,7 +155,7 @@ pub async fn run_with(
     ));
     let (stop_stages, stage_workers) = start_stage_workers(
         &settings,
-        grpc_addr,
+        Client::from_channel(own_clients.channel()),
         bus.clone(),
         metrics.clone(),
         local_rm,
@@ -210,7 +227,7 @@ fn end_failure(ended: Result<anyhow::Result<()>, tokio::task::JoinError>) -> any
 /// the shards; the manager stops with them, as there is nothing left to manage.
 fn start_stage_workers(
     settings: &Settings,
-    grpc_addr: SocketAddr,
+    gateway: Client,
     bus: Bus,
     metrics: cascade_telemetry::Metrics,
     local_rm: rm::Local,
@@ -224,12 +241,24 @@ fn start_stage_workers(
     if let Some(manager) = manager {
         services.spawn(named("resource manager", manager));
     }
-    let supervisor = tokio::spawn(stages::supervise(
-        format!("http://{grpc_addr}"),
-        managed,
-        stages_stopping,
-    ));
+    let supervisor = tokio::spawn(stages::supervise(gateway, managed, stages_stopping));
     (stop_stages, supervisor)
+}
+
+/// Says at start when anyone who reaches the gRPC port may do anything.
+fn warn_when_open(settings: &Settings, grpc: SocketAddr) {
+    if settings.auth.enabled {
+        return;
+    }
+    match grpc.ip().is_loopback() {
+        true => eprintln!(
+            "cascade standalone: authentication is off (auth.enabled = false): fine on loopback, where only this machine's users reach the port"
+        ),
+        false => tracing::warn!(
+            addr = %grpc,
+            "cascade.standalone.open: authentication is off and the gRPC port listens beyond loopback: anyone who reaches it may read, change and delete every queue; set auth.enabled and auth.identities_file"
+        ),
+    }
 }
 
 fn announce(settings: &Settings, bound: Bound, started: Instant) {

@@ -41,6 +41,7 @@ pub async fn run(
         bus,
         readiness,
         metrics,
+        ..
     } = deps;
     let supervisor = ShardSupervisor {
         service: shard::SERVICE,

@@ -22,9 +22,12 @@ use cascade_proto::v1::{
     PurgeQueueResponse, Queue, QueueStats, QueueStatsRequest, RedriveRequest, RedriveResponse,
     admin_server::Admin,
 };
+use cascade_security::Permission;
 use tonic::{Request, Response, Status};
 
 use crate::IngestError;
+use crate::auth::caller;
+use crate::authorize::allowed;
 use crate::gateway::Gateway;
 use crate::list::merge_queue_pages;
 use crate::pipelines::{apply_on, pipeline_reply, read_any};
@@ -41,6 +44,27 @@ impl Gateway {
             .zip(answers)
             .map(|(shard, answer)| Ok((shard, answer?)))
             .collect()
+    }
+
+    /// One page of every shard's queues under the request's prefix, merged.
+    pub(crate) async fn list_queue_page(
+        &self,
+        request: ListQueuesRequest,
+    ) -> Result<ListQueuesResponse, IngestError> {
+        let (prefix, page) = list_queues_from_proto(&request)?;
+        let ask = ListQueuesRequest {
+            prefix,
+            page_size: u32::try_from(page.size).unwrap_or(u32::MAX),
+            page_token: page.token,
+        };
+        let mut pages = Vec::new();
+        for (shard, reply) in self.on_every_shard(Op::ListQueues(ask)).await? {
+            match reply {
+                Reply::Queues(listed) => pages.push(listed),
+                other => return Err(unexpected(shard, "a list", &other)),
+            }
+        }
+        Ok(merge_queue_pages(pages, page.size))
     }
 
     fn queue_reply(shard: u32, asked: &'static str, reply: Reply) -> Result<Queue, IngestError> {
@@ -64,6 +88,16 @@ pub(crate) async fn list_dead_letters(
     }
 }
 
+/// Whether `caller` may read `pipeline`: it has a grant on one of its stages.
+fn readable(caller: &cascade_security::Caller, pipeline: &Pipeline) -> bool {
+    pipeline.stages.iter().any(|stage| {
+        caller.allows(
+            Permission::Read,
+            &format!("{}.{}", pipeline.name, stage.name),
+        )
+    })
+}
+
 /// A name that holds events: a queue, not a template.
 fn events_queue(name: &str, field: &str) -> Result<QueueName, IngestError> {
     let queue = queue_name_from_proto(name, field)?;
@@ -82,8 +116,11 @@ impl Admin for Gateway {
         &self,
         request: Request<CreateQueueRequest>,
     ) -> Result<Response<Queue>, Status> {
+        let caller = caller(&request)?;
         let request = request.into_inner();
         let (name, _config) = create_queue_from_proto(&request).map_err(IngestError::from)?;
+        allowed(&caller, Permission::Administer, name.as_str(), "name")?;
+        self.queue_quota(&caller, &[name.to_string()]).await?;
         if !name.is_template() {
             let shard = self.shards.owner(&name);
             let reply = self.shards.call(shard, Op::CreateQueue(request)).await?;
@@ -99,8 +136,10 @@ impl Admin for Gateway {
         &self,
         request: Request<GetQueueRequest>,
     ) -> Result<Response<Queue>, Status> {
+        let caller = caller(&request)?;
         let request = request.into_inner();
         let name = queue_name_from_proto(&request.name, "name").map_err(IngestError::from)?;
+        allowed(&caller, Permission::Read, name.as_str(), "name")?;
         let shard = match name.is_template() {
             true => TEMPLATE_READER,
             false => self.shards.owner(&name),
@@ -113,29 +152,22 @@ impl Admin for Gateway {
         &self,
         request: Request<ListQueuesRequest>,
     ) -> Result<Response<ListQueuesResponse>, Status> {
-        let request = request.into_inner();
-        let (prefix, page) = list_queues_from_proto(&request).map_err(IngestError::from)?;
-        let ask = ListQueuesRequest {
-            prefix,
-            page_size: u32::try_from(page.size).unwrap_or(u32::MAX),
-            page_token: page.token,
-        };
-        let mut pages = Vec::new();
-        for (shard, reply) in self.on_every_shard(Op::ListQueues(ask)).await? {
-            match reply {
-                Reply::Queues(listed) => pages.push(listed),
-                other => return Err(unexpected(shard, "a list", &other).into()),
-            }
-        }
-        Ok(Response::new(merge_queue_pages(pages, page.size)))
+        let caller = caller(&request)?;
+        let mut page = self.list_queue_page(request.into_inner()).await?;
+        // Only what the caller may read; the page token still walks the whole list.
+        page.queues
+            .retain(|queue| caller.allows(Permission::Read, &queue.name));
+        Ok(Response::new(page))
     }
 
     async fn delete_queue(
         &self,
         request: Request<DeleteQueueRequest>,
     ) -> Result<Response<DeleteQueueResponse>, Status> {
+        let caller = caller(&request)?;
         let request = request.into_inner();
         let name = queue_name_from_proto(&request.name, "name").map_err(IngestError::from)?;
+        allowed(&caller, Permission::Administer, name.as_str(), "name")?;
         let answers: Vec<(u32, _)> = match name.is_template() {
             true => (0u32..)
                 .zip(self.shards.call_all(Op::DeleteQueue(request)).await)
@@ -170,8 +202,11 @@ impl Admin for Gateway {
         &self,
         request: Request<PurgeQueueRequest>,
     ) -> Result<Response<PurgeQueueResponse>, Status> {
+        let caller = caller(&request)?;
         let request = request.into_inner();
-        let shard = self.shards.owner(&events_queue(&request.name, "name")?);
+        let queue = events_queue(&request.name, "name")?;
+        allowed(&caller, Permission::Administer, queue.as_str(), "name")?;
+        let shard = self.shards.owner(&queue);
         match self.shards.call(shard, Op::PurgeQueue(request)).await? {
             Reply::Purge(purged) => Ok(Response::new(purged)),
             other => Err(unexpected(shard, "a purge", &other).into()),
@@ -182,8 +217,10 @@ impl Admin for Gateway {
         &self,
         request: Request<QueueStatsRequest>,
     ) -> Result<Response<QueueStats>, Status> {
+        let caller = caller(&request)?;
         let request = request.into_inner();
         let name = queue_name_from_proto(&request.name, "name").map_err(IngestError::from)?;
+        allowed(&caller, Permission::Read, name.as_str(), "name")?;
         if !name.is_template() {
             let shard = self.shards.owner(&name);
             return match self.shards.call(shard, Op::QueueStats(request)).await? {
@@ -212,7 +249,9 @@ impl Admin for Gateway {
         &self,
         request: Request<Pipeline>,
     ) -> Result<Response<Pipeline>, Status> {
+        let caller = caller(&request)?;
         let pipeline = pipeline_from_proto(&request.into_inner()).map_err(IngestError::from)?;
+        self.check_pipeline(&caller, &pipeline).await?;
         let applied = apply_on(&self.shards, &pipeline).await;
         // Even a partial apply may have changed some shards: look again next time.
         self.pipelines.invalidate();
@@ -223,23 +262,30 @@ impl Admin for Gateway {
         &self,
         request: Request<GetPipelineRequest>,
     ) -> Result<Response<Pipeline>, Status> {
+        let caller = caller(&request)?;
         let request = request.into_inner();
         get_pipeline_from_proto(&request).map_err(IngestError::from)?;
         let (shard, reply) = read_any(&self.shards, Op::GetPipeline(request)).await?;
-        Ok(Response::new(pipeline_reply(
-            shard,
-            "a pipeline get",
-            reply,
-        )?))
+        let pipeline = pipeline_reply(shard, "a pipeline get", reply)?;
+        if !readable(&caller, &pipeline) {
+            let first = pipeline.stages.first().map_or("", |s| s.name.as_str());
+            let queue = format!("{}.{first}", pipeline.name);
+            allowed(&caller, Permission::Read, &queue, "name")?;
+        }
+        Ok(Response::new(pipeline))
     }
 
     async fn list_pipelines(
         &self,
         request: Request<ListPipelinesRequest>,
     ) -> Result<Response<ListPipelinesResponse>, Status> {
+        let caller = caller(&request)?;
         let op = Op::ListPipelines(request.into_inner());
         match read_any(&self.shards, op).await? {
-            (_, Reply::Pipelines(listed)) => Ok(Response::new(listed)),
+            (_, Reply::Pipelines(mut listed)) => {
+                listed.pipelines.retain(|p| readable(&caller, p));
+                Ok(Response::new(listed))
+            }
             (shard, other) => Err(unexpected(shard, "a pipeline list", &other).into()),
         }
     }
@@ -248,7 +294,11 @@ impl Admin for Gateway {
         &self,
         request: Request<ListDeadLettersRequest>,
     ) -> Result<Response<ListDeadLettersResponse>, Status> {
-        let page = list_dead_letters(&self.shards, request.into_inner()).await?;
+        let caller = caller(&request)?;
+        let request = request.into_inner();
+        let (queue, _) = list_dead_letters_from_proto(&request).map_err(IngestError::from)?;
+        allowed(&caller, Permission::Administer, queue.as_str(), "queue")?;
+        let page = list_dead_letters(&self.shards, request).await?;
         Ok(Response::new(page))
     }
 
@@ -256,9 +306,11 @@ impl Admin for Gateway {
         &self,
         request: Request<RedriveRequest>,
     ) -> Result<Response<RedriveResponse>, Status> {
+        let caller = caller(&request)?;
         let request = request.into_inner();
         self.limits.check_items("ids", request.ids.len())?;
         let (queue, _) = redrive_from_proto(&request).map_err(IngestError::from)?;
+        allowed(&caller, Permission::Administer, queue.as_str(), "queue")?;
         let shard = self.shards.owner(&events_queue(queue.as_str(), "queue")?);
         match self.shards.call(shard, Op::Redrive(request)).await? {
             Reply::Redrive(moved) => Ok(Response::new(moved)),

@@ -1,13 +1,12 @@
-//! The audit log: one structured line (`tracing` target `cascade::audit`, message `audit`,
-//! written whatever the log level) for every administrative change that reaches the gateway — a queue created, deleted or purged,
-//! a pipeline applied (by a client, or from the settings file at start-up), dead letters
-//! redriven — with who asked (the client's address, or `settings`), what (the action, the
-//! queue or pipeline, what it changed) and the outcome (`ok`, or the status code and message
-//! the client got). The time is the log line's. Reads are not audited.
+//! The audit log of the gateway (`cascade_telemetry::audit`): one line for every
+//! administrative change that reaches it — a queue created, deleted or purged, a pipeline
+//! applied (by a client, or from the settings file at start-up), dead letters redriven —
+//! with who asked (the caller's identity and address, or `operator` from `settings`), what
+//! (the action, the queue or pipeline, what it changed) and the outcome (`ok`, or the status
+//! code and message the client got), refusals included. Reads are not audited.
 //! With `log.format = "json"` each line is one JSON object a log pipeline can select by its
 //! `target`.
 
-use std::net::SocketAddr;
 use std::sync::Arc;
 
 use cascade_proto::v1::admin_server::Admin;
@@ -17,10 +16,12 @@ use cascade_proto::v1::{
     ListPipelinesResponse, ListQueuesRequest, ListQueuesResponse, Pipeline, PurgeQueueRequest,
     PurgeQueueResponse, Queue, QueueStats, QueueStatsRequest, RedriveRequest, RedriveResponse,
 };
-use cascade_telemetry::AUDIT_TARGET;
+use cascade_security::Caller;
+use cascade_telemetry::audit;
 use tonic::{Request, Response, Status};
 
 use crate::gateway::Gateway;
+use crate::peer::Peer;
 
 /// `Admin`, auditing the calls that change something.
 pub(crate) struct AuditedAdmin {
@@ -33,51 +34,31 @@ impl AuditedAdmin {
     }
 }
 
-/// Writes one audit line: `resource` is the queue or pipeline named by the request (as
-/// given); the outcome is what an accepted change changed, or the code and message it was
-/// refused with.
-pub(crate) fn record(
-    peer: &str,
-    action: &'static str,
-    resource: &str,
-    outcome: Result<String, (tonic::Code, String)>,
-) {
-    match outcome {
-        Ok(change) => tracing::info!(
-            target: AUDIT_TARGET,
-            action,
-            resource,
-            peer,
-            outcome = "ok",
-            change,
-            "audit"
-        ),
-        Err((code, reason)) => tracing::info!(
-            target: AUDIT_TARGET,
-            action,
-            resource,
-            peer,
-            outcome = ?code,
-            reason,
-            "audit"
-        ),
-    }
+/// Who made a call: the caller's identity (`anonymous` with authentication off) and its
+/// connection's address.
+fn who<T>(request: &Request<T>) -> (String, String) {
+    let identity = request
+        .extensions()
+        .get::<Caller>()
+        .and_then(Caller::identity)
+        .map_or_else(|| "anonymous".to_owned(), |identity| identity.name.clone());
+    let peer = Peer::of(request.extensions()).map_or_else(|| "unknown".to_owned(), Peer::describe);
+    (identity, peer)
 }
 
-/// [`record`] for an RPC's answer; `change` says what an accepted call changed.
+/// Writes the audit line of an RPC's answer; `change` says what an accepted call changed.
 fn record_call<T>(
-    peer: Option<SocketAddr>,
+    (identity, peer): (String, String),
     action: &'static str,
     resource: &str,
     answer: &Result<Response<T>, Status>,
     change: impl FnOnce(&T) -> String,
 ) {
-    let peer = peer.map_or_else(|| "unknown".to_owned(), |addr| addr.to_string());
     let outcome = match answer {
         Ok(response) => Ok(change(response.get_ref())),
         Err(status) => Err((status.code(), status.message().to_owned())),
     };
-    record(&peer, action, resource, outcome);
+    audit::record(&identity, &peer, action, resource, outcome);
 }
 
 #[tonic::async_trait]
@@ -86,9 +67,9 @@ impl Admin for AuditedAdmin {
         &self,
         request: Request<CreateQueueRequest>,
     ) -> Result<Response<Queue>, Status> {
-        let (peer, name) = (request.remote_addr(), request.get_ref().name.clone());
+        let (who, name) = (who(&request), request.get_ref().name.clone());
         let answer = self.gateway.create_queue(request).await;
-        record_call(peer, "queue.create", &name, &answer, |_| "created".into());
+        record_call(who, "queue.create", &name, &answer, |_| "created".into());
         answer
     }
 
@@ -96,10 +77,10 @@ impl Admin for AuditedAdmin {
         &self,
         request: Request<DeleteQueueRequest>,
     ) -> Result<Response<DeleteQueueResponse>, Status> {
-        let (peer, name) = (request.remote_addr(), request.get_ref().name.clone());
+        let (who, name) = (who(&request), request.get_ref().name.clone());
         let force = request.get_ref().force;
         let answer = self.gateway.delete_queue(request).await;
-        record_call(peer, "queue.delete", &name, &answer, |_| match force {
+        record_call(who, "queue.delete", &name, &answer, |_| match force {
             true => "deleted (forced, with its events)".into(),
             false => "deleted".into(),
         });
@@ -110,9 +91,9 @@ impl Admin for AuditedAdmin {
         &self,
         request: Request<PurgeQueueRequest>,
     ) -> Result<Response<PurgeQueueResponse>, Status> {
-        let (peer, name) = (request.remote_addr(), request.get_ref().name.clone());
+        let (who, name) = (who(&request), request.get_ref().name.clone());
         let answer = self.gateway.purge_queue(request).await;
-        record_call(peer, "queue.purge", &name, &answer, |purged| {
+        record_call(who, "queue.purge", &name, &answer, |purged| {
             format!("{} events removed", purged.purged)
         });
         answer
@@ -122,9 +103,9 @@ impl Admin for AuditedAdmin {
         &self,
         request: Request<Pipeline>,
     ) -> Result<Response<Pipeline>, Status> {
-        let (peer, name) = (request.remote_addr(), request.get_ref().name.clone());
+        let (who, name) = (who(&request), request.get_ref().name.clone());
         let answer = self.gateway.apply_pipeline(request).await;
-        record_call(peer, "pipeline.apply", &name, &answer, |applied| {
+        record_call(who, "pipeline.apply", &name, &answer, |applied| {
             let stages: Vec<&str> = applied.stages.iter().map(|s| s.name.as_str()).collect();
             format!("applied with stages {}", stages.join(", "))
         });
@@ -135,9 +116,9 @@ impl Admin for AuditedAdmin {
         &self,
         request: Request<RedriveRequest>,
     ) -> Result<Response<RedriveResponse>, Status> {
-        let (peer, name) = (request.remote_addr(), request.get_ref().queue.clone());
+        let (who, name) = (who(&request), request.get_ref().queue.clone());
         let answer = self.gateway.redrive(request).await;
-        record_call(peer, "dead_letters.redrive", &name, &answer, |moved| {
+        record_call(who, "dead_letters.redrive", &name, &answer, |moved| {
             format!("{} events sent back", moved.moved)
         });
         answer

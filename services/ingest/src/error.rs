@@ -44,6 +44,14 @@ pub enum IngestError {
         asked: &'static str,
         got: String,
     },
+    /// The caller may not do this, is over a quota, or names a handler URL outside the
+    /// allow-list; `field` names the request's part that was refused.
+    #[error("{field}: {source}")]
+    Security {
+        field: String,
+        #[source]
+        source: cascade_security::SecurityError,
+    },
     /// The gateway stopped before the request could be sent.
     #[error(
         "the gateway is shutting down; retry on another replica (with the same id or idempotency key)"
@@ -55,6 +63,9 @@ pub enum IngestError {
         #[source]
         source: std::io::Error,
     },
+    /// A setting that the gateway cannot start with.
+    #[error(transparent)]
+    Setting(#[from] cascade_service::ServiceError),
     #[error("build the reflection service: {0}")]
     Reflection(#[from] tonic_reflection::server::Error),
     #[error("serve gRPC: {0}")]
@@ -84,8 +95,10 @@ impl IngestError {
                 grpc(source.code())
             }
             IngestError::ShuttingDown => tonic::Code::Unavailable,
+            IngestError::Security { source, .. } => grpc(source.code()),
             IngestError::BadReply { .. }
             | IngestError::Listen { .. }
+            | IngestError::Setting(_)
             | IngestError::Reflection(_)
             | IngestError::Serve(_) => tonic::Code::Internal,
         }

@@ -6,9 +6,12 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use cascade_bus::Bus;
+use cascade_security::EnqueueRates;
 use cascade_service::{Settings, Shutdown};
 use tokio::task::JoinSet;
 
+use crate::IngestError;
+use crate::authorize::Policy;
 use crate::coalesce::{Batch, Coalescer, Sized};
 use crate::ingest::EnqueueBatch;
 use crate::limits::Limits;
@@ -25,6 +28,8 @@ pub(crate) struct Gateway {
     pub pipelines: PipelineCache,
     /// Set when the gateway is told to stop: long polls end after the poll in flight.
     pub stopping: Shutdown,
+    /// Quotas and the handler URL allow-list (grants are the callers').
+    pub policy: Policy,
 }
 
 impl Gateway {
@@ -34,7 +39,7 @@ impl Gateway {
         bus: Bus,
         stopping: Shutdown,
         tasks: &mut JoinSet<()>,
-    ) -> Gateway {
+    ) -> Result<Gateway, IngestError> {
         let limits = Limits::new(settings, bus.max_payload());
         let shards = Arc::new(Shards::new(
             bus,
@@ -42,19 +47,24 @@ impl Gateway {
             settings.cluster.shards,
             settings.bus.request_timeout,
         ));
-        Gateway {
+        let policy = Policy {
+            rates: EnqueueRates::default(),
+            handler_urls: settings.auth.handler_urls()?,
+        };
+        Ok(Gateway {
             enqueue: Coalescer::start(&shards, &limits, tasks),
             complete: Coalescer::start(&shards, &limits, tasks),
             pipelines: PipelineCache::new(),
             stopping,
             shards,
             limits,
-        }
+            policy,
+        })
     }
 }
 
 /// An item of a client's batch, ready for its shard, or why it is not.
-pub(crate) type Prepared<I> = Result<(u32, Sized<I>), crate::IngestError>;
+pub(crate) type Prepared<I> = Result<(u32, Sized<I>), IngestError>;
 
 /// One shard's items of a client request, with their places in it.
 struct Share<I> {
@@ -103,7 +113,7 @@ pub(crate) async fn scatter<B: Batch>(
         .into_iter()
         .map(|outcome| {
             // `submit` answers every item it is given, so every slot is filled.
-            outcome.unwrap_or_else(|| B::failed(&crate::IngestError::ShuttingDown))
+            outcome.unwrap_or_else(|| B::failed(&IngestError::ShuttingDown))
         })
         .collect()
 }

@@ -6,7 +6,13 @@
 //!   bus and the store theirs. A connection past the cap is closed at once, rather than left
 //!   waiting in the kernel's queue where it would only time out;
 //! - a connection that sends nothing within `grpc.handshake_timeout` (not even the HTTP/2
-//!   preface) is closed, so idle sockets cannot hold the places.
+//!   preface) is closed, so idle sockets cannot hold the places; with TLS, its handshake
+//!   must end within that time too, and runs on a task of its own.
+//!
+//! Each connection tells its requests who is at the other end ([`Peer`]): its address and
+//! the names of a client certificate the handshake verified. `cascade standalone`'s own
+//! clients reach the gateway through in-memory connections ([`in_process`]) that never
+//! leave the process.
 //!
 //! What an HTTP/2 connection may then cost is bounded by the server's settings
 //! (`server.rs`): streams per connection, message size, keepalive.
@@ -14,16 +20,21 @@
 use std::io;
 use std::pin::Pin;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
+use cascade_security::tls;
 use futures::Stream;
-use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use hyper_util::rt::TokioIo;
+use tokio::io::{AsyncRead, AsyncWrite, DuplexStream, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc};
 use tokio::time::{Instant, Sleep};
-use tonic::transport::server::{Connected, TcpConnectInfo};
+use tokio_rustls::server::TlsStream;
+use tonic::transport::server::Connected;
+use tonic::transport::{Channel, Endpoint};
+
+use crate::peer::Peer;
 
 /// File descriptors kept for everything but client connections.
 pub(crate) const FD_RESERVE: u64 = 256;
@@ -31,6 +42,10 @@ pub(crate) const FD_RESERVE: u64 = 256;
 const ACCEPT_PAUSE: Duration = Duration::from_millis(50);
 /// One warning per this many connections refused, so a flood does not flood the log.
 const WARN_EVERY: u64 = 1000;
+/// Connections accepted (handshakes done) and not yet taken by the server.
+const ACCEPTED_QUEUE: usize = 64;
+/// Bytes an in-process connection buffers each way.
+const IN_PROCESS_BUFFER: usize = 256 << 10;
 
 /// The connection limits of the gRPC port.
 #[derive(Clone, Copy, Debug)]
@@ -61,42 +76,224 @@ impl ConnectionLimits {
     }
 }
 
-/// The accepted connections of `listener`, within `limits`.
+/// Where the gateway's connections come from: its TCP port and, in `cascade standalone`,
+/// the process's own clients.
+pub struct Listeners {
+    pub tcp: TcpListener,
+    pub in_process: Option<InProcessListener>,
+}
+
+impl From<TcpListener> for Listeners {
+    fn from(tcp: TcpListener) -> Listeners {
+        Listeners {
+            tcp,
+            in_process: None,
+        }
+    }
+}
+
+/// The connections of `listeners`: TCP within `limits`, through a TLS handshake when `tls`
+/// is set (each on a task of its own, so a slow one holds no other back).
 pub(crate) fn incoming(
+    listeners: Listeners,
+    limits: ConnectionLimits,
+    tls: Option<Arc<tls::Reloading>>,
+) -> impl Stream<Item = io::Result<Connection>> {
+    let (accepted, connections) = mpsc::channel(ACCEPTED_QUEUE);
+    tokio::spawn(accept_tcp(listeners.tcp, limits, tls, accepted.clone()));
+    if let Some(InProcessListener { mut streams }) = listeners.in_process {
+        tokio::spawn(async move {
+            while let Some(stream) = streams.recv().await {
+                if accepted.send(Connection::InProcess(stream)).await.is_err() {
+                    return;
+                }
+            }
+        });
+    }
+    futures::stream::unfold(connections, |mut connections| async move {
+        let connection = connections.recv().await?;
+        Some((Ok(connection), connections))
+    })
+}
+
+/// Accepts TCP connections until the server stops taking them.
+async fn accept_tcp(
     listener: TcpListener,
     limits: ConnectionLimits,
-) -> impl Stream<Item = io::Result<Guarded>> {
+    tls: Option<Arc<tls::Reloading>>,
+    accepted: mpsc::Sender<Connection>,
+) {
     let permits = Arc::new(Semaphore::new(limits.max_connections));
-    let refused = Arc::new(AtomicU64::new(0));
-    futures::stream::unfold(listener, move |listener| {
-        let (permits, refused) = (Arc::clone(&permits), Arc::clone(&refused));
-        async move {
-            loop {
-                let stream = match listener.accept().await {
-                    Ok((stream, _)) => stream,
-                    Err(e) => {
-                        tracing::warn!(error = %e, "ingest.accept_failed");
-                        tokio::time::sleep(ACCEPT_PAUSE).await;
-                        continue;
-                    }
-                };
-                let Ok(permit) = Arc::clone(&permits).try_acquire_owned() else {
-                    if refused.fetch_add(1, Ordering::Relaxed) % WARN_EVERY == 0 {
-                        tracing::warn!(
-                            max_connections = limits.max_connections,
-                            peer = ?stream.peer_addr().ok(),
-                            refused = refused.load(Ordering::Relaxed),
-                            "ingest.connections.full: closing a new connection"
-                        );
-                    }
+    let mut refused: u64 = 0;
+    loop {
+        let stream = tokio::select! {
+            () = accepted.closed() => return,
+            result = listener.accept() => match result {
+                Ok((stream, _)) => stream,
+                Err(e) => {
+                    tracing::warn!(error = %e, "ingest.accept_failed");
+                    tokio::time::sleep(ACCEPT_PAUSE).await;
                     continue;
-                };
-                let _ = stream.set_nodelay(true);
-                let guarded = Guarded::new(stream, permit, limits.handshake_timeout);
-                return Some((Ok(guarded), listener));
+                }
+            },
+        };
+        let Ok(permit) = Arc::clone(&permits).try_acquire_owned() else {
+            if refused.is_multiple_of(WARN_EVERY) {
+                tracing::warn!(
+                    max_connections = limits.max_connections,
+                    peer = ?stream.peer_addr().ok(),
+                    refused = refused + 1,
+                    "ingest.connections.full: closing a new connection"
+                );
+            }
+            refused += 1;
+            continue;
+        };
+        let _ = stream.set_nodelay(true);
+        let guarded = Guarded::new(stream, permit, limits.handshake_timeout);
+        match &tls {
+            None => {
+                if accepted.send(Connection::Tcp(guarded)).await.is_err() {
+                    return;
+                }
+            }
+            Some(tls) => {
+                let handshake = tls.acceptor().accept(guarded);
+                let (accepted, timeout) = (accepted.clone(), limits.handshake_timeout);
+                tokio::spawn(async move {
+                    match tokio::time::timeout(timeout, handshake).await {
+                        Ok(Ok(stream)) => {
+                            let _ = accepted.send(Connection::Tls(Box::new(stream))).await;
+                        }
+                        Ok(Err(e)) => tracing::debug!(error = %e, "ingest.tls.handshake_failed"),
+                        Err(_) => tracing::debug!("ingest.tls.handshake_timed_out"),
+                    }
+                });
             }
         }
-    })
+    }
+}
+
+/// The client end of in-process connections: a gRPC channel to this process's gateway that
+/// never leaves the process (`cascade standalone`'s stage workers). Such callers are the
+/// process itself: no TLS, no token.
+#[derive(Clone)]
+pub struct InProcessConnector {
+    streams: mpsc::Sender<DuplexStream>,
+}
+
+/// The gateway's end of in-process connections.
+pub struct InProcessListener {
+    streams: mpsc::Receiver<DuplexStream>,
+}
+
+/// A connector and the listener it reaches.
+pub fn in_process() -> (InProcessConnector, InProcessListener) {
+    let (streams, accepted) = mpsc::channel(ACCEPTED_QUEUE);
+    (
+        InProcessConnector { streams },
+        InProcessListener { streams: accepted },
+    )
+}
+
+impl InProcessConnector {
+    /// A channel whose connections are made on first use and again after a failure.
+    pub fn channel(&self) -> Channel {
+        let streams = self.streams.clone();
+        let connect = tower::service_fn(move |_: tonic::codegen::http::Uri| {
+            let streams = streams.clone();
+            async move {
+                let (client, server) = tokio::io::duplex(IN_PROCESS_BUFFER);
+                streams.send(server).await.map_err(|_| {
+                    io::Error::new(io::ErrorKind::ConnectionRefused, "the gateway has stopped")
+                })?;
+                Ok::<_, io::Error>(TokioIo::new(client))
+            }
+        });
+        Endpoint::from_static("http://in-process.cascade").connect_with_connector_lazy(connect)
+    }
+}
+
+/// A connection of the gateway.
+pub(crate) enum Connection {
+    Tcp(Guarded),
+    Tls(Box<TlsStream<Guarded>>),
+    InProcess(DuplexStream),
+}
+
+impl Connected for Connection {
+    type ConnectInfo = Peer;
+
+    fn connect_info(&self) -> Peer {
+        match self {
+            Connection::Tcp(guarded) => Peer::remote(guarded.stream.peer_addr().ok(), Vec::new()),
+            Connection::Tls(stream) => {
+                let (guarded, session) = stream.get_ref();
+                let names = session
+                    .peer_certificates()
+                    .and_then(|chain| chain.first())
+                    .map(tls::certificate_names)
+                    .unwrap_or_default();
+                Peer::remote(guarded.stream.peer_addr().ok(), names)
+            }
+            Connection::InProcess(_) => Peer::in_process(),
+        }
+    }
+}
+
+/// `$self`'s stream, whatever the kind of connection, pinned for an I/O call.
+macro_rules! each {
+    ($self:ident, $stream:ident => $call:expr) => {
+        match $self.get_mut() {
+            Connection::Tcp($stream) => $call,
+            Connection::Tls($stream) => $call,
+            Connection::InProcess($stream) => $call,
+        }
+    };
+}
+
+impl AsyncRead for Connection {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        each!(self, stream => Pin::new(stream).poll_read(cx, buf))
+    }
+}
+
+impl AsyncWrite for Connection {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        each!(self, stream => Pin::new(stream).poll_write(cx, buf))
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        each!(self, stream => Pin::new(stream).poll_flush(cx))
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        each!(self, stream => Pin::new(stream).poll_shutdown(cx))
+    }
+
+    fn poll_write_vectored(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        each!(self, stream => Pin::new(stream).poll_write_vectored(cx, bufs))
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        match self {
+            Connection::Tcp(stream) => stream.is_write_vectored(),
+            Connection::Tls(stream) => stream.is_write_vectored(),
+            Connection::InProcess(stream) => stream.is_write_vectored(),
+        }
+    }
 }
 
 /// A client connection: holds its place under the cap until dropped, and fails its reads
@@ -115,14 +312,6 @@ impl Guarded {
             _permit: permit,
             handshake: Some(Box::pin(tokio::time::sleep_until(Instant::now() + timeout))),
         }
-    }
-}
-
-impl Connected for Guarded {
-    type ConnectInfo = TcpConnectInfo;
-
-    fn connect_info(&self) -> TcpConnectInfo {
-        self.stream.connect_info()
     }
 }
 

@@ -16,11 +16,14 @@ use cascade_proto::v1::{
     DeleteRequest, DeleteResponse, EnqueueBatchRequest, EnqueueBatchResponse, EnqueueRequest,
     EnqueueResponse, EnqueueResult, Event, GetRequest, UpdateRequest, ingest_server::Ingest,
 };
+use cascade_security::{Caller, Permission};
 use cascade_telemetry::attr;
 use tonic::{Request, Response, Status};
 use tracing::{Instrument, Span};
 
 use crate::IngestError;
+use crate::auth::caller;
+use crate::authorize::{allowed, payload_quota, refuse_whole};
 use crate::coalesce::{Batch, Sized};
 use crate::gateway::{Gateway, Prepared, field, renumber, scatter};
 use crate::pipelines::no_such_pipeline;
@@ -57,9 +60,11 @@ impl Batch for EnqueueBatch {
 
 impl Gateway {
     /// Validates one enqueue (fields under `prefix`), resolves a pipeline to its first
-    /// stage's queue, and finds the shard.
+    /// stage's queue, checks that `caller` may produce to it within its payload quota, and
+    /// finds the shard.
     async fn prepare_enqueue(
         &self,
+        caller: &Caller,
         mut request: EnqueueRequest,
         prefix: &str,
     ) -> Prepared<EnqueueRequest> {
@@ -81,9 +86,17 @@ impl Gateway {
                 first
             }
         };
+        allowed(
+            caller,
+            Permission::Produce,
+            queue.as_str(),
+            &field(prefix, "queue"),
+        )?;
         let bytes = item_len(&request);
+        let payload_field = field(prefix, "payload");
         self.limits
-            .check_payload(&field(prefix, "payload"), request.payload.len(), bytes)?;
+            .check_payload(&payload_field, request.payload.len(), bytes)?;
+        payload_quota(caller, &payload_field, request.payload.len())?;
         Ok((
             self.shards.owner(&queue),
             Sized {
@@ -98,10 +111,12 @@ impl Gateway {
     /// A unary enqueue inside its `ingest.enqueue` span.
     async fn enqueue_one(
         &self,
+        caller: &Caller,
         item: EnqueueRequest,
         span: &Span,
     ) -> Result<Response<EnqueueResponse>, Status> {
-        let (shard, item) = self.prepare_enqueue(item, "").await?;
+        let (shard, item) = self.prepare_enqueue(caller, item, "").await?;
+        self.enqueue_quota(caller, 1)?;
         span.record(attr::QUEUE, item.item.queue.as_str());
         let result = self
             .enqueue
@@ -156,9 +171,13 @@ impl Ingest for Gateway {
         &self,
         request: Request<EnqueueRequest>,
     ) -> Result<Response<EnqueueResponse>, Status> {
+        let caller = caller(&request)?;
         let (metadata, _, mut item) = request.into_parts();
         let span = trace::enqueue_span(&metadata, &mut item);
-        let answer = self.enqueue_one(item, &span).instrument(span.clone()).await;
+        let answer = self
+            .enqueue_one(&caller, item, &span)
+            .instrument(span.clone())
+            .await;
         if answer.is_err() {
             span.record("otel.status_code", "ERROR");
         }
@@ -169,6 +188,7 @@ impl Ingest for Gateway {
         &self,
         request: Request<EnqueueBatchRequest>,
     ) -> Result<Response<EnqueueBatchResponse>, Status> {
+        let caller = caller(&request)?;
         let (metadata, _, request) = request.into_parts();
         self.limits
             .check_batch_bytes("items", prost::Message::encoded_len(&request))?;
@@ -179,10 +199,12 @@ impl Ingest for Gateway {
         let preparing = items
             .into_iter()
             .zip(&prefixes)
-            .map(|(item, prefix)| self.prepare_enqueue(item, prefix));
-        let prepared = futures::future::join_all(preparing)
+            .map(|(item, prefix)| self.prepare_enqueue(&caller, item, prefix));
+        let mut prepared = futures::future::join_all(preparing)
             .instrument(span.clone())
             .await;
+        refuse_whole(&mut prepared)?;
+        self.enqueue_quota(&caller, prepared.iter().filter(|p| p.is_ok()).count())?;
         // Created inside the request's span, to be its child.
         let persist = span.in_scope(|| trace::persist_span(None));
         let mut results = scatter(&self.enqueue, prepared)
@@ -204,8 +226,10 @@ impl Ingest for Gateway {
     }
 
     async fn get(&self, request: Request<GetRequest>) -> Result<Response<Event>, Status> {
+        let caller = caller(&request)?;
         let request = request.into_inner();
         let event = event_ref_from_proto(&request.queue, &request.id).map_err(IngestError::from)?;
+        allowed(&caller, Permission::Produce, event.queue.as_str(), "queue")?;
         let shard = self.shards.owner(&event.queue);
         match self.shards.call(shard, Op::Get(request)).await? {
             Reply::Event(event) => Ok(Response::new(event)),
@@ -214,13 +238,21 @@ impl Ingest for Gateway {
     }
 
     async fn update(&self, request: Request<UpdateRequest>) -> Result<Response<Event>, Status> {
+        let caller = caller(&request)?;
         let mut request = request.into_inner();
         let payload = request.payload.take();
         let item = update_from_proto(request.clone()).map_err(IngestError::from)?;
         request.payload = payload;
+        allowed(
+            &caller,
+            Permission::Produce,
+            item.event.queue.as_str(),
+            "queue",
+        )?;
         if let Some(payload) = &request.payload {
             self.limits
                 .check_payload("payload", payload.len(), item_len(&request))?;
+            payload_quota(&caller, "payload", payload.len())?;
         }
         let shard = self.shards.owner(&item.event.queue);
         match self.shards.call(shard, Op::Update(request)).await? {
@@ -233,8 +265,10 @@ impl Ingest for Gateway {
         &self,
         request: Request<DeleteRequest>,
     ) -> Result<Response<DeleteResponse>, Status> {
+        let caller = caller(&request)?;
         let request = request.into_inner();
         let event = event_ref_from_proto(&request.queue, &request.id).map_err(IngestError::from)?;
+        allowed(&caller, Permission::Produce, event.queue.as_str(), "queue")?;
         let shard = self.shards.owner(&event.queue);
         match self.shards.call(shard, Op::Delete(request)).await? {
             Reply::Done(_) => Ok(Response::new(DeleteResponse {})),

@@ -13,6 +13,8 @@
 mod admin;
 mod advance;
 mod audit;
+mod auth;
+mod authorize;
 mod client_errors;
 mod coalesce;
 mod error;
@@ -21,15 +23,18 @@ mod incoming;
 mod ingest;
 mod limits;
 mod list;
+mod peer;
 mod pipelines;
 mod route;
 mod server;
 mod status;
 mod timed;
+mod tls;
 mod trace;
 mod worker;
 
 pub use error::IngestError;
+pub use incoming::{InProcessConnector, InProcessListener, Listeners, in_process};
 pub use pipelines::apply_pipeline;
 pub use server::{bind, run, serve};
 pub use status::StatusPage;

@@ -52,7 +52,13 @@ pub async fn apply_pipeline(
         Ok(()) => Ok("applied from the settings file".to_owned()),
         Err(e) => Err((e.code(), e.to_string())),
     };
-    crate::audit::record("settings", "pipeline.apply", &pipeline.name, outcome);
+    cascade_telemetry::audit::record(
+        "operator",
+        "settings",
+        "pipeline.apply",
+        &pipeline.name,
+        outcome,
+    );
     applied
 }
 

@@ -1,7 +1,8 @@
 //! The gRPC server: `Ingest`, `Worker` and `Admin` on one port, with gRPC health and server
 //! reflection (v1), and a graceful stop. Connections are bounded before HTTP/2 sees them
-//! (`incoming`), and each HTTP/2 connection by the `grpc.*` settings: streams advertised in
-//! `SETTINGS`, keepalive pings.
+//! (`incoming`), go through TLS when `grpc.tls` is set (`tls`), and each HTTP/2 connection
+//! is bounded by the `grpc.*` settings: streams advertised in `SETTINGS`, keepalive pings.
+//! Every call is authenticated before a service sees it (`auth`).
 //!
 //! Shutdown order: health turns NOT_SERVING (and health `Watch` streams end), the server
 //! stops accepting connections and streams, in-flight RPCs finish (a long-poll `Take` at
@@ -24,11 +25,13 @@ use tonic_health::server::HealthReporter;
 
 use crate::IngestError;
 use crate::audit::AuditedAdmin;
+use crate::auth::AuthLayer;
 use crate::client_errors;
 use crate::gateway::Gateway;
-use crate::incoming::{ConnectionLimits, incoming};
+use crate::incoming::{ConnectionLimits, Listeners, incoming};
 use crate::limits::TAKE_POLL_SLICE;
 use crate::timed::TimedIngest;
+use crate::tls::Tls;
 
 /// Added to the longest RPC (a `Take` that waits) before the drain gives up on open streams.
 const DRAIN_SLACK: Duration = Duration::from_secs(1);
@@ -55,12 +58,14 @@ pub async fn bind(settings: &Settings) -> Result<TcpListener, IngestError> {
         .map_err(|source| IngestError::Listen { addr, source })
 }
 
-/// Serves on an already bound `listener` (port 0 in tests, `cascade standalone`) until
-/// `shutdown`, then drains: returns once every accepted RPC has been answered. Ready from
-/// the start (a bound port queues connections until they are accepted) until `shutdown`;
-/// enqueues are timed (`cascade_enqueue_duration_seconds`) into `deps.metrics`.
+/// Serves on an already bound listener (port 0 in tests, `cascade standalone`; and the
+/// process's in-process connections) until `shutdown`, then drains: returns once every
+/// accepted RPC has been answered. Ready from the start (a bound port queues connections
+/// until they are accepted) until `shutdown`; enqueues are timed
+/// (`cascade_enqueue_duration_seconds`) into `deps.metrics`; callers are authenticated by
+/// `deps.auth`.
 pub async fn serve(
-    listener: TcpListener,
+    listeners: impl Into<Listeners>,
     settings: Settings,
     deps: Deps,
     shutdown: Shutdown,
@@ -69,12 +74,20 @@ pub async fn serve(
         bus,
         readiness,
         metrics,
+        auth,
     } = deps;
-    let local = listener.local_addr().ok();
+    let listeners = listeners.into();
+    let local = listeners.tcp.local_addr().ok();
     let request_limit = crate::limits::request_limit(&settings);
     let reflection = reflection_service()?;
+    let tls = Tls::load(&settings.grpc.tls)?;
     let mut tasks = JoinSet::new();
-    let gateway = Arc::new(Gateway::start(&settings, bus, shutdown.clone(), &mut tasks));
+    let gateway = Arc::new(Gateway::start(
+        &settings,
+        bus,
+        shutdown.clone(),
+        &mut tasks,
+    )?);
     let (health, health_service) = tonic_health::server::health_reporter();
     set_health(&health, ServingStatus::Serving).await;
 
@@ -91,9 +104,16 @@ pub async fn serve(
     };
     let grpc = &settings.grpc;
     let limits = ConnectionLimits::new(grpc.max_connections, grpc.handshake_timeout);
+    let tls_config = tls.as_ref().map(|tls| Arc::clone(&tls.config));
+    if let Some(tls) = tls {
+        tasks.spawn(tls.watch(shutdown.clone()));
+    }
     readiness.set(true);
     tracing::info!(
         addr = ?local,
+        tls = tls_config.is_some(),
+        mutual_tls = settings.grpc.tls.client_ca_file.is_some(),
+        authentication = auth.is_enabled(),
         max_connections = limits.max_connections,
         cluster = %settings.cluster.name,
         shards = settings.cluster.shards,
@@ -105,6 +125,7 @@ pub async fn serve(
             .http2_keepalive_interval(Some(grpc.keepalive_interval))
             .http2_keepalive_timeout(Some(grpc.keepalive_timeout))
             .layer(client_errors::layer(request_limit))
+            .layer(AuthLayer::new(auth))
             .add_service(health_service)
             .add_service(reflection)
             .add_service(
@@ -119,7 +140,7 @@ pub async fn serve(
                 AdminServer::new(AuditedAdmin::new(gateway))
                     .max_decoding_message_size(request_limit),
             )
-            .serve_with_incoming_shutdown(incoming(listener, limits), stopping),
+            .serve_with_incoming_shutdown(incoming(listeners, limits, tls_config), stopping),
     );
     // Every unary RPC ends within one Take poll once stopping; a stream a client keeps
     // open (a reflection session) must not hold the process forever.

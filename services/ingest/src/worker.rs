@@ -14,7 +14,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use cascade_core::Outcome;
+use cascade_core::{Outcome, Pipeline};
 use cascade_proto::bus::v1::dispatcher_reply::Result as Reply;
 use cascade_proto::bus::v1::dispatcher_request::Op;
 use cascade_proto::convert::{
@@ -25,12 +25,15 @@ use cascade_proto::v1::{
     Ack, CompleteRequest, CompleteResponse, Completion, CompletionResult, ExtendLeaseRequest,
     ExtendLeaseResponse, Release, TakeRequest, TakeResponse, worker_server::Worker,
 };
+use cascade_security::{Caller, Permission};
 use tokio::sync::oneshot;
 use tokio::time::Instant;
 use tonic::{Request, Response, Status};
 
 use crate::IngestError;
 use crate::advance::Target;
+use crate::auth::caller;
+use crate::authorize::{allowed, payload_quota, refuse_whole};
 use crate::coalesce::{Batch, Sized};
 use crate::gateway::{Gateway, Prepared, field, renumber, scatter};
 use crate::ingest::item_len;
@@ -66,10 +69,12 @@ impl Batch for CompleteBatch {
 }
 
 impl Gateway {
-    /// Validates one completion (fields under `prefix`), resolves an advance's target (see
-    /// `advance`), and finds the shard.
+    /// Validates one completion (fields under `prefix`), checks that `caller` may consume
+    /// from its queue (and, for an advance out of its pipeline, produce to the target),
+    /// resolves an advance's target (see `advance`), and finds the shard.
     async fn prepare_completion(
         &self,
+        caller: &Caller,
         mut completion: Completion,
         prefix: &str,
     ) -> Prepared<Completion> {
@@ -79,6 +84,12 @@ impl Gateway {
             _ => None,
         };
         let item = completion_from_proto(completion.clone(), prefix)?;
+        allowed(
+            caller,
+            Permission::Consume,
+            item.queue.as_str(),
+            &field(prefix, "queue"),
+        )?;
         let payload_len = payload.as_ref().map(Vec::len);
         if let Some(ProtoOutcome::Advance(advance)) = &mut completion.outcome {
             advance.payload = payload;
@@ -87,6 +98,7 @@ impl Gateway {
         if let Some(payload_len) = payload_len {
             self.limits
                 .check_payload(&payload_field, payload_len, item_len(&completion))?;
+            payload_quota(caller, &payload_field, payload_len)?;
         }
         if let Outcome::Advance { to, .. } = &item.outcome {
             let field = field(prefix, "advance.to");
@@ -96,6 +108,9 @@ impl Gateway {
             {
                 Target::Ack => completion.outcome = Some(ProtoOutcome::Ack(Ack {})),
                 Target::Queue(target) => {
+                    if !same_pipeline(item.queue.as_str(), &target) {
+                        allowed(caller, Permission::Produce, &target, &field)?;
+                    }
                     if let Some(ProtoOutcome::Advance(advance)) = &mut completion.outcome {
                         advance.to = target;
                     }
@@ -117,6 +132,13 @@ impl Gateway {
             },
         ))
     }
+}
+
+/// Whether an advance from `queue` to `target` stays within one pipeline's stages: the
+/// consumer of a stage moves events on to the next without being a producer there.
+fn same_pipeline(queue: &str, target: &str) -> bool {
+    let pipeline = |name| Pipeline::split_stage_queue(name).map(|(pipeline, _)| pipeline);
+    pipeline(queue).is_some_and(|p| pipeline(target) == Some(p))
 }
 
 /// One shard poll of a `Take`, on a task of its own. If the client goes away while the shard
@@ -181,8 +203,10 @@ async fn release_abandoned(shards: &Shards, shard: u32, taken: TakeResponse) {
 #[tonic::async_trait]
 impl Worker for Gateway {
     async fn take(&self, request: Request<TakeRequest>) -> Result<Response<TakeResponse>, Status> {
+        let caller = caller(&request)?;
         let request = request.into_inner();
         let item = take_from_proto(&request).map_err(IngestError::from)?;
+        allowed(&caller, Permission::Consume, item.queue.as_str(), "queue")?;
         let shard = self.shards.owner(&item.queue);
         let deadline = Instant::now() + self.limits.take_wait(item.wait);
         loop {
@@ -213,6 +237,7 @@ impl Worker for Gateway {
         &self,
         request: Request<CompleteRequest>,
     ) -> Result<Response<CompleteResponse>, Status> {
+        let caller = caller(&request)?;
         let request = request.into_inner();
         self.limits
             .check_batch_bytes("completions", prost::Message::encoded_len(&request))?;
@@ -226,8 +251,9 @@ impl Worker for Gateway {
         let preparing = completions
             .into_iter()
             .zip(&prefixes)
-            .map(|(completion, prefix)| self.prepare_completion(completion, prefix));
-        let prepared = futures::future::join_all(preparing).await;
+            .map(|(completion, prefix)| self.prepare_completion(&caller, completion, prefix));
+        let mut prepared = futures::future::join_all(preparing).await;
+        refuse_whole(&mut prepared)?;
         let mut results = scatter(&self.complete, prepared).await;
         for (index, result) in results.iter_mut().enumerate() {
             if result.code != 0 {
@@ -242,8 +268,10 @@ impl Worker for Gateway {
         &self,
         request: Request<ExtendLeaseRequest>,
     ) -> Result<Response<ExtendLeaseResponse>, Status> {
+        let caller = caller(&request)?;
         let request = request.into_inner();
         let item = extend_from_proto(&request).map_err(IngestError::from)?;
+        allowed(&caller, Permission::Consume, item.queue.as_str(), "queue")?;
         let shard = self.shards.owner(&item.queue);
         match self.shards.call(shard, Op::Extend(request)).await? {
             Reply::Extend(extended) => Ok(Response::new(extended)),

@@ -14,6 +14,12 @@
 //! poll_wait = "5s"
 //! drain_grace = "25s"
 //! http_addr = "127.0.0.1:7702"
+//! # token = "..."           # sent to the gateway; better CASCADE__STAGE_WORKER__TOKEN
+//! # handler_token = "..."   # sent to the handler as authorization: Bearer
+//!
+//! # [gateway_tls]           # TLS to the gateway (https://): its CA; cert and key for mTLS
+//! # ca_file = "/etc/cascade/tls/ca.crt"
+//! # [handler_tls]           # the same for the handler (https:// or TLS gRPC)
 //!
 //! [handler]
 //! kind = { http = { url = "http://127.0.0.1:8080/ship" } }   # or { grpc = { endpoint = "http://127.0.0.1:50051" } }, { builtin = "log" }
@@ -23,9 +29,11 @@
 use std::path::Path;
 use std::time::Duration;
 
+use cascade_client::ClientOptions;
 use cascade_core::units::{format_duration, serde_duration};
 use cascade_core::{HandlerKind, HandlerSpec, Pipeline, QueueName};
 use cascade_service::load_layers;
+use cascade_service::settings::{ClientTlsFiles, Secret};
 use cascade_worker::WorkerConfig;
 use serde::{Deserialize, Serialize};
 
@@ -72,6 +80,14 @@ pub struct StageWorkerConfig {
     pub http_addr: Option<String>,
     /// Names this worker in the gateway's logs; unset: `<queue>-<pid>`.
     pub worker_id: Option<String>,
+    /// A bearer token sent to the gateway on every call.
+    pub token: Option<Secret>,
+    /// TLS to the gateway: the CA of its certificate; a certificate and key for mutual TLS.
+    pub gateway_tls: ClientTlsFiles,
+    /// A bearer token sent to the handler on every call (HTTP header or gRPC metadata).
+    pub handler_token: Option<Secret>,
+    /// TLS to the handler: the CA of its certificate; a certificate and key for mutual TLS.
+    pub handler_tls: ClientTlsFiles,
     /// Logs and trace export; see `cascade_telemetry`.
     pub telemetry: cascade_telemetry::TelemetrySettings,
 }
@@ -92,6 +108,10 @@ impl Default for StageWorkerConfig {
             drain_grace: Duration::from_secs(25),
             http_addr: None,
             worker_id: None,
+            token: None,
+            gateway_tls: ClientTlsFiles::default(),
+            handler_token: None,
+            handler_tls: ClientTlsFiles::default(),
             telemetry: cascade_telemetry::TelemetrySettings::default(),
         }
     }
@@ -99,7 +119,8 @@ impl Default for StageWorkerConfig {
 
 /// What the worker runs, once the settings are checked.
 pub(crate) struct Plan {
-    pub(crate) gateway: String,
+    /// TLS and the token for the handler's calls.
+    pub(crate) handler_credentials: ClientOptions,
     pub(crate) stage: StageContext,
     pub(crate) handler: HandlerSpec,
     pub(crate) worker: WorkerConfig,
@@ -110,7 +131,6 @@ impl StageWorkerConfig {
     /// The worker of stage `stage` of `pipeline`: its queue, handler, lease and place in
     /// the chain come from the pipeline's definition.
     pub fn for_stage(
-        gateway: &str,
         pipeline: &Pipeline,
         stage: &str,
     ) -> Result<StageWorkerConfig, StageWorkerError> {
@@ -121,7 +141,6 @@ impl StageWorkerConfig {
             ));
         };
         Ok(StageWorkerConfig {
-            gateway: gateway.to_owned(),
             pipeline: Some(pipeline.name.clone()),
             stage: Some(stage.to_owned()),
             last_stage: pipeline.next_stage(stage).is_none(),
@@ -165,6 +184,11 @@ impl StageWorkerConfig {
         }
         loaded.plan()?;
         Ok(loaded)
+    }
+
+    /// TLS and the token for the gateway.
+    pub fn gateway_options(&self) -> Result<ClientOptions, StageWorkerError> {
+        credentials("gateway_tls", &self.gateway_tls, self.token.as_ref())
     }
 
     /// The queue this worker takes from (a pipeline stage's, or the plain queue).
@@ -216,7 +240,11 @@ impl StageWorkerConfig {
         worker.lease = self.lease;
         worker.validate()?;
         Ok(Plan {
-            gateway: self.gateway.clone(),
+            handler_credentials: credentials(
+                "handler_tls",
+                &self.handler_tls,
+                self.handler_token.as_ref(),
+            )?,
             stage,
             handler,
             worker,
@@ -314,3 +342,20 @@ fn default_spec(kind: HandlerKind) -> HandlerSpec {
 #[cfg(test)]
 #[path = "config_tests.rs"]
 mod tests;
+
+/// The client options of `files` (the `section` of the settings) and `token`, read now.
+fn credentials(
+    section: &str,
+    files: &ClientTlsFiles,
+    token: Option<&Secret>,
+) -> Result<ClientOptions, StageWorkerError> {
+    let cert_and_key = files.cert_and_key(section)?;
+    let names = ["ca_file", "cert_file", "key_file"].map(|key| format!("{section}.{key}"));
+    ClientOptions::from_files(
+        files.ca_file.as_deref(),
+        cert_and_key,
+        token.map(|t| t.expose().to_owned()),
+        [&names[0], &names[1], &names[2]],
+    )
+    .map_err(|e| StageWorkerError::setting(section, e.to_string()))
+}

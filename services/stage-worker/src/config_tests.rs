@@ -44,7 +44,7 @@ fn flags_alone_make_a_plain_queue_worker() {
     )
     .expect("valid");
     let plan = config.plan().expect("plan");
-    assert_eq!(plan.gateway, DEFAULT_GATEWAY);
+    assert_eq!(config.gateway, DEFAULT_GATEWAY);
     assert_eq!(plan.stage.queue.as_str(), "emails");
     assert!(plan.stage.last, "a plain queue has no next stage");
     assert_eq!(plan.worker.concurrency, 4);
@@ -78,7 +78,7 @@ fn file_then_environment_then_flags() {
     )
     .expect("valid");
     let plan = config.plan().expect("plan");
-    assert_eq!(plan.gateway, "http://gateway:7700");
+    assert_eq!(config.gateway, "http://gateway:7700");
     assert_eq!(plan.stage.queue.as_str(), "orders.ship");
     assert_eq!(plan.stage.pipeline.as_deref(), Some("orders"));
     assert!(plan.stage.last, "from the environment");
@@ -198,12 +198,12 @@ fn a_pipelines_stage_gives_queue_handler_lease_and_place() {
         name: "orders".into(),
         stages: vec![stage("validate"), stage("ship")],
     };
-    let first = StageWorkerConfig::for_stage("http://g:1", &pipeline, "validate").expect("stage");
+    let first = StageWorkerConfig::for_stage(&pipeline, "validate").expect("stage");
     let plan = first.plan().expect("plan");
     assert_eq!(plan.stage.queue.as_str(), "orders.validate");
     assert!(!plan.stage.last);
     assert_eq!(plan.worker.lease, Some(Duration::from_secs(7)));
-    let last = StageWorkerConfig::for_stage("http://g:1", &pipeline, "ship").expect("stage");
+    let last = StageWorkerConfig::for_stage(&pipeline, "ship").expect("stage");
     assert!(last.plan().expect("plan").stage.last);
-    assert!(StageWorkerConfig::for_stage("http://g:1", &pipeline, "nope").is_err());
+    assert!(StageWorkerConfig::for_stage(&pipeline, "nope").is_err());
 }

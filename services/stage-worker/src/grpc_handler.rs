@@ -3,12 +3,12 @@
 //! without a valid outcome, is a failure: a retry with the queue's backoff. The call's
 //! metadata carries `traceparent`: the handler call's span, or the event's own context.
 
+use cascade_client::{Client, ClientOptions, Connection};
 use cascade_core::{Event, Outcome, QueueConfig};
 use cascade_proto::convert::{event_to_proto, handle_outcome_from_proto};
 use cascade_proto::v1;
 use cascade_proto::v1::handler_client::HandlerClient;
 use cascade_worker::{Handler, HandlerError};
-use tonic::transport::{Channel, Endpoint};
 
 use crate::StageWorkerError;
 
@@ -16,24 +16,24 @@ use crate::StageWorkerError;
 const MAX_MESSAGE_BYTES: usize = QueueConfig::MAX_PAYLOAD_LIMIT as usize + (1 << 20);
 
 pub struct GrpcHandler {
-    client: HandlerClient<Channel>,
+    client: HandlerClient<Connection>,
     endpoint: String,
 }
 
 impl GrpcHandler {
-    /// `endpoint` is `http://host:port`, `grpc://host:port` or `host:port` (plaintext
-    /// HTTP/2). The connection is made on the first call and remade after failures, so the
-    /// handler's service may start after the worker.
-    pub fn new(endpoint: &str) -> Result<GrpcHandler, StageWorkerError> {
-        let url = match endpoint.strip_prefix("grpc://") {
-            Some(rest) => format!("http://{rest}"),
-            None if endpoint.contains("://") => endpoint.to_owned(),
-            None => format!("http://{endpoint}"),
-        };
-        let channel = Endpoint::from_shared(url)
+    /// `endpoint` is `http://host:port`, `https://host:port`, `grpc://host:port` or
+    /// `host:port`: plaintext HTTP/2, or TLS when `credentials` carry TLS files (or the
+    /// scheme is `https`). The connection is made on the first call and remade after
+    /// failures, so the handler's service may start after the worker.
+    pub fn new(
+        endpoint: &str,
+        credentials: &ClientOptions,
+    ) -> Result<GrpcHandler, StageWorkerError> {
+        let address = endpoint.strip_prefix("grpc://").unwrap_or(endpoint);
+        let connection = Client::connect_lazy(address, credentials)
             .map_err(|e| StageWorkerError::Handler(format!("grpc endpoint {endpoint:?}: {e}")))?
-            .connect_lazy();
-        let client = HandlerClient::new(channel)
+            .connection();
+        let client = HandlerClient::new(connection)
             .max_decoding_message_size(MAX_MESSAGE_BYTES)
             .max_encoding_message_size(MAX_MESSAGE_BYTES);
         Ok(GrpcHandler {

@@ -5,9 +5,10 @@
 
 use std::time::{Duration, SystemTime};
 
+use cascade_client::ClientOptions;
 use cascade_core::{Event, Outcome, QueueConfig, Timestamp};
 use cascade_worker::{Handler, HandlerError};
-use reqwest::header::{CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
+use reqwest::header::{AUTHORIZATION, CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
 
 use crate::StageWorkerError;
 use crate::http_reply::{EVENT_HEADER_PREFIX, Reply, outcome_of_reply};
@@ -23,14 +24,19 @@ pub struct HttpHandler {
     client: reqwest::Client,
     url: reqwest::Url,
     stage: StageContext,
+    /// `Bearer <handler_token>`.
+    authorization: Option<HeaderValue>,
 }
 
 impl HttpHandler {
-    /// A request that takes longer than `timeout` (body included) fails.
+    /// A request that takes longer than `timeout` (body included) fails. `credentials`:
+    /// the CA to trust for an https:// URL (beside the system's), a client certificate to
+    /// present, and a token sent as `authorization: Bearer`.
     pub fn new(
         url: &str,
         timeout: Duration,
         stage: StageContext,
+        credentials: &ClientOptions,
     ) -> Result<HttpHandler, StageWorkerError> {
         let parsed = reqwest::Url::parse(url)
             .map_err(|e| StageWorkerError::Handler(format!("url {url:?}: {e}")))?;
@@ -39,15 +45,39 @@ impl HttpHandler {
                 "url {url:?}: must be http:// or https://"
             )));
         }
-        let client = reqwest::Client::builder()
+        let failed =
+            |e: reqwest::Error| StageWorkerError::Handler(format!("http client: {}", chain(&e)));
+        let mut builder = reqwest::Client::builder()
             .redirect(reqwest::redirect::Policy::none())
-            .timeout(timeout)
-            .build()
-            .map_err(|e| StageWorkerError::Handler(format!("http client: {}", chain(&e))))?;
+            .timeout(timeout);
+        if let Some(ca) = &credentials.ca_pem {
+            for certificate in reqwest::Certificate::from_pem_bundle(ca).map_err(failed)? {
+                builder = builder.add_root_certificate(certificate);
+            }
+        }
+        if let Some((cert, key)) = &credentials.identity_pem {
+            let pem = [cert.as_slice(), b"\n", key.as_slice()].concat();
+            builder = builder.identity(reqwest::Identity::from_pem(&pem).map_err(failed)?);
+        }
+        let authorization = match &credentials.token {
+            Some(token) => {
+                let mut value =
+                    HeaderValue::from_str(&format!("Bearer {token}")).map_err(|_| {
+                        StageWorkerError::setting(
+                            "handler_token",
+                            "must be printable ASCII without line breaks",
+                        )
+                    })?;
+                value.set_sensitive(true);
+                Some(value)
+            }
+            None => None,
+        };
         Ok(HttpHandler {
-            client,
+            client: builder.build().map_err(failed)?,
             url: parsed,
             stage,
+            authorization,
         })
     }
 }
@@ -55,10 +85,14 @@ impl HttpHandler {
 impl Handler for HttpHandler {
     async fn handle(&self, event: &Event, attempt: u32) -> Result<Outcome, HandlerError> {
         let failed = |e: reqwest::Error| format!("POST {}: {}", self.url, chain(&e));
+        let mut headers = request_headers(event, attempt, &self.stage);
+        if let Some(authorization) = &self.authorization {
+            headers.insert(AUTHORIZATION, authorization.clone());
+        }
         let mut response = self
             .client
             .post(self.url.clone())
-            .headers(request_headers(event, attempt, &self.stage))
+            .headers(headers)
             .body(event.payload.clone())
             .send()
             .await
@@ -230,8 +264,32 @@ mod tests {
     #[test]
     fn only_http_urls_are_handlers() {
         let timeout = Duration::from_secs(1);
-        assert!(HttpHandler::new("http://127.0.0.1:1/x", timeout, stage(None, None)).is_ok());
-        assert!(HttpHandler::new("ftp://host/x", timeout, stage(None, None)).is_err());
-        assert!(HttpHandler::new("not a url", timeout, stage(None, None)).is_err());
+        assert!(
+            HttpHandler::new(
+                "http://127.0.0.1:1/x",
+                timeout,
+                stage(None, None),
+                &ClientOptions::default()
+            )
+            .is_ok()
+        );
+        assert!(
+            HttpHandler::new(
+                "ftp://host/x",
+                timeout,
+                stage(None, None),
+                &ClientOptions::default()
+            )
+            .is_err()
+        );
+        assert!(
+            HttpHandler::new(
+                "not a url",
+                timeout,
+                stage(None, None),
+                &ClientOptions::default()
+            )
+            .is_err()
+        );
     }
 }

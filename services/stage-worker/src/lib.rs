@@ -27,6 +27,7 @@ mod registry;
 mod stage;
 mod timed;
 
+use cascade_client::Client;
 use cascade_service::{Readiness, Shutdown, serve_admin};
 use cascade_telemetry::Metrics;
 use cascade_worker::{Worker, WorkerHandle};
@@ -62,9 +63,27 @@ impl StageWorker {
         registry: &Registry,
         metrics: Metrics,
     ) -> Result<StageWorker, StageWorkerError> {
+        let gateway = Client::connect_lazy(&config.gateway, &config.gateway_options()?)
+            .map_err(|e| StageWorkerError::setting("gateway", e.to_string()))?;
+        StageWorker::on_client(config, &gateway, registry, metrics)
+    }
+
+    /// [`StageWorker::new`] on a client of one's own (`cascade standalone`'s in-process
+    /// one): `config.gateway` and its credentials are not used.
+    pub fn on_client(
+        config: StageWorkerConfig,
+        gateway: &Client,
+        registry: &Registry,
+        metrics: Metrics,
+    ) -> Result<StageWorker, StageWorkerError> {
         let plan = config.plan()?;
-        let handler = registry.build(&plan.handler, &plan.stage, &metrics)?;
-        let worker = Worker::connect_lazy(&plan.gateway, plan.worker, handler)?;
+        let handler = registry.build(
+            &plan.handler,
+            &plan.stage,
+            &plan.handler_credentials,
+            &metrics,
+        )?;
+        let worker = Worker::new(gateway, plan.worker, handler)?;
         Ok(StageWorker {
             worker,
             stage: plan.stage,

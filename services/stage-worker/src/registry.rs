@@ -3,6 +3,7 @@
 
 use std::collections::HashMap;
 
+use cascade_client::ClientOptions;
 use cascade_core::{HandlerKind, HandlerSpec};
 use cascade_telemetry::Metrics;
 use cascade_worker::{BoxedHandler, Handler};
@@ -51,18 +52,25 @@ impl Registry {
         }
     }
 
-    /// The handler `spec` describes, for `stage`, its calls timed into `metrics`.
+    /// The handler `spec` describes, for `stage`, calling with `credentials` (TLS, a
+    /// token) when it is a remote one, its calls timed into `metrics`.
     pub(crate) fn build(
         &self,
         spec: &HandlerSpec,
         stage: &StageContext,
+        credentials: &ClientOptions,
         metrics: &Metrics,
     ) -> Result<StageHandler, StageWorkerError> {
         let inner = match &spec.kind {
-            HandlerKind::Http { url } => {
-                BoxedHandler::new(HttpHandler::new(url, spec.timeout, stage.clone())?)
+            HandlerKind::Http { url } => BoxedHandler::new(HttpHandler::new(
+                url,
+                spec.timeout,
+                stage.clone(),
+                credentials,
+            )?),
+            HandlerKind::Grpc { endpoint } => {
+                BoxedHandler::new(GrpcHandler::new(endpoint, credentials)?)
             }
-            HandlerKind::Grpc { endpoint } => BoxedHandler::new(GrpcHandler::new(endpoint)?),
             HandlerKind::Builtin(name) => self.resolve(name)?,
         };
         let timed = TimedHandler::new(inner, stage.queue.as_str(), metrics);

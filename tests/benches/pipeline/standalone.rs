@@ -88,7 +88,8 @@ impl Standalone {
     ) -> Result<(), BoxError> {
         let stages = pipeline.stages.iter();
         for stage in stages.flat_map(|s| std::iter::repeat_n(s, workers as usize)) {
-            let mut config = StageWorkerConfig::for_stage(&self.gateway, pipeline, &stage.name)?;
+            let mut config = StageWorkerConfig::for_stage(pipeline, &stage.name)?;
+            config.gateway = self.gateway.clone();
             config.concurrency = Some(concurrency);
             config.batch = batch;
             config.poll_wait = Duration::from_secs(1);

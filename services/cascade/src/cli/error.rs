@@ -82,6 +82,12 @@ impl CliError {
                 todo: Some("give --addr (or CASCADE_ADDR) like http://127.0.0.1:7700".into()),
             },
             ClientError::Connect { reason, .. } => unreachable_gateway(addr, reason),
+            ClientError::Credentials { what, reason } => CliError {
+                exit: Exit::Usage,
+                what: format!("cannot use {what}"),
+                why: reason,
+                todo: Some("give a readable PEM file, or a token of printable characters".into()),
+            },
         }
     }
 

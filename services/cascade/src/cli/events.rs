@@ -24,8 +24,8 @@ pub struct EnqueueArgs {
     #[arg(long, conflicts_with = "lines")]
     id: Option<String>,
     /// Idempotency key (dedup within the queue's window).
-    #[arg(long, conflicts_with = "lines")]
-    key: Option<String>,
+    #[arg(long, conflicts_with = "lines", value_name = "KEY")]
+    idempotency_key: Option<String>,
     /// A header, NAME=VALUE; repeatable.
     #[arg(long = "header", value_name = "NAME=VALUE")]
     headers: Vec<String>,
@@ -113,7 +113,7 @@ pub async fn enqueue(args: EnqueueArgs) -> Result<(), CliError> {
         queue,
         pipeline,
         id: args.id.clone().unwrap_or_default(),
-        idempotency_key: args.key.clone().unwrap_or_default(),
+        idempotency_key: args.idempotency_key.clone().unwrap_or_default(),
         payload: Vec::new(),
         headers: super::headers(&args.headers)?,
         when: args.when.enqueue()?,

@@ -39,7 +39,8 @@ pub struct LeaseArgs {
     queue: String,
     id: String,
     /// The lease token `cascade take` printed.
-    token: String,
+    #[arg(value_name = "TOKEN")]
+    lease_token: String,
     #[command(flatten)]
     opts: ClientOpts,
 }
@@ -170,7 +171,7 @@ async fn complete(
             completions: vec![api::Completion {
                 queue: lease.queue.clone(),
                 id: lease.id.clone(),
-                lease_token: lease.token,
+                lease_token: lease.lease_token,
                 outcome: Some(outcome),
             }],
         })
@@ -292,7 +293,7 @@ pub async fn extend(args: ExtendArgs) -> Result<(), CliError> {
         .extend_lease(api::ExtendLeaseRequest {
             queue: lease.queue.clone(),
             id: lease.id.clone(),
-            lease_token: lease.token,
+            lease_token: lease.lease_token,
             extend_by: Some(by),
         })
         .await;

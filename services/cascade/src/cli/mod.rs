@@ -13,9 +13,10 @@ mod queues;
 
 use std::collections::HashMap;
 use std::io::Read;
+use std::path::PathBuf;
 use std::time::Duration;
 
-use cascade_client::{Client, api};
+use cascade_client::{Client, ClientOptions, api};
 use cascade_core::{Timestamp, parse_duration};
 use cascade_proto::convert;
 
@@ -37,11 +38,43 @@ pub struct ClientOpts {
     /// instead of text and tables.
     #[arg(long, global = true)]
     json: bool,
+    /// The CA certificate (PEM) that signed the gateway's: speak TLS to it.
+    #[arg(long, env = "CASCADE_CA", value_name = "FILE", global = true)]
+    ca: Option<PathBuf>,
+    /// A client certificate (PEM) for a gateway that asks for one (mutual TLS); with --key.
+    #[arg(
+        long,
+        env = "CASCADE_CERT",
+        value_name = "FILE",
+        global = true,
+        requires = "key"
+    )]
+    cert: Option<PathBuf>,
+    /// The client certificate's private key (PEM).
+    #[arg(
+        long,
+        env = "CASCADE_KEY",
+        value_name = "FILE",
+        global = true,
+        requires = "cert"
+    )]
+    key: Option<PathBuf>,
+    /// The bearer token of your identity (better in CASCADE_TOKEN than on a command line,
+    /// where other users of the machine can see it).
+    #[arg(long, env = "CASCADE_TOKEN", hide_env_values = true, global = true)]
+    token: Option<String>,
 }
 
 impl ClientOpts {
     async fn session(&self) -> Result<Session, CliError> {
-        let client = Client::connect(&self.addr)
+        let options = ClientOptions::from_files(
+            self.ca.as_deref(),
+            self.cert.as_deref().zip(self.key.as_deref()),
+            self.token.clone(),
+            ["--ca", "--cert", "--key"],
+        )
+        .map_err(|e| CliError::connect(&self.addr, e))?;
+        let client = Client::connect_with(&self.addr, &options)
             .await
             .map_err(|e| CliError::connect(&self.addr, e))?;
         Ok(Session {

@@ -1,0 +1,469 @@
+//! Authentication, per-queue grants and quotas on a real `cascade standalone`, met as its
+//! users and a hostile client meet them, over real gRPC clients with bearer tokens: no token
+//! and an unknown one are UNAUTHENTICATED; a producer on another queue, a consumer that
+//! enqueues or purges, a batch with one forbidden item are PERMISSION_DENIED and change
+//! nothing; quotas give RESOURCE_EXHAUSTED while other identities keep working; a pipeline
+//! whose handler URL is outside the allow-list is refused; the identities file is reloaded
+//! (a token added, one revoked) without a restart; the admin port keeps health and metrics
+//! open and the status data for cluster admins; the CLI takes --token and CASCADE_TOKEN;
+//! standalone's own stage workers keep working; the audit log names who did each change.
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use cascade_client::{Client, ClientOptions, api};
+use cascade_e2e::cli;
+use cascade_e2e::process::http_get_with;
+use cascade_e2e::scenarios::{ack, complete, config, item, stats};
+use cascade_e2e::{Cluster, Mode};
+use cascade_security::token_sha256;
+use serde_json::Value;
+use tonic::Code;
+
+const ADMIN: &str = "admin-token-3f9a";
+const PRODUCER: &str = "producer-token-81c2";
+const CONSUMER: &str = "consumer-token-77d0";
+const LIMITED: &str = "limited-token-5b1e";
+const LATER: &str = "added-later-token-9e44";
+/// How long a test waits for the server to act: far above what it takes, never a measure.
+const WITHIN: Duration = Duration::from_secs(30);
+
+fn identity(name: &str, token: &str, grants: &str, quotas: &str) -> String {
+    format!(
+        "[[identities]]\nname = \"{name}\"\ntoken_sha256 = \"{}\"\ngrants = [{grants}]\n{quotas}\n",
+        token_sha256(token)
+    )
+}
+
+fn identities(with_later: bool) -> String {
+    let mut file = [
+        identity(
+            "ops",
+            ADMIN,
+            r#"{ role = "admin", queues = ["*"] }, { role = "producer", queues = ["demo.*"] }"#,
+            "",
+        ),
+        identity("orders-producer", PRODUCER, r#"{ role = "producer", queues = ["orders.*"] }"#, ""),
+        identity("orders-consumer", CONSUMER, r#"{ role = "consumer", queues = ["orders.*"] }"#, ""),
+        identity(
+            "limited",
+            LIMITED,
+            r#"{ role = "producer", queues = ["limited.*"] }, { role = "admin", queues = ["limited.*"] }"#,
+            "quotas = { enqueue_rate = 1, max_payload = \"16\", max_queues = 2 }",
+        ),
+    ]
+    .concat();
+    if with_later {
+        file.push_str(&identity(
+            "later",
+            LATER,
+            r#"{ role = "consumer", queues = ["orders.*"] }"#,
+            "",
+        ));
+    }
+    file
+}
+
+async fn client(cluster: &Cluster, token: Option<&str>) -> Client {
+    let options = ClientOptions {
+        token: token.map(str::to_owned),
+        ..ClientOptions::default()
+    };
+    Client::connect_with(cluster.gateway(), &options)
+        .await
+        .expect("connect")
+}
+
+/// The status of a call that must fail.
+fn refused<T: std::fmt::Debug>(answer: Result<tonic::Response<T>, tonic::Status>) -> tonic::Status {
+    answer.expect_err("refused")
+}
+
+async fn create_queue(c: &Client, name: &str) -> Result<(), tonic::Status> {
+    let request = api::CreateQueueRequest {
+        name: name.into(),
+        config: Some(config(30.0, 3)),
+    };
+    c.admin().create_queue(request).await.map(drop)
+}
+
+async fn purge(c: &Client, name: &str) -> Result<(), tonic::Status> {
+    let request = api::PurgeQueueRequest { name: name.into() };
+    c.admin().purge_queue(request).await.map(drop)
+}
+
+async fn queue_stats(c: &Client, name: &str) -> Result<(), tonic::Status> {
+    let request = api::QueueStatsRequest { name: name.into() };
+    c.admin().queue_stats(request).await.map(drop)
+}
+
+async fn take_one(c: &Client, queue: &str) -> Result<Vec<api::LeasedEvent>, tonic::Status> {
+    let request = api::TakeRequest {
+        queue: queue.into(),
+        max_events: 1,
+        ..Default::default()
+    };
+    Ok(c.worker().take(request).await?.into_inner().events)
+}
+
+async fn enqueue(
+    c: &Client,
+    queue: &str,
+    payload: &str,
+) -> Result<tonic::Response<api::EnqueueResponse>, tonic::Status> {
+    c.ingest().enqueue(item(queue, payload)).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn callers_do_what_their_grants_and_quotas_allow() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let file = dir.path().join("identities.toml");
+    std::fs::write(&file, identities(false)).expect("write identities");
+    let example = Path::new(env!("CARGO_MANIFEST_DIR")).join("../deploy/config/cascade.toml");
+    let file_setting = file.display().to_string();
+    let cluster = tokio::task::spawn_blocking(move || {
+        Cluster::start_with(
+            Mode::Standalone,
+            Some(&example),
+            &[
+                ("CASCADE__AUTH__ENABLED", "true"),
+                ("CASCADE__AUTH__IDENTITIES_FILE", &file_setting),
+                ("CASCADE__AUTH__RELOAD_INTERVAL", "100ms"),
+                (
+                    "CASCADE__AUTH__HANDLER_URL_PREFIXES",
+                    "http://127.0.0.1:9/allowed/",
+                ),
+                ("CASCADE__TELEMETRY__LOG_FORMAT", "json"),
+            ],
+        )
+    })
+    .await
+    .expect("start");
+    let admin = client(&cluster, Some(ADMIN)).await;
+    let producer = client(&cluster, Some(PRODUCER)).await;
+    let consumer = client(&cluster, Some(CONSUMER)).await;
+    for queue in ["orders.new", "payments"] {
+        create_queue(&admin, queue)
+            .await
+            .expect("an admin creates queues");
+    }
+
+    // No credentials, or unknown ones: UNAUTHENTICATED, nothing changed.
+    let anonymous = client(&cluster, None).await;
+    let status = refused(enqueue(&anonymous, "orders.new", "x").await);
+    assert_eq!(status.code(), Code::Unauthenticated, "{status:?}");
+    assert!(
+        status.message().starts_with("no credentials: "),
+        "{status:?}"
+    );
+    let stranger = client(&cluster, Some("not-a-token")).await;
+    let status = purge(&stranger, "orders.new").await.expect_err("refused");
+    assert_eq!(status.code(), Code::Unauthenticated, "{status:?}");
+    assert_eq!(stats(&admin, "orders.new").await.enqueued_total, 0);
+
+    // A producer on its own queues, and not on another's.
+    enqueue(&producer, "orders.new", "one")
+        .await
+        .expect("its own queue");
+    let status = refused(enqueue(&producer, "payments", "x").await);
+    assert_eq!(status.code(), Code::PermissionDenied);
+    assert_eq!(
+        status.message(),
+        "queue: identity 'orders-producer' may not produce to queue 'payments': it needs the producer role on a pattern that matches it (its grants: producer on orders.*)"
+    );
+    assert_eq!(
+        stats(&admin, "payments").await.enqueued_total,
+        0,
+        "payments unchanged"
+    );
+    // A batch with one forbidden item is refused whole.
+    let batch = api::EnqueueBatchRequest {
+        items: vec![item("orders.new", "two"), item("payments", "x")],
+    };
+    let status = refused(producer.ingest().enqueue_batch(batch).await);
+    assert_eq!(status.code(), Code::PermissionDenied);
+    assert!(
+        status
+            .message()
+            .starts_with("items[1].queue: identity 'orders-producer'"),
+        "{status:?}"
+    );
+    assert_eq!(
+        stats(&admin, "orders.new").await.enqueued_total,
+        1,
+        "nothing of the batch"
+    );
+    let listed = producer
+        .admin()
+        .list_queues(api::ListQueuesRequest::default())
+        .await
+        .expect("list")
+        .into_inner();
+    let names: Vec<&str> = listed.queues.iter().map(|q| q.name.as_str()).collect();
+    assert_eq!(names, ["orders.new"], "only the queues it has a grant on");
+    let take = take_one(&producer, "orders.new")
+        .await
+        .expect_err("refused");
+    assert_eq!(take.code(), Code::PermissionDenied);
+
+    // A consumer takes and acks, and can neither enqueue nor purge.
+    assert_eq!(
+        refused(enqueue(&consumer, "orders.new", "x").await).code(),
+        Code::PermissionDenied
+    );
+    let purged = purge(&consumer, "orders.new").await.expect_err("refused");
+    assert_eq!(purged.code(), Code::PermissionDenied);
+    assert!(
+        purged.message().contains("needs the admin role"),
+        "{purged:?}"
+    );
+    let taken = take_one(&consumer, "orders.new").await.expect("take");
+    assert_eq!(taken.len(), 1, "the purge changed nothing");
+    let acked = complete(&consumer, &taken[0], ack()).await;
+    assert_eq!(acked.code, 0, "{acked:?}");
+
+    // Quotas: payload, rate, queues; other identities keep working.
+    let limited = client(&cluster, Some(LIMITED)).await;
+    let big = refused(enqueue(&limited, "limited.a", &"x".repeat(17)).await);
+    assert_eq!(big.code(), Code::ResourceExhausted);
+    assert!(
+        big.message().contains("over its max_payload of 16 bytes"),
+        "{big:?}"
+    );
+    for name in ["limited.a", "limited.b", "limited.a"] {
+        create_queue(&limited, name)
+            .await
+            .expect("within max_queues, and again for one that exists");
+    }
+    let third = create_queue(&limited, "limited.c")
+        .await
+        .expect_err("over max_queues");
+    assert_eq!(third.code(), Code::ResourceExhausted);
+    assert!(third.message().contains("max_queues"), "{third:?}");
+    // One event a second, and a batch of 100 passes a full bucket and is paid for.
+    let hundred = api::EnqueueBatchRequest {
+        items: (0..100)
+            .map(|i| item("limited.a", &i.to_string()))
+            .collect(),
+    };
+    limited
+        .ingest()
+        .enqueue_batch(hundred)
+        .await
+        .expect("a full bucket");
+    let rate = refused(enqueue(&limited, "limited.a", "more").await);
+    assert_eq!(rate.code(), Code::ResourceExhausted);
+    assert!(
+        rate.message()
+            .contains("enqueue_rate of 1 events per second; retry in"),
+        "{rate:?}"
+    );
+    enqueue(&producer, "orders.new", "others still work")
+        .await
+        .expect("another identity");
+
+    // A pipeline's handler URLs must be in the allow-list.
+    let pipeline = |url: &str| api::Pipeline {
+        name: "hooks".into(),
+        stages: vec![api::Stage {
+            name: "call".into(),
+            handler: Some(api::HandlerSpec {
+                kind: Some(api::handler_spec::Kind::Http(api::HttpHandler {
+                    url: url.into(),
+                })),
+                concurrency: 1,
+                timeout: None,
+            }),
+            ..Default::default()
+        }],
+    };
+    let outside = refused(
+        admin
+            .admin()
+            .apply_pipeline(pipeline("http://169.254.169.254/latest/meta-data"))
+            .await,
+    );
+    assert_eq!(outside.code(), Code::PermissionDenied);
+    assert!(outside.message().starts_with("stages[0].handler.http.url: handler URL 'http://169.254.169.254/latest/meta-data' starts with none of the prefixes"), "{outside:?}");
+    let absent = refused(
+        admin
+            .admin()
+            .get_pipeline(api::GetPipelineRequest {
+                name: "hooks".into(),
+            })
+            .await,
+    );
+    assert_eq!(absent.code(), Code::NotFound, "not applied");
+    admin
+        .admin()
+        .apply_pipeline(pipeline("http://127.0.0.1:9/allowed/call"))
+        .await
+        .expect("inside the allow-list");
+
+    // Standalone's own stage workers still move events (in-process, no token).
+    admin
+        .ingest()
+        .enqueue(api::EnqueueRequest {
+            pipeline: "demo".into(),
+            payload: b"through".to_vec(),
+            ..Default::default()
+        })
+        .await
+        .expect("into the demo pipeline");
+    let deadline = Instant::now() + WITHIN;
+    while stats(&admin, "demo.enrich").await.completed_total == 0 {
+        assert!(
+            Instant::now() < deadline,
+            "the stage workers never moved the event"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+
+    // The admin port: probes and metrics open; the cluster's data for cluster admins.
+    let http = cluster.http().to_owned();
+    tokio::task::spawn_blocking(move || admin_port(&http))
+        .await
+        .expect("admin port");
+
+    // The CLI: --token and CASCADE_TOKEN.
+    let addr = format!("http://{}", cluster.gateway());
+    let without = cli::run_at(&addr, &["stats", "orders.new"], None);
+    assert_eq!(without.code, 1, "{}", without.stderr);
+    assert!(
+        without.stderr.contains("no credentials"),
+        "{}",
+        without.stderr
+    );
+    let with_flag = cli::run_at(
+        &addr,
+        &["stats", "orders.new", "--json", "--token", PRODUCER],
+        None,
+    );
+    assert_eq!(with_flag.code, 0, "{}", with_flag.stderr);
+    let from_env = cli::run_env(
+        &addr,
+        &["stats", "orders.new"],
+        &[("CASCADE_TOKEN", PRODUCER)],
+    );
+    assert_eq!(from_env.code, 0, "{}", from_env.stderr);
+    let denied = cli::run_env(
+        &addr,
+        &["queue", "purge", "orders.new"],
+        &[("CASCADE_TOKEN", PRODUCER)],
+    );
+    assert_eq!(denied.code, 1, "{}", denied.stderr);
+    assert!(
+        denied.stderr.contains("needs the admin role"),
+        "{}",
+        denied.stderr
+    );
+
+    // The identities file is read again: a token added, one revoked, without a restart.
+    std::fs::write(
+        &file,
+        identities(true).replace(&token_sha256(CONSUMER), &token_sha256("revoked")),
+    )
+    .expect("rewrite");
+    let later = client(&cluster, Some(LATER)).await;
+    let deadline = Instant::now() + WITHIN;
+    while queue_stats(&later, "orders.new").await.is_err() {
+        assert!(
+            Instant::now() < deadline,
+            "the new identity was never loaded"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let revoked = queue_stats(&consumer, "orders.new")
+        .await
+        .expect_err("revoked");
+    assert_eq!(revoked.code(), Code::Unauthenticated);
+
+    let log = cluster.front_log();
+    cluster.stop();
+    audit(&log);
+}
+
+/// The admin port with and without the tokens of a cluster admin.
+fn admin_port(http: &str) {
+    for open in ["/healthz", "/readyz", "/metrics"] {
+        assert_eq!(
+            http_get_with(http, open, &[]).map(|r| r.0),
+            Some(200),
+            "{open}"
+        );
+    }
+    for page in [
+        "/",
+        "/status.json",
+        "/dead-letters.json?queue=orders.new.dlq",
+        "/rm/explain",
+    ] {
+        let (status, head, _) = http_get_with(http, page, &[]).expect("an answer");
+        assert_eq!(status, 401, "{page} without a token");
+        assert!(
+            head.contains("www-authenticate: Basic realm=\"cascade\""),
+            "{page}: {head}"
+        );
+        let producer = format!("Bearer {PRODUCER}");
+        let (status, _, body) =
+            http_get_with(http, page, &[("Authorization", &producer)]).expect("an answer");
+        assert_eq!(status, 403, "{page} for a producer: {body}");
+        let admin = format!("Bearer {ADMIN}");
+        assert_eq!(
+            http_get_with(http, page, &[("Authorization", &admin)]).map(|r| r.0),
+            Some(200),
+            "{page}"
+        );
+    }
+    // What a browser sends once a person typed the token as the password ("ops:<token>").
+    let basic = format!("Basic {}", base64(&format!("ops:{ADMIN}")));
+    assert_eq!(
+        http_get_with(http, "/status.json", &[("Authorization", &basic)]).map(|r| r.0),
+        Some(200)
+    );
+}
+
+fn base64(text: &str) -> String {
+    use base64::Engine;
+    base64::engine::general_purpose::STANDARD.encode(text)
+}
+
+/// The audit lines: each change with the identity that made it, refusals too, and the
+/// identities file's reload.
+fn audit(log: &str) {
+    let lines: Vec<Value> = log
+        .lines()
+        .filter_map(|line| serde_json::from_str::<Value>(line).ok())
+        .filter(|line| line["target"] == "cascade::audit")
+        .collect();
+    let seen = |action: &str, identity: &str, outcome: &str| {
+        lines.iter().any(|l| {
+            l["fields"]["action"] == action
+                && l["fields"]["identity"] == identity
+                && l["fields"]["outcome"] == outcome
+        })
+    };
+    assert!(seen("queue.create", "ops", "ok"), "{lines:#?}");
+    assert!(
+        seen("queue.purge", "unauthenticated", "Unauthenticated"),
+        "{lines:#?}"
+    );
+    assert!(
+        seen("queue.purge", "orders-consumer", "PermissionDenied"),
+        "{lines:#?}"
+    );
+    assert!(
+        seen("queue.create", "limited", "ResourceExhausted"),
+        "{lines:#?}"
+    );
+    assert!(
+        seen("pipeline.apply", "ops", "PermissionDenied"),
+        "{lines:#?}"
+    );
+    assert!(seen("pipeline.apply", "ops", "ok"), "{lines:#?}");
+    assert!(seen("credentials.reload", "operator", "ok"), "{lines:#?}");
+    assert!(
+        !log.contains(ADMIN) && !log.contains(PRODUCER),
+        "tokens never logged"
+    );
+}
