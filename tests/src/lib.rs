@@ -11,6 +11,7 @@ pub mod flow;
 pub mod handler_server;
 pub mod history;
 pub mod load;
+pub mod pki;
 pub mod process;
 pub mod proxy;
 pub mod scenarios;
