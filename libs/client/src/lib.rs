@@ -41,6 +41,11 @@ pub fn innermost_cause(error: &dyn std::error::Error) -> String {
     cause.to_string()
 }
 
+/// The largest answer read (tonic's default, 4 MiB, is below an event with the largest
+/// payload). The gateway bounds its answers by its own limits; this only needs to be above
+/// them.
+const MAX_RESPONSE_BYTES: usize = 256 << 20;
+
 /// TLS and a token for a secured gateway; the default is neither.
 #[derive(Clone, Debug, Default)]
 pub struct ClientOptions {
@@ -147,15 +152,15 @@ impl Client {
     }
 
     pub fn ingest(&self) -> IngestClient<Connection> {
-        IngestClient::new(self.connection())
+        IngestClient::new(self.connection()).max_decoding_message_size(MAX_RESPONSE_BYTES)
     }
 
     pub fn worker(&self) -> WorkerClient<Connection> {
-        WorkerClient::new(self.connection())
+        WorkerClient::new(self.connection()).max_decoding_message_size(MAX_RESPONSE_BYTES)
     }
 
     pub fn admin(&self) -> AdminClient<Connection> {
-        AdminClient::new(self.connection())
+        AdminClient::new(self.connection()).max_decoding_message_size(MAX_RESPONSE_BYTES)
     }
 
     /// The connection with the token, for other stubs (health, reflection, one's own).

@@ -10,7 +10,7 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use cascade_core::units::{format_duration, serde_duration, serde_size};
+use cascade_core::units::{format_duration, format_size, serde_duration, serde_size};
 use cascade_store::ShardLimits;
 use cascade_store::durable::Watermark;
 use serde::{Deserialize, Serialize};
@@ -97,6 +97,19 @@ pub struct GrpcSettings {
     pub keepalive_interval: Duration,
     #[serde(with = "serde_duration")]
     pub keepalive_timeout: Duration,
+    /// A connection with no request in flight for this long is closed.
+    #[serde(with = "serde_duration")]
+    pub idle_timeout: Duration,
+    /// Requests in flight at once, all connections together; one more is shed at once
+    /// with RESOURCE_EXHAUSTED (health checks are not counted).
+    pub max_requests_in_flight: u32,
+    /// Bytes of responses (events' payloads) that clients have not read yet, all
+    /// connections together; a response that would pass it is refused.
+    #[serde(with = "serde_size")]
+    pub max_unread_response_bytes: u64,
+    /// The same for one connection, so that one client cannot hold it all.
+    #[serde(with = "serde_size")]
+    pub max_unread_response_bytes_per_connection: u64,
     /// TLS on this port (and mutual TLS with a client CA).
     pub tls: GrpcTlsSettings,
 }
@@ -249,6 +262,10 @@ impl Default for GrpcSettings {
             handshake_timeout: Duration::from_secs(10),
             keepalive_interval: Duration::from_secs(30),
             keepalive_timeout: Duration::from_secs(10),
+            idle_timeout: Duration::from_secs(300),
+            max_requests_in_flight: 4096,
+            max_unread_response_bytes: 256 << 20,
+            max_unread_response_bytes_per_connection: 32 << 20,
             tls: GrpcTlsSettings::default(),
         }
     }
@@ -421,6 +438,7 @@ impl Settings {
             ("grpc.handshake_timeout", self.grpc.handshake_timeout),
             ("grpc.keepalive_interval", self.grpc.keepalive_interval),
             ("grpc.keepalive_timeout", self.grpc.keepalive_timeout),
+            ("grpc.idle_timeout", self.grpc.idle_timeout),
             ("bus.request_timeout", self.bus.request_timeout),
             ("store.sync_interval", self.store.sync_interval),
             ("store.checkpoint_interval", self.store.checkpoint_interval),
@@ -434,6 +452,10 @@ impl Settings {
         }
         for (key, value) in [
             ("grpc.max_connections", self.grpc.max_connections),
+            (
+                "grpc.max_requests_in_flight",
+                self.grpc.max_requests_in_flight,
+            ),
             (
                 "grpc.max_concurrent_streams",
                 self.grpc.max_concurrent_streams,
@@ -483,6 +505,7 @@ impl Settings {
                 "must be more than 0",
             ));
         }
+        self.validate_unread_limits()?;
         self.validate_resource_manager()?;
         Ok(())
     }
@@ -495,6 +518,28 @@ impl Settings {
                 .validate()
                 .and_then(|()| limits.check_pipeline(pipeline, &self.pipelines[..i]))
                 .map_err(|e| ServiceError::setting(format!("pipelines[{i}]"), e.to_string()))?;
+        }
+        Ok(())
+    }
+
+    /// A response with the largest payload must fit what one connection may hold unread,
+    /// and that what all may.
+    fn validate_unread_limits(&self) -> Result<(), ServiceError> {
+        let grpc = &self.grpc;
+        if grpc.max_unread_response_bytes_per_connection < self.ingest.max_payload {
+            return Err(ServiceError::setting(
+                "grpc.max_unread_response_bytes_per_connection",
+                format!(
+                    "must be at least ingest.max_payload ({}), or an event with the largest payload could never be read",
+                    format_size(self.ingest.max_payload)
+                ),
+            ));
+        }
+        if grpc.max_unread_response_bytes < grpc.max_unread_response_bytes_per_connection {
+            return Err(ServiceError::setting(
+                "grpc.max_unread_response_bytes",
+                "must be at least grpc.max_unread_response_bytes_per_connection",
+            ));
         }
         Ok(())
     }

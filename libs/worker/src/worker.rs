@@ -9,10 +9,6 @@ use crate::handle::{Shared, WorkerHandle};
 use crate::run_loop::{Ctx, run};
 use crate::{Handler, WorkerConfig, WorkerError};
 
-/// The largest `Take` answer accepted. The gateway splits answers to fit its bus, so this
-/// only needs to be above the bus's message size.
-const MAX_RESPONSE_BYTES: usize = 256 << 20;
-
 /// Takes events of one queue and runs `H` on them; see the crate docs.
 pub struct Worker<H> {
     ctx: Ctx<H>,
@@ -41,9 +37,7 @@ impl<H: Handler> Worker<H> {
         Ok(Worker {
             ctx: Ctx {
                 handler: Arc::new(handler),
-                client: client
-                    .worker()
-                    .max_decoding_message_size(MAX_RESPONSE_BYTES),
+                client: client.worker(),
                 config,
                 shared,
             },

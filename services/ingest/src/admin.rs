@@ -26,10 +26,12 @@ use cascade_security::Permission;
 use tonic::{Request, Response, Status};
 
 use crate::IngestError;
+use crate::admission::respond;
 use crate::auth::caller;
 use crate::authorize::allowed;
 use crate::gateway::Gateway;
 use crate::list::merge_queue_pages;
+use crate::peer::Peer;
 use crate::pipelines::{apply_on, pipeline_reply, read_any};
 use crate::route::{Shards, unexpected};
 
@@ -295,11 +297,12 @@ impl Admin for Gateway {
         request: Request<ListDeadLettersRequest>,
     ) -> Result<Response<ListDeadLettersResponse>, Status> {
         let caller = caller(&request)?;
+        let peer = Peer::of(request.extensions()).cloned();
         let request = request.into_inner();
         let (queue, _) = list_dead_letters_from_proto(&request).map_err(IngestError::from)?;
         allowed(&caller, Permission::Administer, queue.as_str(), "queue")?;
         let page = list_dead_letters(&self.shards, request).await?;
-        Ok(Response::new(page))
+        Ok(respond(&self.admission, peer.as_ref(), page)?)
     }
 
     async fn redrive(

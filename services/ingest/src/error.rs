@@ -32,6 +32,9 @@ pub enum IngestError {
         #[source]
         source: BusError,
     },
+    /// The gateway holds as much as it may for its clients (requests, unread responses).
+    #[error("{0}")]
+    Busy(String),
     /// Too many requests are waiting for one shard: backpressure.
     #[error(
         "shard {shard} has {pending} requests waiting to be sent; retry with backoff (with the same id or idempotency key)"
@@ -84,9 +87,9 @@ impl IngestError {
     pub fn code(&self) -> tonic::Code {
         match self {
             IngestError::Invalid(err) => grpc(err.code()),
-            IngestError::TooLarge { .. } | IngestError::Overloaded { .. } => {
-                tonic::Code::ResourceExhausted
-            }
+            IngestError::TooLarge { .. }
+            | IngestError::Overloaded { .. }
+            | IngestError::Busy(_) => tonic::Code::ResourceExhausted,
             IngestError::NoSuchPipeline { .. } => tonic::Code::NotFound,
             // 0 (OK) in an error is the peer's bug, not a success.
             IngestError::Shard { code: 0, .. } => tonic::Code::Internal,

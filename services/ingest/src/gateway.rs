@@ -11,6 +11,7 @@ use cascade_service::{Settings, Shutdown};
 use tokio::task::JoinSet;
 
 use crate::IngestError;
+use crate::admission::Admission;
 use crate::authorize::Policy;
 use crate::coalesce::{Batch, Coalescer, Sized};
 use crate::ingest::EnqueueBatch;
@@ -30,6 +31,8 @@ pub(crate) struct Gateway {
     pub stopping: Shutdown,
     /// Quotas and the handler URL allow-list (grants are the callers').
     pub policy: Policy,
+    /// Requests in flight and the bytes of responses not yet read.
+    pub admission: Arc<Admission>,
 }
 
 impl Gateway {
@@ -59,6 +62,7 @@ impl Gateway {
             shards,
             limits,
             policy,
+            admission: Admission::new(settings),
         })
     }
 }

@@ -7,7 +7,9 @@
 //!   waiting in the kernel's queue where it would only time out;
 //! - a connection that sends nothing within `grpc.handshake_timeout` (not even the HTTP/2
 //!   preface) is closed, so idle sockets cannot hold the places; with TLS, its handshake
-//!   must end within that time too, and runs on a task of its own.
+//!   must end within that time too, and runs on a task of its own;
+//! - a client's connection with no request in flight for `grpc.idle_timeout` is closed
+//!   (keepalive pings answered do not count as requests).
 //!
 //! Each connection tells its requests who is at the other end ([`Peer`]): its address and
 //! the names of a client certificate the handshake verified. `cascade standalone`'s own
@@ -52,12 +54,17 @@ const IN_PROCESS_BUFFER: usize = 256 << 10;
 pub(crate) struct ConnectionLimits {
     pub max_connections: usize,
     pub handshake_timeout: Duration,
+    pub idle_timeout: Duration,
 }
 
 impl ConnectionLimits {
     /// `grpc.max_connections`, lowered to fit the process's descriptor limit (raised first
     /// to its hard maximum).
-    pub fn new(wanted: u32, handshake_timeout: Duration) -> ConnectionLimits {
+    pub fn new(
+        wanted: u32,
+        handshake_timeout: Duration,
+        idle_timeout: Duration,
+    ) -> ConnectionLimits {
         let descriptors = raise_descriptor_limit();
         let fit = descriptors.saturating_sub(FD_RESERVE).max(1);
         let max_connections = u64::from(wanted).min(fit);
@@ -72,6 +79,7 @@ impl ConnectionLimits {
         ConnectionLimits {
             max_connections: usize::try_from(max_connections).unwrap_or(usize::MAX),
             handshake_timeout,
+            idle_timeout,
         }
     }
 }
@@ -104,7 +112,9 @@ pub(crate) fn incoming(
     if let Some(InProcessListener { mut streams }) = listeners.in_process {
         tokio::spawn(async move {
             while let Some(stream) = streams.recv().await {
-                if accepted.send(Connection::InProcess(stream)).await.is_err() {
+                let connection =
+                    Connection::new(Transport::InProcess(stream), Peer::in_process(), None);
+                if accepted.send(connection).await.is_err() {
                     return;
                 }
             }
@@ -153,17 +163,24 @@ async fn accept_tcp(
         let guarded = Guarded::new(stream, permit, limits.handshake_timeout);
         match &tls {
             None => {
-                if accepted.send(Connection::Tcp(guarded)).await.is_err() {
+                let peer = Peer::remote(guarded.stream.peer_addr().ok(), Vec::new());
+                let connection =
+                    Connection::new(Transport::Tcp(guarded), peer, Some(limits.idle_timeout));
+                if accepted.send(connection).await.is_err() {
                     return;
                 }
             }
             Some(tls) => {
                 let handshake = tls.acceptor().accept(guarded);
                 let (accepted, timeout) = (accepted.clone(), limits.handshake_timeout);
+                let idle = limits.idle_timeout;
                 tokio::spawn(async move {
                     match tokio::time::timeout(timeout, handshake).await {
                         Ok(Ok(stream)) => {
-                            let _ = accepted.send(Connection::Tls(Box::new(stream))).await;
+                            let peer = tls_peer(&stream);
+                            let connection =
+                                Connection::new(Transport::Tls(Box::new(stream)), peer, Some(idle));
+                            let _ = accepted.send(connection).await;
                         }
                         Ok(Err(e)) => tracing::debug!(error = %e, "ingest.tls.handshake_failed"),
                         Err(_) => tracing::debug!("ingest.tls.handshake_timed_out"),
@@ -214,50 +231,91 @@ impl InProcessConnector {
     }
 }
 
-/// A connection of the gateway.
-pub(crate) enum Connection {
+/// The peer of a TLS connection: its address and the names of the client certificate the
+/// handshake verified.
+fn tls_peer(stream: &TlsStream<Guarded>) -> Peer {
+    let (guarded, session) = stream.get_ref();
+    let names = session
+        .peer_certificates()
+        .and_then(|chain| chain.first())
+        .map(tls::certificate_names)
+        .unwrap_or_default();
+    Peer::remote(guarded.stream.peer_addr().ok(), names)
+}
+
+/// A connection of the gateway: its stream, who is at the other end, and, for a client's,
+/// the time it may stay without a request before it is closed.
+pub(crate) struct Connection {
+    stream: Transport,
+    peer: Peer,
+    idle: Option<(Duration, Pin<Box<Sleep>>)>,
+}
+
+enum Transport {
     Tcp(Guarded),
     Tls(Box<TlsStream<Guarded>>),
     InProcess(DuplexStream),
+}
+
+impl Connection {
+    fn new(stream: Transport, peer: Peer, idle_timeout: Option<Duration>) -> Connection {
+        let idle = idle_timeout.map(|timeout| {
+            let sleep = Box::pin(tokio::time::sleep(timeout));
+            (timeout, sleep)
+        });
+        Connection { stream, peer, idle }
+    }
+
+    /// Whether the connection has had no request for its idle timeout; if not, the timer is
+    /// set to when it could have.
+    fn idle_too_long(&mut self, cx: &mut Context<'_>) -> bool {
+        let Some((timeout, sleep)) = &mut self.idle else {
+            return false;
+        };
+        while sleep.as_mut().poll(cx).is_ready() {
+            match self.peer.idle_since() {
+                Some(since) if since + *timeout <= Instant::now() => return true,
+                Some(since) => sleep.as_mut().reset(since + *timeout),
+                // A request in flight: look again a timeout later.
+                None => sleep.as_mut().reset(Instant::now() + *timeout),
+            }
+        }
+        false
+    }
 }
 
 impl Connected for Connection {
     type ConnectInfo = Peer;
 
     fn connect_info(&self) -> Peer {
-        match self {
-            Connection::Tcp(guarded) => Peer::remote(guarded.stream.peer_addr().ok(), Vec::new()),
-            Connection::Tls(stream) => {
-                let (guarded, session) = stream.get_ref();
-                let names = session
-                    .peer_certificates()
-                    .and_then(|chain| chain.first())
-                    .map(tls::certificate_names)
-                    .unwrap_or_default();
-                Peer::remote(guarded.stream.peer_addr().ok(), names)
-            }
-            Connection::InProcess(_) => Peer::in_process(),
-        }
+        self.peer.clone()
     }
 }
 
 /// `$self`'s stream, whatever the kind of connection, pinned for an I/O call.
 macro_rules! each {
     ($self:ident, $stream:ident => $call:expr) => {
-        match $self.get_mut() {
-            Connection::Tcp($stream) => $call,
-            Connection::Tls($stream) => $call,
-            Connection::InProcess($stream) => $call,
+        match &mut $self.get_mut().stream {
+            Transport::Tcp($stream) => $call,
+            Transport::Tls($stream) => $call,
+            Transport::InProcess($stream) => $call,
         }
     };
 }
 
 impl AsyncRead for Connection {
     fn poll_read(
-        self: Pin<&mut Self>,
+        mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
         buf: &mut ReadBuf<'_>,
     ) -> Poll<io::Result<()>> {
+        // The server always waits to read, so this runs when the timer fires.
+        if self.idle_too_long(cx) {
+            return Poll::Ready(Err(io::Error::new(
+                io::ErrorKind::TimedOut,
+                "no request within grpc.idle_timeout",
+            )));
+        }
         each!(self, stream => Pin::new(stream).poll_read(cx, buf))
     }
 }
@@ -288,10 +346,10 @@ impl AsyncWrite for Connection {
     }
 
     fn is_write_vectored(&self) -> bool {
-        match self {
-            Connection::Tcp(stream) => stream.is_write_vectored(),
-            Connection::Tls(stream) => stream.is_write_vectored(),
-            Connection::InProcess(stream) => stream.is_write_vectored(),
+        match &self.stream {
+            Transport::Tcp(stream) => stream.is_write_vectored(),
+            Transport::Tls(stream) => stream.is_write_vectored(),
+            Transport::InProcess(stream) => stream.is_write_vectored(),
         }
     }
 }

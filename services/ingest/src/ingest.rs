@@ -22,10 +22,12 @@ use tonic::{Request, Response, Status};
 use tracing::{Instrument, Span};
 
 use crate::IngestError;
+use crate::admission::respond;
 use crate::auth::caller;
 use crate::authorize::{allowed, payload_quota, refuse_whole};
 use crate::coalesce::{Batch, Sized};
 use crate::gateway::{Gateway, Prepared, field, renumber, scatter};
+use crate::peer::Peer;
 use crate::pipelines::no_such_pipeline;
 use crate::route::unexpected;
 use crate::trace;
@@ -227,12 +229,13 @@ impl Ingest for Gateway {
 
     async fn get(&self, request: Request<GetRequest>) -> Result<Response<Event>, Status> {
         let caller = caller(&request)?;
+        let peer = Peer::of(request.extensions()).cloned();
         let request = request.into_inner();
         let event = event_ref_from_proto(&request.queue, &request.id).map_err(IngestError::from)?;
         allowed(&caller, Permission::Produce, event.queue.as_str(), "queue")?;
         let shard = self.shards.owner(&event.queue);
         match self.shards.call(shard, Op::Get(request)).await? {
-            Reply::Event(event) => Ok(Response::new(event)),
+            Reply::Event(event) => Ok(respond(&self.admission, peer.as_ref(), event)?),
             other => Err(unexpected(shard, "a get", &other).into()),
         }
     }

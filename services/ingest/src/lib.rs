@@ -11,6 +11,7 @@
 //! `/dead-letters.json`).
 
 mod admin;
+mod admission;
 mod advance;
 mod audit;
 mod auth;

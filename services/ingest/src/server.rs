@@ -24,6 +24,7 @@ use tonic_health::ServingStatus;
 use tonic_health::server::HealthReporter;
 
 use crate::IngestError;
+use crate::admission::AdmissionLayer;
 use crate::audit::AuditedAdmin;
 use crate::auth::AuthLayer;
 use crate::client_errors;
@@ -103,7 +104,11 @@ pub async fn serve(
         }
     };
     let grpc = &settings.grpc;
-    let limits = ConnectionLimits::new(grpc.max_connections, grpc.handshake_timeout);
+    let limits = ConnectionLimits::new(
+        grpc.max_connections,
+        grpc.handshake_timeout,
+        grpc.idle_timeout,
+    );
     let tls_config = tls.as_ref().map(|tls| Arc::clone(&tls.config));
     if let Some(tls) = tls {
         tasks.spawn(tls.watch(shutdown.clone()));
@@ -126,6 +131,7 @@ pub async fn serve(
             .http2_keepalive_timeout(Some(grpc.keepalive_timeout))
             .layer(client_errors::layer(request_limit))
             .layer(AuthLayer::new(auth))
+            .layer(AdmissionLayer::new(Arc::clone(&gateway.admission)))
             .add_service(health_service)
             .add_service(reflection)
             .add_service(

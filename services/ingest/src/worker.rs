@@ -31,6 +31,7 @@ use tokio::time::Instant;
 use tonic::{Request, Response, Status};
 
 use crate::IngestError;
+use crate::admission::with_reservation;
 use crate::advance::Target;
 use crate::auth::caller;
 use crate::authorize::{allowed, payload_quota, refuse_whole};
@@ -38,6 +39,7 @@ use crate::coalesce::{Batch, Sized};
 use crate::gateway::{Gateway, Prepared, field, renumber, scatter};
 use crate::ingest::item_len;
 use crate::limits::TAKE_POLL_SLICE;
+use crate::peer::Peer;
 use crate::route::{Shards, unexpected};
 use crate::trace;
 
@@ -204,6 +206,7 @@ async fn release_abandoned(shards: &Shards, shard: u32, taken: TakeResponse) {
 impl Worker for Gateway {
     async fn take(&self, request: Request<TakeRequest>) -> Result<Response<TakeResponse>, Status> {
         let caller = caller(&request)?;
+        let peer = Peer::of(request.extensions()).cloned();
         let request = request.into_inner();
         let item = take_from_proto(&request).map_err(IngestError::from)?;
         allowed(&caller, Permission::Consume, item.queue.as_str(), "queue")?;
@@ -228,7 +231,15 @@ impl Worker for Gateway {
             if !taken.events.is_empty() || now >= deadline || early || self.stopping.is_triggered()
             {
                 trace::record_take(item.queue.as_str(), &taken.events);
-                return Ok(Response::new(taken));
+                let size = prost::Message::encoded_len(&taken);
+                return match self.admission.reserve(peer.as_ref(), size) {
+                    Ok(reserved) => Ok(with_reservation(taken, reserved)),
+                    // Not sent: the events go back at once rather than when their lease ends.
+                    Err(busy) => {
+                        release_abandoned(&self.shards, shard, taken).await;
+                        Err(busy.into())
+                    }
+                };
             }
         }
     }

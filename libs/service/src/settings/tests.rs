@@ -234,3 +234,65 @@ fn kubernetes_deployment_overrides_keep_their_dotted_stage_names() {
         "{e}"
     );
 }
+
+#[test]
+fn security_and_limit_settings_are_checked_together() {
+    type Case<'a> = (&'a str, &'a [(&'a str, &'a str)], &'a str);
+    let cases: [Case; 7] = [
+        (
+            "[grpc.tls]\ncert_file = \"/c\"\n",
+            &[],
+            "grpc.tls.key_file: must be set with grpc.tls.cert_file",
+        ),
+        (
+            "[grpc.tls]\nkey_file = \"/k\"\n",
+            &[],
+            "grpc.tls.cert_file: must be set with grpc.tls.key_file",
+        ),
+        (
+            "[grpc.tls]\nclient_ca_file = \"/ca\"\n",
+            &[],
+            "grpc.tls.client_ca_file: needs grpc.tls.cert_file",
+        ),
+        (
+            "[auth]\nenabled = true\n",
+            &[],
+            "auth.identities_file: must name the identities file",
+        ),
+        (
+            "[auth]\nhandler_url_prefixes = [\"http://handlers.svc\"]\n",
+            &[],
+            "auth.handler_url_prefixes",
+        ),
+        (
+            "",
+            &[(
+                "CASCADE__GRPC__MAX_UNREAD_RESPONSE_BYTES_PER_CONNECTION",
+                "1MiB",
+            )],
+            "grpc.max_unread_response_bytes_per_connection: must be at least ingest.max_payload (4MiB)",
+        ),
+        (
+            "",
+            &[("CASCADE__GRPC__MAX_UNREAD_RESPONSE_BYTES", "16MiB")],
+            "grpc.max_unread_response_bytes: must be at least grpc.max_unread_response_bytes_per_connection",
+        ),
+    ];
+    for (text, env_pairs, expected) in cases {
+        let e = error_of(text, env_pairs);
+        assert!(e.contains(expected), "{text} {env_pairs:?}: {e}");
+    }
+    let listed = Settings::load_from(
+        None,
+        &[],
+        env(&[(
+            "CASCADE__AUTH__HANDLER_URL_PREFIXES",
+            "http://a.svc/, https://b.svc:8443/",
+        )]),
+    )
+    .expect("a list from the environment");
+    assert_eq!(
+        listed.auth.handler_url_prefixes,
+        ["http://a.svc/", "https://b.svc:8443/"]
+    );
+}
