@@ -69,6 +69,8 @@ pub struct Cluster {
     pub grpc: String,
     nats: Option<Process>,
     nats_port: Option<u16>,
+    /// The NATS server's configuration file, for its restarts.
+    nats_config: Option<PathBuf>,
     /// Standalone: the one process. Distributed: ingest.
     front: Service,
     dispatchers: Vec<Service>,
@@ -119,6 +121,27 @@ impl Cluster {
         env: &[(&str, &str)],
         route: &dyn Fn(&str) -> String,
     ) -> Cluster {
+        Cluster::start_inner(mode, config, env, route, None)
+    }
+
+    /// Distributed, over a NATS server started with the configuration file `nats_config`
+    /// (its TLS and authorization, say); `env` tells the services how to reach it.
+    pub fn start_with_nats_config(
+        config: Option<&Path>,
+        env: &[(&str, &str)],
+        nats_config: &Path,
+    ) -> Cluster {
+        let route = |url: &str| url.to_owned();
+        Cluster::start_inner(Mode::Distributed, config, env, &route, Some(nats_config))
+    }
+
+    fn start_inner(
+        mode: Mode,
+        config: Option<&Path>,
+        env: &[(&str, &str)],
+        route: &dyn Fn(&str) -> String,
+        nats_config: Option<&Path>,
+    ) -> Cluster {
         let dir = tempfile::tempdir().expect("tempdir");
         let logs = dir.path().to_path_buf();
         let data = dir.path().join("data");
@@ -162,6 +185,7 @@ impl Cluster {
                     dir,
                     nats: None,
                     nats_port: None,
+                    nats_config: None,
                     front,
                     dispatchers: Vec::new(),
                     timers: Vec::new(),
@@ -172,7 +196,7 @@ impl Cluster {
                 }
             }
             Mode::Distributed => {
-                let (nats, url) = start_nats(&logs);
+                let (nats, url) = start_nats_with(&logs, nats_config);
                 let nats_port = url.rsplit(':').next().and_then(|p| p.parse().ok());
                 env.push(("CASCADE__BUS__KIND".into(), "nats".into()));
                 env.push(("CASCADE__BUS__URL".into(), route(&url)));
@@ -220,6 +244,7 @@ impl Cluster {
                     dir,
                     nats: Some(nats),
                     nats_port,
+                    nats_config: nats_config.map(Path::to_path_buf),
                     front,
                     dispatchers,
                     timers,
@@ -384,7 +409,8 @@ impl Cluster {
                 let mut nats = self.nats.take().expect("distributed: a NATS server");
                 nats.kill();
                 let port = self.nats_port.expect("a NATS port");
-                self.nats = Some(start_nats_on(self.dir.path(), port));
+                let config = self.nats_config.clone();
+                self.nats = Some(start_nats_on(self.dir.path(), port, config.as_deref()));
             }
         }
     }
@@ -468,21 +494,30 @@ fn command(
 
 /// A real `nats-server` on a free loopback port. Fails (never skips) when it is missing.
 pub fn start_nats(logs: &Path) -> (Process, String) {
+    start_nats_with(logs, None)
+}
+
+/// [`start_nats`] with a configuration file, if any.
+fn start_nats_with(logs: &Path, config: Option<&Path>) -> (Process, String) {
     let port = free_port();
     (
-        start_nats_on(logs, port),
+        start_nats_on(logs, port, config),
         format!("nats://127.0.0.1:{port}"),
     )
 }
 
-/// A real `nats-server` on loopback port `port`, once it accepts connections.
-fn start_nats_on(logs: &Path, port: u16) -> Process {
+/// A real `nats-server` on loopback port `port` (its flags win over `config`'s), once it
+/// accepts connections.
+fn start_nats_on(logs: &Path, port: u16, config: Option<&Path>) -> Process {
     let found = Command::new("nats-server").arg("--version").output();
     assert!(
         found.is_ok_and(|o| o.status.success()),
         "nats-server is not installed: run ./scripts/test.sh, which installs it"
     );
     let mut command = Command::new("nats-server");
+    if let Some(config) = config {
+        command.arg("-c").arg(config);
+    }
     command.args(["-a", "127.0.0.1", "-p", &port.to_string()]);
     let mut nats = Process::start("nats-server", command, logs);
     let started = std::time::Instant::now();

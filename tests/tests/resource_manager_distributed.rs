@@ -57,7 +57,9 @@ async fn the_manager_process_publishes_decisions_from_the_shards_stats() {
         .expect("enqueue");
 
     let url = cluster.nats_url().expect("a NATS URL").to_owned();
-    let bus = Bus::connect_nats(&url, "rm-test").await.expect("connect");
+    let bus = Bus::connect_nats(&cascade_bus::NatsConnect::url(&url), "rm-test")
+        .await
+        .expect("connect");
     let mut decisions = bus
         .subscribe(&cascade_bus::subject::rm_decisions("default"))
         .await

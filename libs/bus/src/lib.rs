@@ -28,7 +28,7 @@ use bytes::Bytes;
 
 pub use error::BusError;
 pub use local::{LocalBus, SUBSCRIBER_CAPACITY};
-pub use nats::NatsBus;
+pub use nats::{NatsBus, NatsConnect, NatsCredentials};
 
 /// The local bus's `max_payload`: 8 MiB, larger than NATS's default 1 MiB so that standalone
 /// mode never refuses what a default NATS deployment would accept.
@@ -77,9 +77,9 @@ impl Bus {
     }
 
     /// Connects to a NATS server; `client_name` shows in the server's connection list.
-    pub async fn connect_nats(url: &str, client_name: &str) -> Result<Bus, BusError> {
+    pub async fn connect_nats(server: &NatsConnect, client_name: &str) -> Result<Bus, BusError> {
         Ok(Bus::with(Transport::Nats(
-            NatsBus::connect(url, client_name).await?,
+            NatsBus::connect(server, client_name).await?,
         )))
     }
 

@@ -1,10 +1,12 @@
-//! The NATS bus: a thin layer over one async-nats client.
+//! The NATS bus: a thin layer over one async-nats client, with the server's credentials and
+//! TLS as [`NatsConnect`] says.
 //!
 //! Payload sizes are checked against the server's `max_payload` before anything is sent, so an
 //! oversize message fails with `TooLarge` here exactly as in the local bus. Reconnects and the
 //! buffering while disconnected are async-nats's job; a request made while disconnected times
 //! out. After `close`, every operation fails with `Closed`.
 
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
@@ -26,11 +28,87 @@ pub struct NatsBus {
     closed: Arc<AtomicBool>,
 }
 
+/// How to reach a NATS server: its URL (`nats://`, or `tls://` to insist on TLS), the
+/// credentials it asks for (at most one kind), and TLS: the CA of its certificate (then
+/// TLS is required) and a client certificate when it asks for one.
+#[derive(Clone, Debug, Default)]
+pub struct NatsConnect {
+    pub url: String,
+    pub credentials: NatsCredentials,
+    pub ca_file: Option<PathBuf>,
+    pub client_cert: Option<(PathBuf, PathBuf)>,
+}
+
+/// A NATS server's authentication: none, a token, a user and password, an nkey seed, or a
+/// credentials file (a JWT and its nkey seed).
+#[derive(Clone, Default)]
+pub enum NatsCredentials {
+    #[default]
+    None,
+    Token(String),
+    UserPassword(String, String),
+    NkeySeed(String),
+    File(PathBuf),
+}
+
+impl std::fmt::Debug for NatsCredentials {
+    /// Names the kind, never the secret.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            NatsCredentials::None => f.write_str("None"),
+            NatsCredentials::Token(_) => f.write_str("Token"),
+            NatsCredentials::UserPassword(user, _) => write!(f, "UserPassword({user})"),
+            NatsCredentials::NkeySeed(_) => f.write_str("NkeySeed"),
+            NatsCredentials::File(path) => write!(f, "File({})", path.display()),
+        }
+    }
+}
+
+impl NatsConnect {
+    /// Plain NATS at `url`.
+    pub fn url(url: &str) -> NatsConnect {
+        NatsConnect {
+            url: url.to_owned(),
+            ..NatsConnect::default()
+        }
+    }
+
+    async fn options(&self, client_name: &str) -> Result<ConnectOptions, BusError> {
+        let mut options = ConnectOptions::new().name(client_name);
+        options = match &self.credentials {
+            NatsCredentials::None => options,
+            NatsCredentials::Token(token) => options.token(token.clone()),
+            NatsCredentials::UserPassword(user, password) => {
+                options.user_and_password(user.clone(), password.clone())
+            }
+            NatsCredentials::NkeySeed(seed) => options.nkey(seed.clone()),
+            NatsCredentials::File(path) => {
+                options
+                    .credentials_file(path)
+                    .await
+                    .map_err(|e| BusError::Nats {
+                        op: "read the credentials file",
+                        reason: format!("{}: {e}", path.display()),
+                    })?
+            }
+        };
+        if let Some(ca) = &self.ca_file {
+            options = options.add_root_certificates(ca.clone()).require_tls(true);
+        }
+        if let Some((cert, key)) = &self.client_cert {
+            options = options.add_client_certificate(cert.clone(), key.clone());
+        }
+        Ok(options)
+    }
+}
+
 impl NatsBus {
     /// Fails if the server cannot be reached now; once connected, async-nats reconnects.
-    pub async fn connect(url: &str, client_name: &str) -> Result<NatsBus, BusError> {
-        let client = ConnectOptions::new()
-            .name(client_name)
+    pub async fn connect(server: &NatsConnect, client_name: &str) -> Result<NatsBus, BusError> {
+        let url = &server.url;
+        let client = server
+            .options(client_name)
+            .await?
             .connect(url)
             .await
             .map_err(|err| BusError::Nats {

@@ -612,7 +612,7 @@ async fn nats_connect_to_a_closed_port_fails() {
         listener.local_addr().expect("addr").port()
     };
     let url = format!("nats://127.0.0.1:{port}");
-    let err = Bus::connect_nats(&url, "cascade-bus-test")
+    let err = Bus::connect_nats(&cascade_bus::NatsConnect::url(&url), "cascade-bus-test")
         .await
         .expect_err("nothing listens there");
     match &err {

@@ -56,7 +56,7 @@ impl Process {
             ));
         }
         let (auth, identities) = crate::auth::load(&settings.auth)?;
-        let bus = Bus::connect_nats(&settings.bus.url, name).await?;
+        let bus = Bus::connect_nats(&settings.bus.nats()?, name).await?;
         let (trigger, shutdown) = shutdown_channel();
         tokio::spawn(trigger.on_signal());
         if let Some(identities) = identities {

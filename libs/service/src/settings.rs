@@ -10,6 +10,7 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use cascade_bus::{NatsConnect, NatsCredentials};
 use cascade_core::units::{format_duration, format_size, serde_duration, serde_size};
 use cascade_store::ShardLimits;
 use cascade_store::durable::Watermark;
@@ -73,10 +74,21 @@ pub enum BusKind {
 #[serde(deny_unknown_fields, default)]
 pub struct BusSettings {
     pub kind: BusKind,
+    /// `nats://host:port`, or `tls://host:port` to insist on TLS.
     pub url: String,
     /// How long a service waits for another's answer before UNAVAILABLE.
     #[serde(with = "serde_duration")]
     pub request_timeout: Duration,
+    /// The NATS server's credentials, at most one kind: a token, a user and password, an
+    /// nkey seed, or a credentials file.
+    pub token: Option<Secret>,
+    pub user: Option<String>,
+    pub password: Option<Secret>,
+    pub nkey_seed: Option<Secret>,
+    pub credentials_file: Option<PathBuf>,
+    /// TLS to the NATS server: its CA (then TLS is required), and a client certificate
+    /// and key for a server that verifies clients.
+    pub tls: ClientTlsFiles,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -243,12 +255,71 @@ impl Default for ClusterSettings {
     }
 }
 
+impl BusSettings {
+    /// How to reach the NATS server, checked: a `nats://` or `tls://` URL, at most one
+    /// kind of credentials, a client certificate with its key.
+    pub fn nats(&self) -> Result<NatsConnect, ServiceError> {
+        if !["nats://", "tls://"]
+            .iter()
+            .any(|s| self.url.starts_with(s))
+        {
+            return Err(ServiceError::setting(
+                "bus.url",
+                format!("'{}' is not a nats:// or tls:// URL", self.url),
+            ));
+        }
+        let credentials = match (
+            &self.token,
+            &self.user,
+            &self.password,
+            &self.nkey_seed,
+            &self.credentials_file,
+        ) {
+            (None, None, None, None, None) => NatsCredentials::None,
+            (Some(token), None, None, None, None) => NatsCredentials::Token(token.expose().into()),
+            (None, Some(user), Some(password), None, None) => {
+                NatsCredentials::UserPassword(user.clone(), password.expose().into())
+            }
+            (None, None, None, Some(seed), None) => NatsCredentials::NkeySeed(seed.expose().into()),
+            (None, None, None, None, Some(file)) => NatsCredentials::File(file.clone()),
+            (None, Some(_), None, None, None) | (None, None, Some(_), None, None) => {
+                return Err(ServiceError::setting(
+                    "bus.password",
+                    "bus.user and bus.password go together",
+                ));
+            }
+            _ => {
+                return Err(ServiceError::setting(
+                    "bus.token",
+                    "give one kind of NATS credentials: bus.token, bus.user with bus.password, bus.nkey_seed, or bus.credentials_file",
+                ));
+            }
+        };
+        let client_cert = self
+            .tls
+            .cert_and_key("bus.tls")?
+            .map(|(cert, key)| (cert.to_path_buf(), key.to_path_buf()));
+        Ok(NatsConnect {
+            url: self.url.clone(),
+            credentials,
+            ca_file: self.tls.ca_file.clone(),
+            client_cert,
+        })
+    }
+}
+
 impl Default for BusSettings {
     fn default() -> Self {
         BusSettings {
             kind: BusKind::Local,
             url: "nats://127.0.0.1:4222".into(),
             request_timeout: Duration::from_secs(10),
+            token: None,
+            user: None,
+            password: None,
+            nkey_seed: None,
+            credentials_file: None,
+            tls: ClientTlsFiles::default(),
         }
     }
 }
@@ -428,11 +499,8 @@ impl Settings {
                 )
             })?;
         }
-        if self.bus.kind == BusKind::Nats && !self.bus.url.starts_with("nats://") {
-            return Err(ServiceError::setting(
-                "bus.url",
-                format!("'{}' is not a nats:// URL", self.bus.url),
-            ));
+        if self.bus.kind == BusKind::Nats {
+            self.bus.nats()?;
         }
         for (key, value) in [
             ("grpc.handshake_timeout", self.grpc.handshake_timeout),

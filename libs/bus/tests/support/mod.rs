@@ -37,9 +37,12 @@ impl NatsServer {
     }
 
     pub async fn connect(&self) -> Bus {
-        Bus::connect_nats(&self.url(), "cascade-bus-test")
-            .await
-            .expect("connect to the test nats-server")
+        Bus::connect_nats(
+            &cascade_bus::NatsConnect::url(&self.url()),
+            "cascade-bus-test",
+        )
+        .await
+        .expect("connect to the test nats-server")
     }
 
     async fn try_start() -> Result<NatsServer, String> {

@@ -238,7 +238,31 @@ fn kubernetes_deployment_overrides_keep_their_dotted_stage_names() {
 #[test]
 fn security_and_limit_settings_are_checked_together() {
     type Case<'a> = (&'a str, &'a [(&'a str, &'a str)], &'a str);
-    let cases: [Case; 7] = [
+    let nats = "[bus]\nkind = \"nats\"\n";
+    let cases: [Case; 11] = [
+        (
+            nats,
+            &[("CASCADE__BUS__URL", "http://nats:4222")],
+            "bus.url: 'http://nats:4222' is not a nats:// or tls:// URL",
+        ),
+        (
+            nats,
+            &[
+                ("CASCADE__BUS__TOKEN", "t"),
+                ("CASCADE__BUS__NKEY_SEED", "SU"),
+            ],
+            "give one kind of NATS credentials",
+        ),
+        (
+            nats,
+            &[("CASCADE__BUS__USER", "u")],
+            "bus.password: bus.user and bus.password go together",
+        ),
+        (
+            nats,
+            &[("CASCADE__BUS__TLS__CERT_FILE", "/c")],
+            "bus.tls.key_file: must be set with cert_file",
+        ),
         (
             "[grpc.tls]\ncert_file = \"/c\"\n",
             &[],
@@ -294,5 +318,22 @@ fn security_and_limit_settings_are_checked_together() {
     assert_eq!(
         listed.auth.handler_url_prefixes,
         ["http://a.svc/", "https://b.svc:8443/"]
+    );
+    let secured = Settings::load_from(
+        None,
+        &[],
+        env(&[
+            ("CASCADE__BUS__KIND", "nats"),
+            ("CASCADE__BUS__URL", "tls://nats:4222"),
+            ("CASCADE__BUS__USER", "cascade"),
+            ("CASCADE__BUS__PASSWORD", "s3cret"),
+        ]),
+    )
+    .expect("valid");
+    let nats = secured.bus.nats().expect("valid");
+    assert_eq!(format!("{:?}", nats.credentials), "UserPassword(cascade)");
+    assert!(
+        !format!("{secured:?}").contains("s3cret"),
+        "secrets are never printed"
     );
 }
