@@ -459,8 +459,14 @@ impl Settings {
         overrides: &[(&str, String)],
         env: impl IntoIterator<Item = (String, String)>,
     ) -> Result<Settings, ServiceError> {
-        let settings: Settings = load_layers(file, ENV_PREFIX, overrides, env)?;
+        let mut settings: Settings = load_layers(file, ENV_PREFIX, overrides, env)?;
         settings.validate()?;
+        // An IPv6 address as Kubernetes gives a pod's (`$(POD_IP):7700`), bracketed for binding.
+        for addr in [&mut settings.grpc.addr, &mut settings.http.addr] {
+            if let Some(parsed) = socket_addr(addr) {
+                *addr = parsed.to_string();
+            }
+        }
         Ok(settings)
     }
 
@@ -492,10 +498,10 @@ impl Settings {
             ("grpc.addr", &self.grpc.addr),
             ("http.addr", &self.http.addr),
         ] {
-            addr.parse::<SocketAddr>().map_err(|_| {
+            socket_addr(addr).ok_or_else(|| {
                 ServiceError::setting(
                     key,
-                    format!("'{addr}' is not an address like 127.0.0.1:7700"),
+                    format!("'{addr}' is not an address like 127.0.0.1:7700 or [::1]:7700"),
                 )
             })?;
         }
@@ -639,6 +645,17 @@ impl Settings {
     pub fn timer_shards(&self) -> Vec<u32> {
         own_or_all(&self.timer.shards, self.cluster.shards)
     }
+}
+
+/// `127.0.0.1:7700`, `[::1]:7700`, or an IPv6 address and port without brackets
+/// (`fd00::1:7700`, what `$(POD_IP):7700` makes of an IPv6 pod address).
+fn socket_addr(text: &str) -> Option<SocketAddr> {
+    if let Ok(addr) = text.parse() {
+        return Some(addr);
+    }
+    let (ip, port) = text.rsplit_once(':')?;
+    let ip: std::net::Ipv6Addr = ip.parse().ok()?;
+    Some(SocketAddr::new(ip.into(), port.parse().ok()?))
 }
 
 /// A list of shard numbers: `[0, 2]` in a file; `0,2` or a single `0` in the environment,

@@ -337,3 +337,20 @@ fn security_and_limit_settings_are_checked_together() {
         "secrets are never printed"
     );
 }
+
+#[test]
+fn a_pods_ipv6_address_is_bracketed_for_binding() {
+    let s = Settings::load_from(
+        None,
+        &[],
+        env(&[
+            ("CASCADE__GRPC__ADDR", "fd00::1:7700"),
+            ("CASCADE__HTTP__ADDR", "10.1.2.3:7701"),
+        ]),
+    )
+    .expect("valid");
+    assert_eq!(s.grpc.addr, "[fd00::1]:7700");
+    assert_eq!(s.http.addr, "10.1.2.3:7701");
+    let e = error_of("[grpc]\naddr = \"fd00::1\"\n", &[]);
+    assert!(e.contains("grpc.addr"), "{e}");
+}
