@@ -3,7 +3,9 @@
 //! shards. First `cascade standalone`, then the distributed mode (`cascade-ingest`, 2
 //! `cascade-dispatcher` and 2 `cascade-activation-timer` processes over one `nats-server`);
 //! every scenario prints its figure in both modes and their ratio, beside the disk's raw
-//! fdatasync rate measured in the same run. The load generator shares the machine's cores
+//! fdatasync rate measured in the same run. `standalone-tls` is `cascade standalone` with TLS
+//! on its gRPC port (a certificate this benchmark makes), every client speaking TLS: its
+//! ratio to `standalone` is the cost of TLS. The load generator shares the machine's cores
 //! with the servers, as it would on a 2-core box.
 //!
 //! Scenarios, each on its own 16 queues (spread over both shards):
@@ -14,7 +16,8 @@
 //! - `fill`: the 8 producers alone for `CASCADE_BENCH_FILL_SECS`, with 10-s windows.
 //!
 //! Run: `cargo build --release --bins && cargo bench -p cascade-e2e --bench service
-//! [-- SCENARIO... MODE...]` (modes: `standalone`, `distributed`; default: all). Environment:
+//! [-- SCENARIO... MODE...]` (modes: `standalone`, `standalone-tls`, `distributed`; default:
+//! all). Environment:
 //! `CASCADE_BENCH_SECS` (window of `unary` and `steady`, default 20),
 //! `CASCADE_BENCH_WARMUP_SECS` (3), `CASCADE_BENCH_FILL_SECS` (60), `CASCADE_BENCH_PRODUCERS`
 //! (8), `CASCADE_BENCH_CONSUMERS` (4). The servers' data lives
@@ -26,7 +29,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use cascade_client::{Client, api};
+use cascade_client::{Client, ClientOptions, api};
+use cascade_e2e::pki::TestCa;
 use cascade_e2e::{Cluster, Mode};
 use tokio::task::JoinSet;
 
@@ -90,7 +94,7 @@ fn main() -> Result<(), BoxError> {
         }
     };
     let scenarios = pick(&["unary", "steady", "fill"]);
-    let modes = pick(&["standalone", "distributed"]);
+    let modes = pick(&["standalone", "standalone-tls", "distributed"]);
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -103,14 +107,11 @@ fn main() -> Result<(), BoxError> {
         std::env::temp_dir().display()
     );
     let mut results: Vec<(&str, &str, f64)> = Vec::new();
+    let certificates = tempfile::tempdir()?;
     for mode in modes {
-        let cluster_mode = match mode {
-            "standalone" => Mode::Standalone,
-            _ => Mode::Distributed,
-        };
-        let cluster = Cluster::start_with(cluster_mode, None, &[]);
+        let (cluster, gateway) = start(mode, certificates.path());
         for &scenario in &scenarios {
-            let (rate, line) = runtime.block_on(run(&cluster, scenario, &plan))?;
+            let (rate, line) = runtime.block_on(run(&gateway, scenario, &plan))?;
             println!("{mode:<12} {scenario:<7} {line}   [disk {fsync:.0} fdatasync/s]");
             results.push((mode, scenario, rate));
         }
@@ -118,19 +119,68 @@ fn main() -> Result<(), BoxError> {
     }
     for &scenario in &scenarios {
         let rate = |mode| results.iter().find(|r| r.0 == mode && r.1 == scenario);
-        if let (Some(standalone), Some(distributed)) = (rate("standalone"), rate("distributed")) {
-            println!(
-                "ratio        {scenario:<7} distributed / standalone = {:.2}",
-                distributed.2 / standalone.2
-            );
+        for other in ["distributed", "standalone-tls"] {
+            if let (Some(standalone), Some(compared)) = (rate("standalone"), rate(other)) {
+                println!(
+                    "ratio        {scenario:<7} {other} / standalone = {:.2}",
+                    compared.2 / standalone.2
+                );
+            }
         }
     }
     Ok(())
 }
 
+/// The gateway's address and what its clients need to reach it.
+struct Gateway {
+    addr: String,
+    options: ClientOptions,
+}
+
+impl Gateway {
+    async fn client(&self) -> Result<Client, BoxError> {
+        Ok(Client::connect_with(&self.addr, &self.options).await?)
+    }
+}
+
+/// Starts `mode`'s cluster; for `standalone-tls`, with a certificate made in `dir`.
+fn start(mode: &str, dir: &std::path::Path) -> (Cluster, Gateway) {
+    if mode != "standalone-tls" {
+        let cluster_mode = match mode {
+            "standalone" => Mode::Standalone,
+            _ => Mode::Distributed,
+        };
+        let cluster = Cluster::start_with(cluster_mode, None, &[]);
+        let gateway = Gateway {
+            addr: cluster.gateway().to_owned(),
+            options: ClientOptions::default(),
+        };
+        return (cluster, gateway);
+    }
+    let ca = TestCa::new("benchmark CA");
+    let (cert, key) = ca.server().write(dir, "gateway");
+    let (cert, key) = (cert.display().to_string(), key.display().to_string());
+    let cluster = Cluster::start_with(
+        Mode::Standalone,
+        None,
+        &[
+            ("CASCADE__GRPC__TLS__CERT_FILE", &cert),
+            ("CASCADE__GRPC__TLS__KEY_FILE", &key),
+        ],
+    );
+    let gateway = Gateway {
+        addr: format!("https://{}", cluster.gateway()),
+        options: ClientOptions {
+            ca_pem: Some(ca.cert_pem().into_bytes()),
+            ..ClientOptions::default()
+        },
+    };
+    (cluster, gateway)
+}
+
 /// Creates the scenario's queues, runs it, and returns its rate and the line to print.
-async fn run(cluster: &Cluster, scenario: &str, plan: &Plan) -> Result<(f64, String), BoxError> {
-    let client = cluster.client().await;
+async fn run(gateway: &Gateway, scenario: &str, plan: &Plan) -> Result<(f64, String), BoxError> {
+    let client = gateway.client().await?;
     let queues: Vec<String> = (0..QUEUES).map(|i| format!("{scenario}-{i}")).collect();
     for name in &queues {
         let request = api::CreateQueueRequest {
@@ -139,7 +189,6 @@ async fn run(cluster: &Cluster, scenario: &str, plan: &Plan) -> Result<(f64, Str
         };
         client.admin().create_queue(request).await?;
     }
-    let gateway = cluster.gateway();
     match scenario {
         "unary" => unary(gateway, &queues, plan).await,
         "steady" => steady(gateway, &queues, plan).await,
@@ -189,11 +238,15 @@ async fn stop_all(
     Ok(latencies)
 }
 
-async fn unary(gateway: &str, queues: &[String], plan: &Plan) -> Result<(f64, String), BoxError> {
+async fn unary(
+    gateway: &Gateway,
+    queues: &[String],
+    plan: &Plan,
+) -> Result<(f64, String), BoxError> {
     let counters = Arc::new(Counters::default());
     let mut tasks = JoinSet::new();
     for n in 0..UNARY_CLIENTS {
-        let client = Client::connect(gateway).await?;
+        let client = gateway.client().await?;
         let (queue, counters) = (queues[n % QUEUES].clone(), Arc::clone(&counters));
         tasks.spawn(async move {
             let mut ingest = client.ingest();
@@ -224,7 +277,7 @@ async fn unary(gateway: &str, queues: &[String], plan: &Plan) -> Result<(f64, St
 /// `producers` tasks sending `EnqueueBatch` of `BATCH`, round-robin over `queues`, while
 /// fewer than `backlog` events are enqueued and not yet acked.
 async fn produce(
-    gateway: &str,
+    gateway: &Gateway,
     queues: &[String],
     producers: usize,
     counters: &Arc<Counters>,
@@ -232,7 +285,7 @@ async fn produce(
     tasks: &mut JoinSet<Result<Vec<Duration>, BoxError>>,
 ) -> Result<(), BoxError> {
     for n in 0..producers {
-        let client = Client::connect(gateway).await?;
+        let client = gateway.client().await?;
         let (queues, counters) = (queues.to_vec(), Arc::clone(counters));
         tasks.spawn(async move {
             let mut ingest = client.ingest();
@@ -270,7 +323,11 @@ async fn produce(
     Ok(())
 }
 
-async fn steady(gateway: &str, queues: &[String], plan: &Plan) -> Result<(f64, String), BoxError> {
+async fn steady(
+    gateway: &Gateway,
+    queues: &[String],
+    plan: &Plan,
+) -> Result<(f64, String), BoxError> {
     let counters = Arc::new(Counters::default());
     let mut tasks = JoinSet::new();
     produce(
@@ -283,7 +340,7 @@ async fn steady(gateway: &str, queues: &[String], plan: &Plan) -> Result<(f64, S
     )
     .await?;
     for n in 0..plan.consumers {
-        let client = Client::connect(gateway).await?;
+        let client = gateway.client().await?;
         let mine: Vec<String> = queues
             .iter()
             .skip(n % QUEUES)
@@ -344,7 +401,11 @@ async fn steady(gateway: &str, queues: &[String], plan: &Plan) -> Result<(f64, S
     ))
 }
 
-async fn fill(gateway: &str, queues: &[String], plan: &Plan) -> Result<(f64, String), BoxError> {
+async fn fill(
+    gateway: &Gateway,
+    queues: &[String],
+    plan: &Plan,
+) -> Result<(f64, String), BoxError> {
     let counters = Arc::new(Counters::default());
     let mut tasks = JoinSet::new();
     produce(gateway, queues, plan.producers, &counters, None, &mut tasks).await?;

@@ -25,16 +25,11 @@ pub struct Quotas {
 
 impl Quotas {
     /// RESOURCE_EXHAUSTED when `size` bytes of payload are over `max_payload`.
-    pub fn check_payload(
-        &self,
-        identity: &str,
-        field: &str,
-        size: u64,
-    ) -> Result<(), SecurityError> {
+    pub fn check_payload(&self, identity: &str, size: u64) -> Result<(), SecurityError> {
         match self.max_payload {
             Some(limit) if size > limit => Err(SecurityError::QuotaExceeded {
                 identity: identity.to_owned(),
-                what: format!("{field} is {size} bytes, over its max_payload of {limit} bytes"),
+                what: format!("a payload of {size} bytes is over its max_payload of {limit} bytes"),
                 retry_after: None,
             }),
             _ => Ok(()),
@@ -167,15 +162,11 @@ mod tests {
             max_queues: Some(2),
             ..Quotas::default()
         };
-        quotas
-            .check_payload("a", "payload", 100)
-            .expect("at the limit");
-        let err = quotas
-            .check_payload("a", "items[3].payload", 101)
-            .expect_err("over");
+        quotas.check_payload("a", 100).expect("at the limit");
+        let err = quotas.check_payload("a", 101).expect_err("over");
         assert_eq!(
             err.to_string(),
-            "identity 'a' is over its quota: items[3].payload is 101 bytes, over its max_payload of 100 bytes"
+            "identity 'a' is over its quota: a payload of 101 bytes is over its max_payload of 100 bytes"
         );
         quotas.check_queues("a", 1, 1).expect("room for one");
         let err = quotas.check_queues("a", 2, 1).expect_err("full");

@@ -56,7 +56,7 @@ pub(crate) fn payload_quota(caller: &Caller, field: &str, size: usize) -> Result
     match caller.identity() {
         Some(identity) => identity
             .quotas
-            .check_payload(&identity.name, field, size as u64)
+            .check_payload(&identity.name, size as u64)
             .map_err(|source| refused(field, source)),
         None => Ok(()),
     }

@@ -22,7 +22,7 @@
 //! # [handler_tls]           # the same for the handler (https:// or TLS gRPC)
 //!
 //! [handler]
-//! kind = { http = { url = "http://127.0.0.1:8080/ship" } }   # or { grpc = { endpoint = "http://127.0.0.1:50051" } }, { builtin = "log" }
+//! kind = { http = { url = "http://127.0.0.1:8080/ship" } }   # or { grpc = { endpoint = "http://127.0.0.1:50051" } } (https:// for TLS), { builtin = "log" }
 //! timeout = "10s"
 //! ```
 
@@ -304,7 +304,8 @@ impl StageWorkerConfig {
 }
 
 /// A handler from the command line: `http://…` or `https://…` (HTTP), `grpc://host:port`
-/// (gRPC, plaintext), `builtin:<name>` (built-in or registered in-process handler).
+/// (gRPC, plaintext), `grpcs://host:port` (gRPC over TLS), `builtin:<name>` (built-in or
+/// registered in-process handler).
 pub fn parse_handler_kind(spec: &str) -> Result<HandlerKind, StageWorkerError> {
     let spec = spec.trim();
     if spec.starts_with("http://") || spec.starts_with("https://") {
@@ -312,12 +313,14 @@ pub fn parse_handler_kind(spec: &str) -> Result<HandlerKind, StageWorkerError> {
             url: spec.to_owned(),
         });
     }
-    if let Some(address) = spec.strip_prefix("grpc://")
-        && !address.is_empty()
-    {
-        return Ok(HandlerKind::Grpc {
-            endpoint: format!("http://{address}"),
-        });
+    for (scheme, url_scheme) in [("grpc://", "http"), ("grpcs://", "https")] {
+        if let Some(address) = spec.strip_prefix(scheme)
+            && !address.is_empty()
+        {
+            return Ok(HandlerKind::Grpc {
+                endpoint: format!("{url_scheme}://{address}"),
+            });
+        }
     }
     if let Some(name) = spec.strip_prefix("builtin:")
         && !name.is_empty()
@@ -326,7 +329,9 @@ pub fn parse_handler_kind(spec: &str) -> Result<HandlerKind, StageWorkerError> {
     }
     Err(StageWorkerError::setting(
         "handler",
-        format!("must be http://…, https://…, grpc://host:port or builtin:<name>, got {spec:?}"),
+        format!(
+            "must be http://…, https://…, grpc://host:port, grpcs://host:port (TLS) or builtin:<name>, got {spec:?}"
+        ),
     ))
 }
 

@@ -170,12 +170,18 @@ fn handler_specs_from_the_command_line() {
                 endpoint: "http://h:1".into(),
             },
         ),
+        (
+            "grpcs://h:1",
+            HandlerKind::Grpc {
+                endpoint: "https://h:1".into(),
+            },
+        ),
         ("builtin:sleep:5", HandlerKind::Builtin("sleep:5".into())),
     ];
     for (spec, kind) in cases {
         assert_eq!(parse_handler_kind(spec).expect(spec), kind);
     }
-    for bad in ["", "grpc://", "builtin:", "h:1", "tcp://h"] {
+    for bad in ["", "grpc://", "grpcs://", "builtin:", "h:1", "tcp://h"] {
         assert!(parse_handler_kind(bad).is_err(), "{bad}");
     }
 }

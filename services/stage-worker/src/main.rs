@@ -26,7 +26,7 @@ struct Flags {
     /// The queue to work on (or set pipeline and stage in the config file).
     #[arg(long)]
     queue: Option<String>,
-    /// http://host/path, grpc://host:port or builtin:<name> (log, noop, sleep:<ms>, fail:<percent>).
+    /// http://host/path, grpc://host:port, grpcs://host:port (TLS) or builtin:<name> (log, noop, sleep:<ms>, fail:<percent>).
     #[arg(long)]
     handler: Option<String>,
     /// Handlers at once [default: the handler's concurrency, 1].

@@ -1,17 +1,22 @@
 //! The gRPC handler: the stage worker calls the user's `cascade.v1.Handler` (served here by
-//! tonic) with the event and attempt, retries after a gRPC error, and completes with the
-//! outcome it answers; the call's metadata carries the event's `traceparent` (no trace
-//! export here: the context is forwarded unchanged).
+//! tonic, over mutual TLS) with the event and attempt, retries after a gRPC error, and
+//! completes with the outcome it answers; the call's metadata carries the event's
+//! `traceparent` (no trace export here: the context is forwarded unchanged) and the
+//! worker's `handler_token`; the worker trusts the handler's CA and presents its own
+//! certificate (`handler_tls`).
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use cascade_core::QueueConfig;
+use cascade_e2e::pki::TestCa;
 use cascade_proto::v1;
 use cascade_proto::v1::handler_server::{Handler, HandlerServer};
+use cascade_service::settings::{ClientTlsFiles, Secret};
 use cascade_stage_worker::Registry;
 use tonic::transport::server::TcpIncoming;
+use tonic::transport::{Certificate, Identity, ServerTlsConfig};
 use tonic::{Request, Response, Status};
 
 use crate::harness::{Cascade, RunningStage, stage_config};
@@ -23,6 +28,7 @@ struct Call {
     attempt: u32,
     payload: Vec<u8>,
     traceparent: Option<String>,
+    authorization: Option<String>,
 }
 
 const TRACEPARENT: &str = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
@@ -38,11 +44,18 @@ impl Handler for Shipper {
         &self,
         request: Request<v1::HandleRequest>,
     ) -> Result<Response<v1::HandleResponse>, Status> {
-        let traceparent = request
-            .metadata()
-            .get("traceparent")
-            .and_then(|v| v.to_str().ok())
-            .map(str::to_owned);
+        let metadata = |name: &str| {
+            request
+                .metadata()
+                .get(name)
+                .and_then(|v| v.to_str().ok())
+                .map(str::to_owned)
+        };
+        let (traceparent, authorization) = (metadata("traceparent"), metadata("authorization"));
+        assert!(
+            request.peer_certs().is_some_and(|chain| !chain.is_empty()),
+            "the worker presented its certificate"
+        );
         let request = request.into_inner();
         let event = request.event.unwrap_or_default();
         let call = {
@@ -53,6 +66,7 @@ impl Handler for Shipper {
                 attempt: request.attempt,
                 payload: event.payload,
                 traceparent,
+                authorization,
             });
             calls.len()
         };
@@ -86,15 +100,32 @@ async fn a_grpc_handler_is_retried_after_an_error_and_its_outcome_applied() {
         .await
         .expect("bind");
     let addr = listener.local_addr().expect("address");
+    let (ca, dir) = (
+        TestCa::new("handlers' CA"),
+        tempfile::tempdir().expect("tempdir"),
+    );
+    let served = ca.server();
+    let tls = ServerTlsConfig::new()
+        .identity(Identity::from_pem(&served.cert_pem, &served.key_pem))
+        .client_ca_root(Certificate::from_pem(ca.cert_pem()));
     let server = tokio::spawn(
         tonic::transport::Server::builder()
+            .tls_config(tls)
+            .expect("TLS")
             .add_service(HandlerServer::from_arc(Arc::clone(&shipper)))
             .serve_with_incoming(TcpIncoming::from(listener)),
     );
-    let stage = RunningStage::start(
-        stage_config(&cascade, "packing", &format!("grpc://{addr}")),
-        &Registry::new(),
-    );
+    let ca_file = dir.path().join("ca.crt");
+    std::fs::write(&ca_file, ca.cert_pem()).expect("write");
+    let (cert_file, key_file) = ca.client(&["worker.test"]).write(dir.path(), "worker");
+    let mut config = stage_config(&cascade, "packing", &format!("grpcs://{addr}"));
+    config.handler_tls = ClientTlsFiles {
+        ca_file: Some(ca_file),
+        cert_file: Some(cert_file),
+        key_file: Some(key_file),
+    };
+    config.handler_token = Some(Secret::new("handler-token-1"));
+    let stage = RunningStage::start(config, &Registry::new());
     let id = cascade
         .enqueue("packing", b"parcel", &[("traceparent", TRACEPARENT)])
         .await;
@@ -108,6 +139,7 @@ async fn a_grpc_handler_is_retried_after_an_error_and_its_outcome_applied() {
             attempt,
             payload: b"parcel".to_vec(),
             traceparent: Some(TRACEPARENT.to_owned()),
+            authorization: Some("Bearer handler-token-1".to_owned()),
         })
         .collect();
     assert_eq!(calls, expected);

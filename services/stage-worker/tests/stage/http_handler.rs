@@ -23,6 +23,7 @@ async fn the_handler_gets_the_documented_headers_and_a_2xx_completes() {
     config.pipeline = Some("orders".into());
     config.stage = Some("ship".into());
     config.last_stage = true;
+    config.handler_token = Some(cascade_service::settings::Secret::new("handler-token-2"));
     let stage = RunningStage::start(config, &Registry::new());
     let id = cascade
         .enqueue(
@@ -45,6 +46,7 @@ async fn the_handler_gets_the_documented_headers_and_a_2xx_completes() {
     assert_eq!(call.header("traceparent"), Some(TRACEPARENT));
     assert_eq!(call.header("cascade-h-traceparent"), Some(TRACEPARENT));
     assert_eq!(call.header("cascade-h-tenant"), Some("acme"));
+    assert_eq!(call.header("authorization"), Some("Bearer handler-token-2"));
     let gone = cascade.get("orders.ship", &id).await.expect_err("acked");
     assert_eq!(gone.code(), tonic::Code::NotFound);
     stage.stop().await.expect("a clean stop");
