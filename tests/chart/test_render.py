@@ -3,14 +3,15 @@ rendered object passes the Kubernetes 1.33 schemas, and bad values fail with a m
 that names them."""
 
 import json
+import re
 import shutil
 import tomllib
 
 import pytest
 import yaml
 
-from conftest import (CHART, HELMS, ROOT, VALUES_FILES, by_kind, cascade_bin, helm_template,
-                      run, tool)
+from conftest import (CHART, HELMS, ROOT, VALUES_FILES, LocalContainer, by_kind, cascade_bin,
+                      helm_template, pod_specs, run, tool)
 
 
 @pytest.mark.parametrize("helm", HELMS)
@@ -52,6 +53,10 @@ def test_unknown_keys_and_wrong_types_fail_with_the_schemas_message(helm):
         (["--set", "config.cluster.shards=0"], "shards"),
         (["--set", "mode=cluster"], "mode"),
         (["--set", "config.store.durability=sometimes"], "durability"),
+        (["--set", "auth.handlerUrlPrefixes[0]=http://handlers.shop.svc"], "handlerUrlPrefixes"),
+        (["--set", "tls.existingSecret=Not_A_Name"], "existingSecret"),
+        (["--set", "nats.external.url=redis://somewhere:6379"], "url"),
+        (["--set", "config.grpc.max_requests_in_flight=0"], "max_requests_in_flight"),
     ]:
         done = helm_template(helm, *args)
         assert done.returncode != 0, f"{helm} rendered with {args}"
@@ -74,8 +79,49 @@ def test_a_stage_name_that_cannot_name_a_deployment_fails_naming_it():
 
 
 def test_a_payload_limit_nats_cannot_carry_fails_naming_it():
-    stderr = _fails("--set", "config.ingest.max_payload=70MiB")
+    stderr = _fails("--set", "auth.existingSecret=cascade-auth",
+                    "--set", "config.ingest.max_payload=70MiB")
     assert "config.ingest.max_payload" in stderr and "64 MiB" in stderr, stderr
+
+
+@pytest.mark.parametrize("helm", HELMS)
+def test_authentication_is_on_by_default_and_fails_without_its_secret_saying_what_to_create(helm):
+    done = helm_template(helm)
+    assert done.returncode != 0, "the defaults rendered without auth.existingSecret"
+    for expected in ("auth.enabled is true (the default) and auth.existingSecret is empty",
+                     "the chart generates no credentials",
+                     "kubectl -n cascade create secret generic cascade-auth "
+                     "--from-file=identities.toml",
+                     '--from-literal=operator-token="$OPERATOR_TOKEN"',
+                     '--from-literal=stage-worker-token="$STAGE_WORKER_TOKEN"',
+                     "set auth.existingSecret=cascade-auth", "or set auth.enabled=false"):
+        assert expected in done.stderr, done.stderr
+    assert helm_template(helm, "--set", "auth.enabled=false").returncode == 0
+    assert helm_template(helm, "--set", "auth.existingSecret=cascade-auth").returncode == 0
+
+
+def test_security_values_that_cannot_work_fail_saying_what_to_set():
+    auth = ("--set", "auth.existingSecret=cascade-auth")
+    external = ("--set", "nats.external.url=tls://nats.messaging:4222")
+    for args, expected in [
+        (("--set", "tls.enabled=true"),
+         ["tls.existingSecret is empty", "kubernetes.io/tls Secret with tls.crt, tls.key and "
+          "ca.crt", "rel-cascade-ingest.cascade.svc"]),
+        (("--set", "tls.clientAuth=true"), ["mutual TLS needs TLS", "tls.enabled=true"]),
+        (("--set", "tls.enabled=true", "--set", "tls.existingSecret=gw", "--set",
+          "tls.clientAuth=true"), ["tls.clientSecret is empty", "stage workers"]),
+        (("--set", "nats.tls.existingSecret=nats-ca"), ["the bundled NATS speaks no TLS"]),
+        ((*external, "--set", "nats.auth.existingSecret=n", "--set", "nats.auth.tokenKey=",
+          "--set", "nats.auth.userKey="), ["nats.auth.tokenKey, or nats.auth.userKey and"]),
+        (("-f", str(CHART / "ci" / "small-values.yaml"), "--set", "auth.enabled=true",
+          "--set", "pipelines[0].stages[0].handler.kind.http.url=http://mailer"),
+         ["http://mailer", "must end its host with / or a port", "auth.handler_url_prefixes"]),
+    ]:
+        stderr = _fails(*auth, *args)
+        for text in expected:
+            assert text in stderr, f"{args}: {stderr}"
+    assert helm_template("helm4", *auth, *external, "--set",
+                         "nats.tls.existingSecret=nats-ca").returncode == 0
 
 
 def _keys(table, prefix=""):
@@ -90,18 +136,38 @@ def _keys(table, prefix=""):
     return keys
 
 
+def _commented_keys(text):
+    """The keys the example config shows commented out (`# cert_file = "…"` under [grpc.tls]):
+    optional ones, without a default."""
+    keys, section = set(), ""
+    for line in text.splitlines():
+        if match := re.match(r"^\[([a-z_.]+)\]$", line):
+            section = match[1] + "."
+        elif match := re.match(r"^# ([a-z_]+) = ", line):
+            keys.add(section + match[1])
+    return keys
+
+
 def test_the_rendered_settings_have_the_example_configs_keys(rendered):
-    example = tomllib.loads((ROOT / "deploy" / "config" / "cascade.toml").read_text())
+    text = (ROOT / "deploy" / "config" / "cascade.toml").read_text()
+    example = _keys(tomllib.loads(text))
+    optional = _commented_keys(text)
+    assert {"auth.identities_file", "grpc.tls.cert_file", "bus.tls.ca_file"} <= optional
     for (helm, stem), (_, objects) in rendered.items():
         config = by_kind(objects, "ConfigMap")["rel-cascade-config"]
-        settings = json.loads(config["data"]["cascade.json"])
-        assert _keys(settings) == _keys(example), f"{helm} {stem}"
+        keys = _keys(json.loads(config["data"]["cascade.json"]))
+        assert keys <= example | optional, f"{helm} {stem}: {keys - example - optional}"
+        # Every key of the example, or (an empty table of it, bus.tls) keys within it.
+        missing = {k for k in example
+                   if k not in keys and not any(key.startswith(k + ".") for key in keys)}
+        assert not missing, f"{helm} {stem}"
 
 
 def test_the_values_config_is_the_example_config_less_the_keys_the_chart_sets():
     values = yaml.safe_load((CHART / "values.yaml").read_text())
     example = tomllib.loads((ROOT / "deploy" / "config" / "cascade.toml").read_text())
-    chart_owned = {"bus.kind", "bus.url", "grpc.addr", "http.addr", "data.dir",
+    chart_owned = {"bus.kind", "bus.url", "bus.tls", "grpc.addr", "http.addr", "data.dir",
+                   "auth.enabled", "auth.handler_url_prefixes",
                    "dispatcher.shards", "timer.shards", "resource_manager.executor",
                    "resource_manager.kubernetes.namespace", "resource_manager.kubernetes.deployment",
                    "resource_manager.kubernetes.deployments", "pipelines"}
@@ -134,6 +200,39 @@ def test_the_rendered_settings_load_as_the_services_load_them(rendered, tmp_path
             done = run(args)
             assert done.returncode == 0, f"{stem} {key}: {done.stderr}"
             assert json.loads(done.stdout)["valid"] is True
+
+
+@pytest.mark.parametrize("pod_ip", ["10.1.2.3", "fd00:10:1::17"])
+def test_every_pod_loads_its_settings_with_its_environment(rendered, secrets, tmp_path, pod_ip):
+    """Each container's settings as it would load them: the rendered file with the pod's
+    environment (its IP in the addresses, Secrets' values, mounted files), an IPv4 and an
+    IPv6 pod address."""
+    checked = set()
+    for (helm, stem), (_, objects) in rendered.items():
+        if helm != "helm4":
+            continue
+        for owner, spec in pod_specs(objects):
+            container = spec["containers"][0]
+            command = container.get("command", [])
+            if owner["kind"] in ("Job", "Pod") or "--config" not in command:
+                continue
+            name = owner["metadata"]["name"]
+            pod = LocalContainer(objects, spec, container, secrets, tmp_path / stem / name,
+                                 pod_ip=pod_ip)
+            config = pod.command[pod.command.index("--config") + 1]
+            args = [cascade_bin(), "config", "check", config]
+            if command[0] == "cascade-stage-worker":
+                args.append("--stage-worker")
+                assert pod.env["CASCADE__STAGE_WORKER__HTTP_ADDR"] in (
+                    f"{pod_ip}:7701", "0.0.0.0:7701"), name
+            else:
+                assert pod.env["CASCADE__GRPC__ADDR"] in (f"{pod_ip}:7700", "0.0.0.0:7700"), name
+            done = run(args, env=pod.environ())
+            assert done.returncode == 0, f"{stem} {name}: {done.stderr}"
+            assert json.loads(done.stdout)["valid"] is True
+            checked.add(command[0])
+    assert checked == {"cascade-ingest", "cascade-dispatcher", "cascade-activation-timer",
+                       "cascade-resource-manager", "cascade-stage-worker", "cascade"}
 
 
 @pytest.mark.parametrize("values", VALUES_FILES, ids=lambda p: p.stem)
