@@ -221,6 +221,48 @@ async fn callers_do_what_their_grants_and_quotas_allow() {
     assert_eq!(taken.len(), 1, "the purge changed nothing");
     let acked = complete(&consumer, &taken[0], ack()).await;
     assert_eq!(acked.code, 0, "{acked:?}");
+    // An advance out of a pipeline is an enqueue there: a consumer may not use it to write
+    // into a queue it has no producer grant on, however its name starts.
+    enqueue(&producer, "orders.new", "to move")
+        .await
+        .expect("enqueue");
+    let taken = take_one(&consumer, "orders.new").await.expect("take");
+    let event = taken[0].event.as_ref().expect("an event");
+    let advance = api::CompleteRequest {
+        completions: vec![api::Completion {
+            queue: "orders.new".into(),
+            id: event.id.clone(),
+            lease_token: taken[0].lease_token.clone(),
+            outcome: Some(api::completion::Outcome::Advance(api::Advance {
+                to: "orders.other".into(),
+                ..Default::default()
+            })),
+        }],
+    };
+    let moved = consumer
+        .worker()
+        .complete(advance)
+        .await
+        .expect_err("refused");
+    assert_eq!(moved.code(), Code::PermissionDenied);
+    assert!(moved.message().starts_with("completions[0].advance.to: identity 'orders-consumer' may not produce to queue 'orders.other'"), "{moved:?}");
+    // The headers Cascade sets on dead letters are its own.
+    let mut planted = item("orders.new", "x");
+    planted
+        .headers
+        .insert("cascade-dead-letter-from".into(), "payments".into());
+    let reserved = producer
+        .ingest()
+        .enqueue(planted)
+        .await
+        .expect_err("refused");
+    assert_eq!(reserved.code(), Code::InvalidArgument);
+    assert!(
+        reserved
+            .message()
+            .starts_with("headers: header names starting with cascade- are Cascade's own"),
+        "{reserved:?}"
+    );
 
     // Quotas: payload, rate, queues; other identities keep working.
     let limited = client(&cluster, Some(LIMITED)).await;
@@ -235,6 +277,26 @@ async fn callers_do_what_their_grants_and_quotas_allow() {
             .await
             .expect("within max_queues, and again for one that exists");
     }
+    // Its dead letters would be written there: the dead-letter queue must be the caller's.
+    let elsewhere = api::CreateQueueRequest {
+        name: "limited.x".into(),
+        config: Some(api::QueueConfig {
+            dead_letter_queue: "payments".into(),
+            ..config(30.0, 3)
+        }),
+    };
+    let dlq = limited
+        .admin()
+        .create_queue(elsewhere)
+        .await
+        .expect_err("refused");
+    assert_eq!(dlq.code(), Code::PermissionDenied);
+    assert!(
+        dlq.message().starts_with(
+            "config.dead_letter_queue: identity 'limited' may not administer queue 'payments'"
+        ),
+        "{dlq:?}"
+    );
     let third = create_queue(&limited, "limited.c")
         .await
         .expect_err("over max_queues");

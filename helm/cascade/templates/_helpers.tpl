@@ -195,9 +195,6 @@ pipelines Job applies them over gRPC, where the list is checked). JSON. */}}
 {{- $url := "" -}}
 {{- if $kind.http }}{{ $url = $kind.http.url }}{{ end -}}
 {{- if $kind.grpc }}{{ $url = $kind.grpc.endpoint }}{{ end -}}
-{{- if and $url (not (regexMatch "^https?://[^/:]+[/:]" $url)) -}}
-{{- fail (printf "pipelines: the handler URL %s of stage %s of pipeline %s must end its host with / or a port (e.g. %s/) to be allowed with authentication on (auth.handler_url_prefixes)" $url $stage.name $pipeline.name $url) -}}
-{{- end -}}
 {{- if and $url (not (has $url $prefixes)) -}}
 {{- $prefixes = append $prefixes $url -}}
 {{- end -}}

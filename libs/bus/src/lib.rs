@@ -28,7 +28,7 @@ use bytes::Bytes;
 
 pub use error::BusError;
 pub use local::{LocalBus, SUBSCRIBER_CAPACITY};
-pub use nats::{NatsBus, NatsConnect, NatsCredentials};
+pub use nats::{NatsBus, NatsConnect, NatsCredentials, without_credentials};
 
 /// The local bus's `max_payload`: 8 MiB, larger than NATS's default 1 MiB so that standalone
 /// mode never refuses what a default NATS deployment would accept.

@@ -102,6 +102,17 @@ impl NatsConnect {
     }
 }
 
+/// `url` with any user name, password or token in it hidden, for messages.
+pub fn without_credentials(url: &str) -> String {
+    match url.split_once("://") {
+        Some((scheme, rest)) => match rest.split_once('@') {
+            Some((_, host)) => format!("{scheme}://***@{host}"),
+            None => url.to_owned(),
+        },
+        None => url.to_owned(),
+    }
+}
+
 impl NatsBus {
     /// Fails if the server cannot be reached now; once connected, async-nats reconnects.
     pub async fn connect(server: &NatsConnect, client_name: &str) -> Result<NatsBus, BusError> {
@@ -113,7 +124,7 @@ impl NatsBus {
             .await
             .map_err(|err| BusError::Nats {
                 op: "connect",
-                reason: format!("{url}: {err}"),
+                reason: format!("{}: {err}", without_credentials(url)),
             })?;
         Ok(NatsBus {
             client,
@@ -304,4 +315,22 @@ fn check_size(size: usize, max: usize) -> Result<(), BusError> {
         return Err(BusError::TooLarge { size, max });
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::without_credentials;
+
+    #[test]
+    fn credentials_in_a_url_are_hidden() {
+        assert_eq!(
+            without_credentials("nats://user:s3cret@nats:4222"),
+            "nats://***@nats:4222"
+        );
+        assert_eq!(
+            without_credentials("nats://tok@nats:4222"),
+            "nats://***@nats:4222"
+        );
+        assert_eq!(without_credentials("nats://nats:4222"), "nats://nats:4222");
+    }
 }

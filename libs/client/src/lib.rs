@@ -47,7 +47,7 @@ pub fn innermost_cause(error: &dyn std::error::Error) -> String {
 const MAX_RESPONSE_BYTES: usize = 256 << 20;
 
 /// TLS and a token for a secured gateway; the default is neither.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Default)]
 pub struct ClientOptions {
     /// PEM CA certificates that signed the gateway's certificate.
     pub ca_pem: Option<Vec<u8>>,
@@ -55,6 +55,17 @@ pub struct ClientOptions {
     pub identity_pem: Option<(Vec<u8>, Vec<u8>)>,
     /// Sent as `authorization: Bearer <token>` on every call.
     pub token: Option<String>,
+}
+
+impl std::fmt::Debug for ClientOptions {
+    /// Says what is set, never the token or the key.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ClientOptions")
+            .field("ca", &self.ca_pem.is_some())
+            .field("client_certificate", &self.identity_pem.is_some())
+            .field("token", &self.token.is_some())
+            .finish()
+    }
 }
 
 impl ClientOptions {

@@ -10,6 +10,9 @@ use crate::time::Timestamp;
 
 pub const MAX_HEADERS: usize = 64;
 
+/// The prefix of the headers Cascade itself sets (below): a client may not set them, or a
+/// redrive could be sent to a queue of its choosing.
+pub const RESERVED_HEADER_PREFIX: &str = "cascade-";
 /// Headers the shard sets on a dead letter: the queue it left, and why.
 pub const DEAD_LETTER_FROM: &str = "cascade-dead-letter-from";
 pub const DEAD_LETTER_REASON: &str = "cascade-dead-letter-reason";

@@ -156,8 +156,13 @@ impl Pipeline {
 
     /// The queue `<pipeline>.<stage>`. Panics if the names are invalid: validate first.
     pub fn stage_queue(&self, stage: &str) -> QueueName {
-        QueueName::parse(&format!("{}.{stage}", self.name))
+        QueueName::parse(&Pipeline::queue_of(&self.name, stage))
             .expect("a validated pipeline's names form a valid queue name")
+    }
+
+    /// The name of stage `stage`'s queue of pipeline `pipeline`, unchecked.
+    pub fn queue_of(pipeline: &str, stage: &str) -> String {
+        format!("{pipeline}.{stage}")
     }
 
     /// The first stage's queue, where producers enqueue. Panics on an unvalidated, empty pipeline.

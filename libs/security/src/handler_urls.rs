@@ -1,88 +1,132 @@
 //! The handler URLs a pipeline applied by a client may name (`auth.handler_url_prefixes`):
 //! without this, whoever may apply a pipeline could make the stage workers call any address
-//! they reach, internal services included. Each prefix ends its host part with `/` (or a
-//! port), so that `http://handlers.svc/` cannot be extended to `http://handlers.svc.evil/`.
+//! they reach, internal services included.
+//!
+//! URLs are compared parsed, not as text: a handler URL matches a prefix when its scheme,
+//! host and port are the prefix's and its path starts with the prefix's path. So
+//! `http://handlers.svc:8080` cannot be extended to `http://handlers.svc:80801/` or
+//! `http://handlers.svc:8080@169.254.169.254/`, and a URL with a user name or password is
+//! refused whatever the list says.
+
+use url::Url;
 
 use crate::SecurityError;
 
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct HandlerUrls {
-    prefixes: Vec<String>,
+    prefixes: Vec<Url>,
 }
 
 impl HandlerUrls {
     /// Checks each prefix: an http:// or https:// URL (gRPC handlers' endpoints are too)
-    /// whose host is followed by `/` or `:`; `field` names the setting.
+    /// with a host and no user name; `field` names the setting.
     pub fn new(prefixes: &[String], field: &str) -> Result<HandlerUrls, SecurityError> {
-        for (i, prefix) in prefixes.iter().enumerate() {
-            let bad = |why: &str| {
-                SecurityError::invalid(format!("{field}[{i}]"), format!("'{prefix}' {why}"))
-            };
-            let Some((scheme, rest)) = prefix.split_once("://") else {
-                return Err(bad(
-                    "is not a URL prefix such as http://handlers.example.svc:8080/",
-                ));
-            };
-            if !["http", "https"].contains(&scheme) {
-                return Err(bad("must start with http:// or https://"));
-            }
-            let host_end = rest.find(['/', ':']);
-            match host_end {
-                Some(end) if end > 0 => {}
-                _ => {
-                    return Err(bad(
-                        "must end its host with / or a port (http://handlers.example.svc/), so that no other host can start with it",
-                    ));
-                }
-            }
-        }
-        Ok(HandlerUrls {
-            prefixes: prefixes.to_vec(),
-        })
+        let parsed = prefixes
+            .iter()
+            .enumerate()
+            .map(|(i, prefix)| {
+                parse(prefix).map_err(|why| {
+                    SecurityError::invalid(format!("{field}[{i}]"), format!("'{prefix}' {why}"))
+                })
+            })
+            .collect::<Result<_, _>>()?;
+        Ok(HandlerUrls { prefixes: parsed })
     }
 
-    /// PERMISSION_DENIED when `url` starts with no prefix (none when the list is empty).
+    /// PERMISSION_DENIED when `url` matches no prefix (none when the list is empty).
     pub fn check(&self, url: &str) -> Result<(), SecurityError> {
-        if self.prefixes.iter().any(|p| url.starts_with(p.as_str())) {
+        let refused = |why: String| {
+            Err(SecurityError::Forbidden(format!(
+                "handler URL '{url}' {why}"
+            )))
+        };
+        let parsed = match parse(url) {
+            Ok(parsed) => parsed,
+            Err(why) => return refused(why.to_owned()),
+        };
+        if self.prefixes.iter().any(|prefix| covers(prefix, &parsed)) {
             return Ok(());
         }
         let allowed = match self.prefixes.is_empty() {
             true => "none is allowed: auth.handler_url_prefixes is empty".to_owned(),
-            false => format!("allowed: {}", self.prefixes.join(", ")),
+            false => {
+                let listed: Vec<&str> = self.prefixes.iter().map(Url::as_str).collect();
+                format!("allowed: {}", listed.join(", "))
+            }
         };
-        Err(SecurityError::Forbidden(format!(
-            "handler URL '{url}' starts with none of the prefixes an operator allowed in auth.handler_url_prefixes ({allowed})"
-        )))
+        refused(format!(
+            "starts with none of the prefixes an operator allowed in auth.handler_url_prefixes ({allowed})"
+        ))
     }
+}
+
+/// An http(s) URL with a host and no user name or password.
+fn parse(text: &str) -> Result<Url, &'static str> {
+    let url =
+        Url::parse(text).map_err(|_| "is not a URL such as http://handlers.example.svc:8080/")?;
+    if !matches!(url.scheme(), "http" | "https") {
+        return Err("must start with http:// or https://");
+    }
+    if url.host_str().is_none_or(str::is_empty) {
+        return Err("names no host");
+    }
+    if !url.username().is_empty() || url.password().is_some() {
+        return Err("must not carry a user name or password");
+    }
+    Ok(url)
+}
+
+/// Same scheme, host and port, and a path under the prefix's.
+fn covers(prefix: &Url, url: &Url) -> bool {
+    prefix.scheme() == url.scheme()
+        && prefix.host_str() == url.host_str()
+        && prefix.port_or_known_default() == url.port_or_known_default()
+        && url.path().starts_with(prefix.path())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    #[test]
-    fn urls_must_start_with_an_allowed_prefix() {
-        let allowed = HandlerUrls::new(
+    fn allowed() -> HandlerUrls {
+        HandlerUrls::new(
             &[
-                "http://handlers.ns.svc:8080/".into(),
+                "http://handlers.ns.svc:8080".into(),
                 "https://api.example.com/hooks/".into(),
             ],
             "auth.handler_url_prefixes",
         )
-        .expect("valid");
-        allowed
-            .check("http://handlers.ns.svc:8080/ship")
-            .expect("allowed");
-        let err = allowed
-            .check("http://169.254.169.254/latest")
-            .expect_err("outside");
-        assert_eq!(err.code(), cascade_core::Code::PermissionDenied);
-        assert!(
-            err.to_string().starts_with(
-                "handler URL 'http://169.254.169.254/latest' starts with none of the prefixes"
-            ),
-            "{err}"
-        );
+        .expect("valid")
+    }
+
+    #[test]
+    fn urls_must_match_an_allowed_prefix_by_scheme_host_port_and_path() {
+        let allowed = allowed();
+        for ok in [
+            "http://handlers.ns.svc:8080/ship",
+            "http://handlers.ns.svc:8080",
+            "https://api.example.com/hooks/orders",
+            "https://api.example.com:443/hooks/x",
+        ] {
+            allowed.check(ok).expect(ok);
+        }
+        for bad in [
+            "http://169.254.169.254/latest",
+            "http://handlers.ns.svc:80801/",
+            "http://handlers.ns.svc:8080@169.254.169.254/",
+            "http://handlers.ns.svc.evil:8080/",
+            "https://handlers.ns.svc:8080/",
+            "https://api.example.com/hooksx",
+            "https://api.example.com/other",
+        ] {
+            let err = allowed.check(bad).expect_err(bad);
+            assert_eq!(err.code(), cascade_core::Code::PermissionDenied, "{bad}");
+            assert!(
+                err.to_string()
+                    .starts_with(&format!("handler URL '{bad}' ")),
+                "{err}"
+            );
+        }
         let none = HandlerUrls::default()
             .check("http://x/")
             .expect_err("empty list");
@@ -90,13 +134,8 @@ mod tests {
     }
 
     #[test]
-    fn a_prefix_that_another_host_could_extend_is_refused() {
-        for bad in [
-            "http://handlers.svc",
-            "handlers.svc/",
-            "ftp://x/",
-            "http:///x",
-        ] {
+    fn a_prefix_that_is_no_plain_http_url_is_refused() {
+        for bad in ["handlers.svc/", "ftp://x/", "http://", "http://user:pw@h/"] {
             let err = HandlerUrls::new(&[bad.into()], "auth.handler_url_prefixes").expect_err(bad);
             assert!(
                 err.to_string()

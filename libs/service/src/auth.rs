@@ -17,7 +17,6 @@ use axum::http::{HeaderValue, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use cascade_security::{Authenticator, Caller, Credentials, FileSet, Identities};
-use cascade_telemetry::audit;
 
 use crate::settings::AuthSettings;
 use crate::watch::watch_files;
@@ -73,21 +72,18 @@ impl IdentitiesWatch {
     /// the identities. Each change is an audit line (`credentials.reload`).
     pub async fn run(self, shutdown: Shutdown) {
         let authenticator = self.authenticator;
-        watch_files(self.file, self.interval, shutdown, move |file, contents| {
-            let resource = file.paths()[0].display().to_string();
-            let outcome = match parse(&contents[0]) {
-                Ok(identities) => {
-                    let count = identities.len();
-                    authenticator.replace(identities);
-                    Ok(format!("{count} identities in force"))
-                }
-                Err(reason) => {
-                    tracing::error!(file = %resource, error = %reason, "auth.identities.refused: the identities in force stay");
-                    Err((tonic::Code::InvalidArgument, reason))
-                }
-            };
-            audit::record("operator", "identities file", "credentials.reload", &resource, outcome);
-        })
+        watch_files(
+            self.file,
+            self.interval,
+            shutdown,
+            "credentials.reload",
+            |contents| {
+                let identities = parse(&contents[0])?;
+                let count = identities.len();
+                authenticator.replace(identities);
+                Ok(format!("{count} identities in force"))
+            },
+        )
         .await;
     }
 }

@@ -265,7 +265,10 @@ impl BusSettings {
         {
             return Err(ServiceError::setting(
                 "bus.url",
-                format!("'{}' is not a nats:// or tls:// URL", self.url),
+                format!(
+                    "'{}' is not a nats:// or tls:// URL",
+                    cascade_bus::without_credentials(&self.url)
+                ),
             ));
         }
         let credentials = match (

@@ -90,14 +90,18 @@ pub(crate) async fn list_dead_letters(
     }
 }
 
+/// The stage queues of a pipeline message: `<pipeline>.<stage>`.
+fn stage_queues(pipeline: &Pipeline) -> impl Iterator<Item = String> + '_ {
+    let name = &pipeline.name;
+    pipeline
+        .stages
+        .iter()
+        .map(move |stage| cascade_core::Pipeline::queue_of(name, &stage.name))
+}
+
 /// Whether `caller` may read `pipeline`: it has a grant on one of its stages.
 fn readable(caller: &cascade_security::Caller, pipeline: &Pipeline) -> bool {
-    pipeline.stages.iter().any(|stage| {
-        caller.allows(
-            Permission::Read,
-            &format!("{}.{}", pipeline.name, stage.name),
-        )
-    })
+    stage_queues(pipeline).any(|queue| caller.allows(Permission::Read, &queue))
 }
 
 /// A name that holds events: a queue, not a template.
@@ -120,8 +124,18 @@ impl Admin for Gateway {
     ) -> Result<Response<Queue>, Status> {
         let caller = caller(&request)?;
         let request = request.into_inner();
-        let (name, _config) = create_queue_from_proto(&request).map_err(IngestError::from)?;
+        let (name, config) = create_queue_from_proto(&request).map_err(IngestError::from)?;
         allowed(&caller, Permission::Administer, name.as_str(), "name")?;
+        // Its dead letters are written there: that queue must be the caller's too.
+        if let Some(dead_letters) = &config.dead_letter_queue {
+            let field = "config.dead_letter_queue";
+            allowed(
+                &caller,
+                Permission::Administer,
+                dead_letters.as_str(),
+                field,
+            )?;
+        }
         self.queue_quota(&caller, &[name.to_string()]).await?;
         if !name.is_template() {
             let shard = self.shards.owner(&name);
@@ -269,10 +283,10 @@ impl Admin for Gateway {
         get_pipeline_from_proto(&request).map_err(IngestError::from)?;
         let (shard, reply) = read_any(&self.shards, Op::GetPipeline(request)).await?;
         let pipeline = pipeline_reply(shard, "a pipeline get", reply)?;
-        if !readable(&caller, &pipeline) {
-            let first = pipeline.stages.first().map_or("", |s| s.name.as_str());
-            let queue = format!("{}.{first}", pipeline.name);
-            allowed(&caller, Permission::Read, &queue, "name")?;
+        if !readable(&caller, &pipeline)
+            && let Some(first) = stage_queues(&pipeline).next()
+        {
+            allowed(&caller, Permission::Read, &first, "name")?;
         }
         Ok(Response::new(pipeline))
     }

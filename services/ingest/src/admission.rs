@@ -7,14 +7,17 @@
 //!   ([`Admission::reserve`]) takes its size from `grpc.max_unread_response_bytes`, and at
 //!   most `grpc.max_unread_response_bytes_per_connection` of it for one connection, until it
 //!   has been handed to HTTP/2; a response that does not fit is refused with
-//!   RESOURCE_EXHAUSTED, so the others are served.
+//!   RESOURCE_EXHAUSTED, so the others are served. A `Take` is checked before it leases
+//!   anything ([`Admission::room`]: a refusal after would cost its events an attempt) and
+//!   its response counted whatever its size, so the limit may be passed by the `Take`s
+//!   that found room at once.
 //!
 //! A response body is handed to HTTP/2 in pieces of [`PIECE`] bytes, each only once the
 //! connection has room for it under the client's flow-control window: what a client does
 //! not read stays in the body, counted, not in HTTP/2's send buffers.
 
 use std::pin::Pin;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::task::{Context, Poll};
 
@@ -29,16 +32,16 @@ use tower::{Layer, Service};
 
 use crate::IngestError;
 use crate::peer::Peer;
+use crate::server::is_health_check;
 
 /// The largest piece of a response handed to HTTP/2 at once.
 const PIECE: usize = 64 << 10;
-/// The health service: never shed, so that probes tell a busy gateway from a dead one.
-const HEALTH: &str = "/grpc.health.v1.Health/";
 
 pub(crate) struct Admission {
     requests: Arc<Semaphore>,
     max_requests: usize,
-    unread: Arc<Semaphore>,
+    /// Bytes of responses held for clients, all connections together.
+    unread: Arc<AtomicUsize>,
     max_unread: usize,
     max_unread_per_connection: usize,
 }
@@ -46,49 +49,91 @@ pub(crate) struct Admission {
 impl Admission {
     pub fn new(settings: &Settings) -> Arc<Admission> {
         let grpc = &settings.grpc;
-        let bytes = |n: u64| usize::try_from(n).unwrap_or(Semaphore::MAX_PERMITS);
-        let max_requests = grpc.max_requests_in_flight as usize;
-        let max_unread = bytes(grpc.max_unread_response_bytes).min(Semaphore::MAX_PERMITS);
+        let bytes = |n: u64| usize::try_from(n).unwrap_or(usize::MAX);
+        let max_requests = (grpc.max_requests_in_flight as usize).min(Semaphore::MAX_PERMITS);
         Arc::new(Admission {
             requests: Arc::new(Semaphore::new(max_requests)),
             max_requests,
-            unread: Arc::new(Semaphore::new(max_unread)),
-            max_unread,
+            unread: Arc::new(AtomicUsize::new(0)),
+            max_unread: bytes(grpc.max_unread_response_bytes),
             max_unread_per_connection: bytes(grpc.max_unread_response_bytes_per_connection),
         })
     }
 
     /// Reserves `size` bytes for a response to `peer`'s client, held until the response
-    /// has been handed to HTTP/2: put it in the response's extensions.
+    /// has been handed to HTTP/2: put it in the response's extensions. RESOURCE_EXHAUSTED
+    /// when the connection's or everyone's unread bytes would pass their limit.
     pub fn reserve(&self, peer: Option<&Peer>, size: usize) -> Result<Reserved, IngestError> {
-        let refused = |what: String| IngestError::Busy(what);
-        if let Some(peer) = peer {
-            let unread = peer.unread().load(Ordering::Acquire);
-            if unread.saturating_add(size) > self.max_unread_per_connection {
-                return Err(refused(format!(
-                    "this connection has {unread} bytes of responses its client has not read, and a {size}-byte response would pass grpc.max_unread_response_bytes_per_connection ({}); read the responses, or use more connections",
-                    self.max_unread_per_connection
-                )));
-            }
+        if let Some(peer) = peer
+            && !add_within(peer.unread(), size, self.max_unread_per_connection)
+        {
+            return Err(self.connection_full(peer));
         }
-        let permits = u32::try_from(size).unwrap_or(u32::MAX);
-        let permit = Arc::clone(&self.unread)
-            .try_acquire_many_owned(permits)
-            .map_err(|_| {
-                refused(format!(
-                    "the gateway holds grpc.max_unread_response_bytes ({}) of responses that clients have not read; retry with backoff",
-                    self.max_unread
-                ))
-            })?;
+        if !add_within(&self.unread, size, self.max_unread) {
+            if let Some(peer) = peer {
+                peer.unread().fetch_sub(size, Ordering::AcqRel);
+            }
+            return Err(self.gateway_full());
+        }
+        Ok(self.held(peer, size))
+    }
+
+    /// RESOURCE_EXHAUSTED, before any work, when `peer`'s connection or the gateway already
+    /// holds as many unread bytes as it may: for a `Take`, whose events would be leased (an
+    /// attempt counted) before its response's size is known.
+    pub fn room(&self, peer: Option<&Peer>) -> Result<(), IngestError> {
+        if let Some(peer) = peer
+            && peer.unread().load(Ordering::Acquire) >= self.max_unread_per_connection
+        {
+            return Err(self.connection_full(peer));
+        }
+        match self.unread.load(Ordering::Acquire) >= self.max_unread {
+            true => Err(self.gateway_full()),
+            false => Ok(()),
+        }
+    }
+
+    /// Holds `size` bytes for a response whatever the limits say (a `Take` that found room
+    /// before it leased its events): the next ones are refused until it is read.
+    pub fn reserve_anyway(&self, peer: Option<&Peer>, size: usize) -> Reserved {
         if let Some(peer) = peer {
             peer.unread().fetch_add(size, Ordering::AcqRel);
         }
-        Ok(Reserved(Arc::new(Mutex::new(Some(Held {
-            _bytes: permit,
+        self.unread.fetch_add(size, Ordering::AcqRel);
+        self.held(peer, size)
+    }
+
+    fn held(&self, peer: Option<&Peer>, size: usize) -> Reserved {
+        Reserved(Arc::new(Mutex::new(Some(Held {
+            unread: Arc::clone(&self.unread),
             peer: peer.cloned(),
             size,
-        })))))
+        }))))
     }
+
+    fn connection_full(&self, peer: &Peer) -> IngestError {
+        IngestError::Busy(format!(
+            "this connection holds {} bytes of responses its client has not read, as many as grpc.max_unread_response_bytes_per_connection ({}) allows; read the responses, or use more connections",
+            peer.unread().load(Ordering::Acquire),
+            self.max_unread_per_connection
+        ))
+    }
+
+    fn gateway_full(&self) -> IngestError {
+        IngestError::Busy(format!(
+            "the gateway holds grpc.max_unread_response_bytes ({}) of responses that clients have not read; retry with backoff",
+            self.max_unread
+        ))
+    }
+}
+
+/// Adds `size` to `count` if the sum stays within `limit`; whether it did.
+fn add_within(count: &AtomicUsize, size: usize, limit: usize) -> bool {
+    count
+        .fetch_update(Ordering::AcqRel, Ordering::Acquire, |held| {
+            held.checked_add(size).filter(|sum| *sum <= limit)
+        })
+        .is_ok()
 }
 
 /// `message` as the answer to `peer`'s client, with its bytes reserved (see
@@ -120,22 +165,25 @@ impl Reserved {
 }
 
 struct Held {
-    _bytes: OwnedSemaphorePermit,
+    unread: Arc<AtomicUsize>,
     peer: Option<Peer>,
     size: usize,
 }
 
 impl Drop for Held {
     fn drop(&mut self) {
+        self.unread.fetch_sub(self.size, Ordering::AcqRel);
         if let Some(peer) = &self.peer {
             peer.unread().fetch_sub(self.size, Ordering::AcqRel);
         }
     }
 }
 
-/// A request's place among those in flight, until its response is sent.
+/// A request's place among those in flight (none for a health check, which is never shed),
+/// and its count on its connection (a health `Watch` keeps the connection from being idle),
+/// until its response is sent.
 struct InFlight {
-    _place: OwnedSemaphorePermit,
+    _place: Option<OwnedSemaphorePermit>,
     peer: Option<Peer>,
 }
 
@@ -184,25 +232,27 @@ where
 {
     type Response = http::Response<tonic::body::Body>;
     type Error = S::Error;
-    type Future = Either<
-        Either<Pin<Box<dyn Future<Output = Answer<S::Error>> + Send>>, S::Future>,
-        Ready<Answer<S::Error>>,
-    >;
+    type Future =
+        Either<Pin<Box<dyn Future<Output = Answer<S::Error>> + Send>>, Ready<Answer<S::Error>>>;
 
     fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
         self.inner.poll_ready(cx)
     }
 
     fn call(&mut self, request: http::Request<B>) -> Self::Future {
-        if request.uri().path().starts_with(HEALTH) {
-            return Either::Left(Either::Right(self.inner.call(request)));
-        }
-        let Ok(place) = Arc::clone(&self.admission.requests).try_acquire_owned() else {
-            let status = Status::resource_exhausted(format!(
-                "the gateway has grpc.max_requests_in_flight ({}) requests in flight; retry with backoff",
-                self.admission.max_requests
-            ));
-            return Either::Right(ready(Ok(status.into_http())));
+        // Health checks are never shed: probes tell a busy gateway from a dead one.
+        let place = match is_health_check(request.uri().path()) {
+            true => None,
+            false => match Arc::clone(&self.admission.requests).try_acquire_owned() {
+                Ok(place) => Some(place),
+                Err(_) => {
+                    let status = Status::resource_exhausted(format!(
+                        "the gateway has grpc.max_requests_in_flight ({}) requests in flight; retry with backoff",
+                        self.admission.max_requests
+                    ));
+                    return Either::Right(ready(Ok(status.into_http())));
+                }
+            },
         };
         let peer = Peer::of(request.extensions()).cloned();
         if let Some(peer) = &peer {
@@ -213,7 +263,7 @@ where
             peer,
         };
         let answered = self.inner.call(request);
-        Either::Left(Either::Left(Box::pin(async move {
+        Either::Left(Box::pin(async move {
             let response = answered.await?;
             let held = response
                 .extensions()
@@ -227,7 +277,7 @@ where
                     in_flight: Some(in_flight),
                 })
             }))
-        })))
+        }))
     }
 }
 
@@ -285,12 +335,14 @@ impl Body for Holding {
     }
 
     fn size_hint(&self) -> SizeHint {
-        let mut hint = self.inner.size_hint();
+        let inner = self.inner.size_hint();
         let rest = self.rest.len() as u64;
-        hint.set_lower(hint.lower() + rest);
-        if let Some(upper) = hint.upper() {
-            hint.set_upper(upper + rest);
+        let mut hint = SizeHint::new();
+        // The upper bound first: a lower bound above the upper one panics.
+        if let Some(upper) = inner.upper() {
+            hint.set_upper(upper.saturating_add(rest));
         }
+        hint.set_lower(inner.lower().saturating_add(rest));
         hint
     }
 }

@@ -8,6 +8,9 @@
 //! - any other `to`: the queue of that name if it exists (a template's queues count), else
 //!   INVALID_ARGUMENT listing the stages. A stage name wins over a queue of the same name.
 //!
+//! The target says which of these it is: a stage of the event's pipeline, or a queue outside
+//! it (where the caller must be allowed to enqueue).
+//!
 //! On any other queue, `to` is the target queue as given, and no `to` is INVALID_ARGUMENT.
 
 use cascade_core::{Pipeline, QueueName};
@@ -23,7 +26,10 @@ use crate::route::unexpected;
 /// A resolved advance.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) enum Target {
-    /// Into this queue.
+    /// Into this queue, a stage of the event's own pipeline: moving events along their
+    /// pipeline is what its consumers do.
+    Stage(String),
+    /// Into this queue, outside the event's pipeline: for the caller, an enqueue there.
     Queue(String),
     /// Past the last stage: the advance is an ack.
     Ack,
@@ -114,7 +120,7 @@ fn decide(
             )),
         };
     };
-    let stage_queue = |name: &str| Target::Queue(pipeline.stage_queue(name).into());
+    let stage_queue = |name: &str| Target::Stage(pipeline.stage_queue(name).into());
     Ok(match to {
         None => match pipeline.next_stage(stage) {
             Some(next) => Decision::Known(stage_queue(&next.name)),
@@ -163,26 +169,30 @@ mod tests {
         decide(&queue, Some((&pipeline, stage)), to, "advance.to")
     }
 
+    fn stage(name: &str) -> Decision {
+        Decision::Known(Target::Stage(name.into()))
+    }
+
     fn queue(name: &str) -> Decision {
         Decision::Known(Target::Queue(name.into()))
     }
 
     #[test]
     fn a_stage_advances_along_the_pipeline() {
-        assert_eq!(from("validate", None).ok(), Some(queue("orders.charge")));
+        assert_eq!(from("validate", None).ok(), Some(stage("orders.charge")));
         assert_eq!(
             from("charge", None).ok(),
-            Some(queue("orders.validate")),
+            Some(stage("orders.validate")),
             "next wins over the order"
         );
         assert_eq!(from("ship", None).ok(), Some(Decision::Known(Target::Ack)));
         assert_eq!(
             from("validate", Some("ship")).ok(),
-            Some(queue("orders.ship"))
+            Some(stage("orders.ship"))
         );
         assert_eq!(
             from("ship", Some("validate")).ok(),
-            Some(queue("orders.validate"))
+            Some(stage("orders.validate"))
         );
         assert_eq!(
             from("validate", Some("archive")).ok(),

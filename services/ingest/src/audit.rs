@@ -34,16 +34,42 @@ impl AuditedAdmin {
     }
 }
 
-/// Who made a call: the caller's identity (`anonymous` with authentication off) and its
-/// connection's address.
+/// The audited changes: each RPC's path and the action its lines name.
+const CHANGES: [(&str, &str); 5] = [
+    ("/cascade.v1.Admin/CreateQueue", "queue.create"),
+    ("/cascade.v1.Admin/DeleteQueue", "queue.delete"),
+    ("/cascade.v1.Admin/PurgeQueue", "queue.purge"),
+    ("/cascade.v1.Admin/ApplyPipeline", "pipeline.apply"),
+    ("/cascade.v1.Admin/Redrive", "dead_letters.redrive"),
+];
+
+/// The action of an RPC by its path, if it is an audited change.
+pub(crate) fn action_of(path: &str) -> Option<&'static str> {
+    CHANGES
+        .iter()
+        .find(|(p, _)| *p == path)
+        .map(|(_, action)| *action)
+}
+
+/// The action of `method` of `Admin`.
+fn action(method: &str) -> &'static str {
+    action_of(&format!("/cascade.v1.Admin/{method}")).expect("an audited method")
+}
+
+/// Who made a call: the caller's identity (`anonymous` with authentication off,
+/// `in-process` for the process's own clients) and its connection's address.
 fn who<T>(request: &Request<T>) -> (String, String) {
-    let identity = request
+    let peer = Peer::of(request.extensions());
+    let identity = match request
         .extensions()
         .get::<Caller>()
         .and_then(Caller::identity)
-        .map_or_else(|| "anonymous".to_owned(), |identity| identity.name.clone());
-    let peer = Peer::of(request.extensions()).map_or_else(|| "unknown".to_owned(), Peer::describe);
-    (identity, peer)
+    {
+        Some(identity) => identity.name.clone(),
+        None if peer.is_some_and(Peer::is_in_process) => "in-process".to_owned(),
+        None => "anonymous".to_owned(),
+    };
+    (identity, Peer::describe_of(request.extensions()))
 }
 
 /// Writes the audit line of an RPC's answer; `change` says what an accepted call changed.
@@ -69,7 +95,9 @@ impl Admin for AuditedAdmin {
     ) -> Result<Response<Queue>, Status> {
         let (who, name) = (who(&request), request.get_ref().name.clone());
         let answer = self.gateway.create_queue(request).await;
-        record_call(who, "queue.create", &name, &answer, |_| "created".into());
+        record_call(who, action("CreateQueue"), &name, &answer, |_| {
+            "created".into()
+        });
         answer
     }
 
@@ -80,10 +108,16 @@ impl Admin for AuditedAdmin {
         let (who, name) = (who(&request), request.get_ref().name.clone());
         let force = request.get_ref().force;
         let answer = self.gateway.delete_queue(request).await;
-        record_call(who, "queue.delete", &name, &answer, |_| match force {
-            true => "deleted (forced, with its events)".into(),
-            false => "deleted".into(),
-        });
+        record_call(
+            who,
+            action("DeleteQueue"),
+            &name,
+            &answer,
+            |_| match force {
+                true => "deleted (forced, with its events)".into(),
+                false => "deleted".into(),
+            },
+        );
         answer
     }
 
@@ -93,7 +127,7 @@ impl Admin for AuditedAdmin {
     ) -> Result<Response<PurgeQueueResponse>, Status> {
         let (who, name) = (who(&request), request.get_ref().name.clone());
         let answer = self.gateway.purge_queue(request).await;
-        record_call(who, "queue.purge", &name, &answer, |purged| {
+        record_call(who, action("PurgeQueue"), &name, &answer, |purged| {
             format!("{} events removed", purged.purged)
         });
         answer
@@ -105,7 +139,7 @@ impl Admin for AuditedAdmin {
     ) -> Result<Response<Pipeline>, Status> {
         let (who, name) = (who(&request), request.get_ref().name.clone());
         let answer = self.gateway.apply_pipeline(request).await;
-        record_call(who, "pipeline.apply", &name, &answer, |applied| {
+        record_call(who, action("ApplyPipeline"), &name, &answer, |applied| {
             let stages: Vec<&str> = applied.stages.iter().map(|s| s.name.as_str()).collect();
             format!("applied with stages {}", stages.join(", "))
         });
@@ -118,7 +152,7 @@ impl Admin for AuditedAdmin {
     ) -> Result<Response<RedriveResponse>, Status> {
         let (who, name) = (who(&request), request.get_ref().queue.clone());
         let answer = self.gateway.redrive(request).await;
-        record_call(who, "dead_letters.redrive", &name, &answer, |moved| {
+        record_call(who, action("Redrive"), &name, &answer, |moved| {
             format!("{} events sent back", moved.moved)
         });
         answer

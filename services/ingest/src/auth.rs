@@ -16,9 +16,7 @@ use tonic::codegen::http;
 use tower::{Layer, Service};
 
 use crate::peer::Peer;
-
-/// The health service, open to probes whatever the credentials.
-const HEALTH: &str = "/grpc.health.v1.Health/";
+use crate::server::is_health_check;
 
 #[derive(Clone)]
 pub(crate) struct AuthLayer {
@@ -75,23 +73,13 @@ where
     }
 }
 
-/// The administrative changes, by path, as the audit log names them.
-const CHANGES: [(&str, &str); 5] = [
-    ("/cascade.v1.Admin/CreateQueue", "queue.create"),
-    ("/cascade.v1.Admin/DeleteQueue", "queue.delete"),
-    ("/cascade.v1.Admin/PurgeQueue", "queue.purge"),
-    ("/cascade.v1.Admin/ApplyPipeline", "pipeline.apply"),
-    ("/cascade.v1.Admin/Redrive", "dead_letters.redrive"),
-];
-
 /// An administrative change refused for want of credentials is audited too (its request,
 /// not read, names no queue).
 fn audit_refusal<B>(request: &http::Request<B>, status: &Status) {
-    let path = request.uri().path();
-    let Some((_, action)) = CHANGES.iter().find(|(p, _)| *p == path) else {
+    let Some(action) = crate::audit::action_of(request.uri().path()) else {
         return;
     };
-    let peer = Peer::of(request.extensions()).map_or_else(|| "unknown".to_owned(), Peer::describe);
+    let peer = Peer::describe_of(request.extensions());
     audit::record(
         "unauthenticated",
         &peer,
@@ -104,7 +92,7 @@ fn audit_refusal<B>(request: &http::Request<B>, status: &Status) {
 impl<S> Authenticated<S> {
     fn caller<B>(&self, request: &http::Request<B>) -> Result<Caller, Status> {
         let peer = Peer::of(request.extensions());
-        if request.uri().path().starts_with(HEALTH) || peer.is_some_and(Peer::is_in_process) {
+        if is_health_check(request.uri().path()) || peer.is_some_and(Peer::is_in_process) {
             return Ok(Caller::Unrestricted);
         }
         let bearer = request

@@ -51,6 +51,24 @@ pub(crate) fn allowed(
         .map_err(|source| refused(field, source))
 }
 
+/// INVALID_ARGUMENT for a header Cascade itself sets (`cascade-…`: where a dead letter came
+/// from, why it failed): a client that could set them could steer a redrive.
+pub(crate) fn no_reserved_headers<'a>(
+    names: impl IntoIterator<Item = &'a String>,
+    field: &str,
+) -> Result<(), IngestError> {
+    let prefix = cascade_core::event::RESERVED_HEADER_PREFIX;
+    match names.into_iter().find(|name| name.starts_with(prefix)) {
+        Some(name) => Err(IngestError::invalid(
+            field,
+            format!(
+                "header names starting with {prefix} are Cascade's own (set on dead letters); rename {name}"
+            ),
+        )),
+        None => Ok(()),
+    }
+}
+
 /// RESOURCE_EXHAUSTED when `size` bytes of payload (in `field`) are over the caller's quota.
 pub(crate) fn payload_quota(caller: &Caller, field: &str, size: usize) -> Result<(), IngestError> {
     match caller.identity() {
@@ -64,16 +82,12 @@ pub(crate) fn payload_quota(caller: &Caller, field: &str, size: usize) -> Result
 
 /// A batch with a forbidden item is refused whole: that item's PERMISSION_DENIED, which
 /// names it, becomes the request's.
-pub(crate) fn refuse_whole<I>(prepared: &mut [Prepared<I>]) -> Result<(), IngestError> {
-    let forbidden = prepared
-        .iter()
-        .position(|p| matches!(p, Err(e) if e.code() == tonic::Code::PermissionDenied));
-    let Some(index) = forbidden else {
-        return Ok(());
-    };
-    match std::mem::replace(&mut prepared[index], Err(IngestError::ShuttingDown)) {
-        Err(denied) => Err(denied),
-        Ok(_) => Ok(()),
+pub(crate) fn refuse_whole<I>(prepared: &mut Vec<Prepared<I>>) -> Result<(), IngestError> {
+    let forbidden =
+        |p: &Prepared<I>| matches!(p, Err(e) if e.code() == tonic::Code::PermissionDenied);
+    match prepared.iter().position(forbidden) {
+        Some(index) => prepared.swap_remove(index).map(drop),
+        None => Ok(()),
     }
 }
 
@@ -89,43 +103,52 @@ impl Gateway {
             .map_err(|source| refused("items", source))
     }
 
-    /// A pipeline a client applies: admin on every stage, its handlers within the allow-list,
-    /// and its new queues within the caller's queue quota.
+    /// A pipeline a client applies: admin on every stage (and on every stage of the pipeline
+    /// it replaces, and on a stage's own dead-letter queue), its handlers within the
+    /// allow-list, and its new queues within the caller's queue quota.
     pub(crate) async fn check_pipeline(
         &self,
         caller: &Caller,
         pipeline: &Pipeline,
     ) -> Result<(), IngestError> {
-        let Some(identity) = caller.identity() else {
+        if caller.identity().is_none() {
             return Ok(());
-        };
+        }
+        if let Some(replaced) = self.pipelines.get(&self.shards, &pipeline.name).await? {
+            for stage in &replaced.stages {
+                let queue = replaced.stage_queue(&stage.name);
+                allowed(caller, Permission::Administer, queue.as_str(), "name")?;
+            }
+        }
         let queues: Vec<String> = pipeline
             .stages
             .iter()
             .map(|stage| pipeline.stage_queue(&stage.name).to_string())
             .collect();
         for (i, (stage, queue)) in pipeline.stages.iter().zip(&queues).enumerate() {
-            allowed(
-                caller,
-                Permission::Administer,
-                queue,
-                &format!("stages[{i}]"),
-            )?;
+            let at = |name: &str| format!("stages[{i}]{name}");
+            allowed(caller, Permission::Administer, queue, &at(""))?;
+            if let Some(dead_letters) = &stage.queue.dead_letter_queue {
+                let field = at(".queue.dead_letter_queue");
+                allowed(
+                    caller,
+                    Permission::Administer,
+                    dead_letters.as_str(),
+                    &field,
+                )?;
+            }
             let (kind, url) = match &stage.handler.kind {
                 HandlerKind::Http { url } => ("http.url", url),
                 HandlerKind::Grpc { endpoint } => ("grpc.endpoint", endpoint),
                 HandlerKind::Builtin(_) => continue,
             };
-            let field = format!("stages[{i}].handler.{kind}");
+            let field = at(&format!(".handler.{kind}"));
             self.policy
                 .handler_urls
                 .check(url)
                 .map_err(|source| refused(&field, source))?;
         }
-        if identity.quotas.max_queues.is_some() {
-            self.queue_quota(caller, &queues).await?;
-        }
-        Ok(())
+        self.queue_quota(caller, &queues).await
     }
 
     /// RESOURCE_EXHAUSTED when creating those of `queues` that do not exist yet would put
@@ -155,8 +178,8 @@ impl Gateway {
                     .await?;
                 let names = page.queues.into_iter().map(|q| q.name);
                 existing.extend(names.filter(|n| patterns.iter().any(|p| p.matches(n))));
-                // Past the limit the count no longer matters.
-                if page.next_page_token.is_empty() || existing.len() as u64 > limit {
+                // At the limit the count no longer matters.
+                if page.next_page_token.is_empty() || existing.len() as u64 >= limit {
                     break;
                 }
                 token = page.next_page_token;

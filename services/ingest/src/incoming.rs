@@ -267,7 +267,9 @@ impl Connection {
     }
 
     /// Whether the connection has had no request for its idle timeout; if not, the timer is
-    /// set to when it could have.
+    /// set to when it could have. A request starts on the task that reads the connection
+    /// (HTTP/2 hands it to the service right after reading it), so none can start while this
+    /// runs; one that ends meanwhile only makes the connection idler.
     fn idle_too_long(&mut self, cx: &mut Context<'_>) -> bool {
         let Some((timeout, sleep)) = &mut self.idle else {
             return false;

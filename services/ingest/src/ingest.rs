@@ -24,7 +24,7 @@ use tracing::{Instrument, Span};
 use crate::IngestError;
 use crate::admission::respond;
 use crate::auth::caller;
-use crate::authorize::{allowed, payload_quota, refuse_whole};
+use crate::authorize::{allowed, no_reserved_headers, payload_quota, refuse_whole};
 use crate::coalesce::{Batch, Sized};
 use crate::gateway::{Gateway, Prepared, field, renumber, scatter};
 use crate::peer::Peer;
@@ -75,6 +75,7 @@ impl Gateway {
         let payload = std::mem::take(&mut request.payload);
         let item = enqueue_from_proto(request.clone(), prefix)?;
         request.payload = payload;
+        no_reserved_headers(request.headers.keys(), &field(prefix, "headers"))?;
         let queue = match item.destination {
             Destination::Queue(queue) => queue,
             Destination::Pipeline(name) => {
@@ -246,6 +247,7 @@ impl Ingest for Gateway {
         let payload = request.payload.take();
         let item = update_from_proto(request.clone()).map_err(IngestError::from)?;
         request.payload = payload;
+        no_reserved_headers(request.headers.keys(), "headers")?;
         allowed(
             &caller,
             Permission::Produce,

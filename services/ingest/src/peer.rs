@@ -63,6 +63,11 @@ impl Peer {
         self.0.in_process
     }
 
+    /// [`Peer::describe`] of a request's connection, `unknown` without one.
+    pub fn describe_of(extensions: &tonic::Extensions) -> String {
+        Peer::of(extensions).map_or_else(|| "unknown".to_owned(), Peer::describe)
+    }
+
     /// For logs and the audit log: the address, or `in-process`.
     pub fn describe(&self) -> String {
         match (self.0.in_process, self.0.addr) {

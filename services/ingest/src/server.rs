@@ -37,13 +37,18 @@ use crate::tls::Tls;
 /// Added to the longest RPC (a `Take` that waits) before the drain gives up on open streams.
 const DRAIN_SLACK: Duration = Duration::from_secs(1);
 
-/// The services a client can find: ours, health, and reflection itself (not `Handler`,
-/// which users implement and stage-workers call).
+/// Cascade's services on this port (not `Handler`, which users implement and stage workers
+/// call); reflection lists them beside health and itself.
 const SERVED: [&str; 3] = [
     <IngestServer<Gateway> as NamedService>::NAME,
     <WorkerServer<Gateway> as NamedService>::NAME,
     <AdminServer<Gateway> as NamedService>::NAME,
 ];
+
+/// The health service's calls: open to probes whatever the credentials, never shed.
+pub(crate) fn is_health_check(path: &str) -> bool {
+    path.starts_with("/grpc.health.v1.Health/")
+}
 
 /// Binds `grpc.addr` and serves until `shutdown`; see [`serve`].
 pub async fn run(settings: Settings, deps: Deps, shutdown: Shutdown) -> Result<(), IngestError> {

@@ -13,7 +13,6 @@ use cascade_security::{FileSet, SecurityError};
 use cascade_service::settings::GrpcTlsSettings;
 use cascade_service::watch::watch_files;
 use cascade_service::{ServiceError, Shutdown};
-use cascade_telemetry::audit;
 
 use crate::IngestError;
 
@@ -45,7 +44,7 @@ impl Tls {
                 ServiceError::setting(key, format!("{}: {e}", path.display()))
             })?
             .expect("a first read returns the contents");
-        let config = build(&files, &keys, &contents)
+        let config = build(files.paths(), &keys, &contents)
             .map_err(|e| ServiceError::setting("grpc.tls", e.to_string()))?;
         Ok(Some(Tls {
             config: Arc::new(Reloading::new(config)),
@@ -64,37 +63,24 @@ impl Tls {
             keys,
             interval,
         } = self;
-        watch_files(files, interval, shutdown, move |files, contents| {
-            let resource = files
-                .paths()
-                .iter()
-                .map(|p| p.display().to_string())
-                .collect::<Vec<_>>()
-                .join(", ");
-            let outcome = match build(files, &keys, &contents) {
-                Ok(new) => {
-                    config.replace(new);
-                    Ok("new connections use the new certificate".to_owned())
-                }
-                Err(e) => {
-                    tracing::error!(error = %e, "ingest.tls.refused: the config in force stays");
-                    Err((tonic::Code::InvalidArgument, e.to_string()))
-                }
-            };
-            audit::record("operator", "tls files", "tls.reload", &resource, outcome);
+        let paths = files.paths().to_vec();
+        watch_files(files, interval, shutdown, "tls.reload", move |contents| {
+            let new = build(&paths, &keys, contents).map_err(|e| e.to_string())?;
+            config.replace(new);
+            Ok("new connections use the new certificate".to_owned())
         })
         .await;
     }
 }
 
 fn build(
-    files: &FileSet,
+    paths: &[PathBuf],
     keys: &[&'static str],
     contents: &[Vec<u8>],
 ) -> Result<Arc<rustls::ServerConfig>, SecurityError> {
     let names: Vec<String> = keys
         .iter()
-        .zip(files.paths())
+        .zip(paths)
         .map(|(key, path)| format!("{key} ({})", path.display()))
         .collect();
     let pem = |i: usize| Pem {

@@ -14,7 +14,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use cascade_core::{Outcome, Pipeline};
+use cascade_core::Outcome;
 use cascade_proto::bus::v1::dispatcher_reply::Result as Reply;
 use cascade_proto::bus::v1::dispatcher_request::Op;
 use cascade_proto::convert::{
@@ -34,7 +34,7 @@ use crate::IngestError;
 use crate::admission::with_reservation;
 use crate::advance::Target;
 use crate::auth::caller;
-use crate::authorize::{allowed, payload_quota, refuse_whole};
+use crate::authorize::{allowed, no_reserved_headers, payload_quota, refuse_whole};
 use crate::coalesce::{Batch, Sized};
 use crate::gateway::{Gateway, Prepared, field, renumber, scatter};
 use crate::ingest::item_len;
@@ -95,6 +95,7 @@ impl Gateway {
         let payload_len = payload.as_ref().map(Vec::len);
         if let Some(ProtoOutcome::Advance(advance)) = &mut completion.outcome {
             advance.payload = payload;
+            no_reserved_headers(advance.headers.keys(), &field(prefix, "advance.headers"))?;
         }
         let payload_field = field(prefix, "advance.payload");
         if let Some(payload_len) = payload_len {
@@ -104,15 +105,20 @@ impl Gateway {
         }
         if let Outcome::Advance { to, .. } = &item.outcome {
             let field = field(prefix, "advance.to");
-            match self
+            let target = self
                 .advance_target(&item.queue, to.as_deref(), &field)
-                .await?
-            {
-                Target::Ack => completion.outcome = Some(ProtoOutcome::Ack(Ack {})),
-                Target::Queue(target) => {
-                    if !same_pipeline(item.queue.as_str(), &target) {
-                        allowed(caller, Permission::Produce, &target, &field)?;
-                    }
+                .await?;
+            let resolved = match target {
+                Target::Ack => None,
+                Target::Stage(stage) => Some(stage),
+                Target::Queue(queue) => {
+                    allowed(caller, Permission::Produce, &queue, &field)?;
+                    Some(queue)
+                }
+            };
+            match resolved {
+                None => completion.outcome = Some(ProtoOutcome::Ack(Ack {})),
+                Some(target) => {
                     if let Some(ProtoOutcome::Advance(advance)) = &mut completion.outcome {
                         advance.to = target;
                     }
@@ -134,13 +140,6 @@ impl Gateway {
             },
         ))
     }
-}
-
-/// Whether an advance from `queue` to `target` stays within one pipeline's stages: the
-/// consumer of a stage moves events on to the next without being a producer there.
-fn same_pipeline(queue: &str, target: &str) -> bool {
-    let pipeline = |name| Pipeline::split_stage_queue(name).map(|(pipeline, _)| pipeline);
-    pipeline(queue).is_some_and(|p| pipeline(target) == Some(p))
 }
 
 /// One shard poll of a `Take`, on a task of its own. If the client goes away while the shard
@@ -210,6 +209,9 @@ impl Worker for Gateway {
         let request = request.into_inner();
         let item = take_from_proto(&request).map_err(IngestError::from)?;
         allowed(&caller, Permission::Consume, item.queue.as_str(), "queue")?;
+        // Checked before any event is leased: a refusal after the poll would cost the
+        // events an attempt.
+        self.admission.room(peer.as_ref())?;
         let shard = self.shards.owner(&item.queue);
         let deadline = Instant::now() + self.limits.take_wait(item.wait);
         loop {
@@ -232,14 +234,8 @@ impl Worker for Gateway {
             {
                 trace::record_take(item.queue.as_str(), &taken.events);
                 let size = prost::Message::encoded_len(&taken);
-                return match self.admission.reserve(peer.as_ref(), size) {
-                    Ok(reserved) => Ok(with_reservation(taken, reserved)),
-                    // Not sent: the events go back at once rather than when their lease ends.
-                    Err(busy) => {
-                        release_abandoned(&self.shards, shard, taken).await;
-                        Err(busy.into())
-                    }
-                };
+                let reserved = self.admission.reserve_anyway(peer.as_ref(), size);
+                return Ok(with_reservation(taken, reserved));
             }
         }
     }

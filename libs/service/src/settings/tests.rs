@@ -284,7 +284,7 @@ fn security_and_limit_settings_are_checked_together() {
             "auth.identities_file: must name the identities file",
         ),
         (
-            "[auth]\nhandler_url_prefixes = [\"http://handlers.svc\"]\n",
+            "[auth]\nhandler_url_prefixes = [\"ftp://handlers.svc/\"]\n",
             &[],
             "auth.handler_url_prefixes",
         ),
