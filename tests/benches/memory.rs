@@ -14,7 +14,7 @@
 use std::time::Duration;
 
 use cascade_client::{Client, api};
-use cascade_e2e::process::http_get;
+use cascade_e2e::process::{http_get, rss_bytes};
 use cascade_e2e::scenarios::{config, seconds};
 use cascade_e2e::{Cluster, Mode};
 use tokio::task::JoinSet;
@@ -52,21 +52,6 @@ impl Plan {
     }
 }
 
-/// Resident memory of `pid` in bytes (Linux).
-fn rss(pid: u32) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("/proc status");
-    let line = status
-        .lines()
-        .find(|l| l.starts_with("VmRSS:"))
-        .expect("VmRSS");
-    let kib: u64 = line
-        .split_whitespace()
-        .nth(1)
-        .and_then(|v| v.parse().ok())
-        .expect("a number of kB");
-    kib * 1024
-}
-
 fn metrics_bytes(cluster: &Cluster) -> usize {
     http_get(cluster.http(), "/metrics")
         .map(|(_, body)| body.len())
@@ -82,7 +67,7 @@ struct Meter<'a> {
 impl Meter<'_> {
     async fn phase(&mut self, what: &str, items: usize) {
         tokio::time::sleep(self.settle).await;
-        let now = rss(self.cluster.front_pid());
+        let now = rss_bytes(self.cluster.front_pid());
         let grown = now.saturating_sub(self.last);
         let per_item = match items {
             0 => String::from("-"),

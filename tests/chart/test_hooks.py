@@ -8,14 +8,13 @@ with its token and client certificate. The identities and tokens are made by the
 docs/kubernetes.md gives; the certificates name the gateway Service and 127.0.0.1."""
 
 import json
-import re
 import subprocess
 import time
-import urllib.request
 from pathlib import Path
 
 import pytest
 
+from cascade_standalone import wait_ready
 from conftest import LocalContainer, cascade_bin, container_of, run
 
 GATEWAYS = {"default-values": ("Deployment", "rel-cascade-ingest"),
@@ -59,16 +58,7 @@ def gateway(rendered, secrets, tmp_path_factory):
                         pod.environ(CASCADE__STORE__DURABILITY="none",
                                     CASCADE__STANDALONE__STAGE_WORKERS="false"), log_path)
         processes.append((process, log_path))
-        deadline = time.monotonic() + 60
-        announced = None
-        while announced is None:
-            assert process.poll() is None, log_path.read_text()
-            assert time.monotonic() < deadline, log_path.read_text()
-            announced = re.search(r"gRPC on (\S+), HTTP on (\S+),", log_path.read_text())
-            time.sleep(0.05)
-        grpc, http = announced.groups()
-        with urllib.request.urlopen(f"http://{http}/readyz", timeout=10) as ready:
-            assert ready.status == 200
+        grpc, _ = wait_ready(process, log_path)
         scheme = "https" if settings["grpc"]["tls"].get("cert_file") else "http"
         started[stem] = f"{scheme}://{grpc}"
         return started[stem]

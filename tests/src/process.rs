@@ -29,6 +29,21 @@ pub fn binary(name: &str) -> PathBuf {
     path
 }
 
+/// The resident memory of process `pid`, in bytes (Linux).
+pub fn rss_bytes(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("/proc status");
+    let line = status
+        .lines()
+        .find(|l| l.starts_with("VmRSS:"))
+        .expect("VmRSS");
+    let kib: u64 = line
+        .split_whitespace()
+        .nth(1)
+        .and_then(|v| v.parse().ok())
+        .expect("a number of kB");
+    kib * 1024
+}
+
 /// A loopback port nothing listens on right now, for a child process to listen on later.
 ///
 /// Picked below the kernel's ephemeral range (`ip_local_port_range`): between the pick and the
