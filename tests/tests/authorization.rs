@@ -420,12 +420,12 @@ async fn callers_do_what_their_grants_and_quotas_allow() {
         denied.stderr
     );
 
-    // The identities file is read again: a token added, one revoked, without a restart.
-    std::fs::write(
-        &file,
-        identities(true).replace(&token_sha256(CONSUMER), &token_sha256("revoked")),
-    )
-    .expect("rewrite");
+    // The identities file is read again: a token added, one revoked, without a restart. It
+    // is replaced in one step, as a Secret's update does (a reader never sees half of it).
+    let staged = file.with_extension("new");
+    let changed = identities(true).replace(&token_sha256(CONSUMER), &token_sha256("revoked"));
+    std::fs::write(&staged, changed).expect("write");
+    std::fs::rename(&staged, &file).expect("swap");
     let later = client(&cluster, Some(LATER)).await;
     let deadline = Instant::now() + WITHIN;
     while queue_stats(&later, "orders.new").await.is_err() {
@@ -493,37 +493,56 @@ fn base64(text: &str) -> String {
 /// The audit lines: each change with the identity that made it, refusals too, and the
 /// identities file's reload.
 fn audit(log: &str) {
-    let lines: Vec<Value> = log
+    let lines: Vec<(String, String, String, String)> = log
         .lines()
         .filter_map(|line| serde_json::from_str::<Value>(line).ok())
         .filter(|line| line["target"] == "cascade::audit")
-        .collect();
-    let seen = |action: &str, identity: &str, outcome: &str| {
-        lines.iter().any(|l| {
-            l["fields"]["action"] == action
-                && l["fields"]["identity"] == identity
-                && l["fields"]["outcome"] == outcome
+        .map(|line| {
+            let field = |name: &str| line["fields"][name].as_str().unwrap_or_default().to_owned();
+            (
+                field("action"),
+                field("identity"),
+                field("resource"),
+                field("outcome"),
+            )
         })
-    };
-    assert!(seen("queue.create", "ops", "ok"), "{lines:#?}");
-    assert!(
-        seen("queue.purge", "unauthenticated", "Unauthenticated"),
+        .collect();
+    let seen: Vec<(&str, &str, &str, &str)> = lines
+        .iter()
+        .map(|(a, i, r, o)| (a.as_str(), i.as_str(), r.as_str(), o.as_str()))
+        .collect();
+    // Every administrative call of the test, in order, accepted or refused (an
+    // unauthenticated one names no queue: its request was never read).
+    assert_eq!(
+        seen,
+        [
+            ("pipeline.apply", "operator", "demo", "ok"),
+            ("queue.create", "ops", "orders.new", "ok"),
+            ("queue.create", "ops", "payments", "ok"),
+            ("queue.purge", "unauthenticated", "", "Unauthenticated"),
+            (
+                "queue.purge",
+                "orders-consumer",
+                "orders.new",
+                "PermissionDenied"
+            ),
+            ("queue.create", "limited", "limited.a", "ok"),
+            ("queue.create", "limited", "limited.b", "ok"),
+            ("queue.create", "limited", "limited.a", "ok"),
+            ("queue.create", "limited", "limited.x", "PermissionDenied"),
+            ("queue.create", "limited", "limited.c", "ResourceExhausted"),
+            ("pipeline.apply", "ops", "hooks", "PermissionDenied"),
+            ("pipeline.apply", "ops", "hooks", "ok"),
+            (
+                "queue.purge",
+                "orders-producer",
+                "orders.new",
+                "PermissionDenied"
+            ),
+            ("credentials.reload", "operator", seen[13].2, "ok"),
+        ],
         "{lines:#?}"
     );
-    assert!(
-        seen("queue.purge", "orders-consumer", "PermissionDenied"),
-        "{lines:#?}"
-    );
-    assert!(
-        seen("queue.create", "limited", "ResourceExhausted"),
-        "{lines:#?}"
-    );
-    assert!(
-        seen("pipeline.apply", "ops", "PermissionDenied"),
-        "{lines:#?}"
-    );
-    assert!(seen("pipeline.apply", "ops", "ok"), "{lines:#?}");
-    assert!(seen("credentials.reload", "operator", "ok"), "{lines:#?}");
     assert!(
         !log.contains(ADMIN) && !log.contains(PRODUCER),
         "tokens never logged"
