@@ -7,8 +7,9 @@
 # Installs what it needs that a fresh machine lacks: rustfmt/clippy components, the
 # nats-server that the bus tests start, libfaketime (the fault suite steps a server's wall
 # clock with it), the headless Chromium that the status page test drives, tmux (the
-# terminal `cascade top` is tested in), promtool (it checks the alerting rules) and openssl (the
-# chart's hook tests make certificates with it) — Debian's
+# terminal `cascade top` is tested in), promtool (it checks the alerting rules), openssl (the
+# chart's hook tests make certificates with it), Redis and PostgreSQL (the peer comparison
+# benchmark runs briefly against them) — Debian's
 # packages; the tests fail without them — and the chart's tools
 # (scripts/chart-tools.sh: PyPI and npm packages, into target/chart-tools). The status page
 # test saves its screenshot under target/test-artifacts/. Then a short run of every fuzz
@@ -27,6 +28,10 @@ if ! command -v nats-server >/dev/null 2>&1; then PACKAGES+=(nats-server); fi
 if ! command -v faketime >/dev/null 2>&1; then PACKAGES+=(faketime); fi
 # tmux: the terminal `cascade top` is tested in.
 if ! command -v tmux >/dev/null 2>&1; then PACKAGES+=(tmux); fi
+# Redis and PostgreSQL: the peer comparison (tests/benches/peers) runs briefly against them,
+# and against NATS JetStream (the nats-server above).
+if ! command -v redis-server >/dev/null 2>&1; then PACKAGES+=(redis-server); fi
+if ! compgen -G "/usr/lib/postgresql/*/bin/initdb" >/dev/null; then PACKAGES+=(postgresql); fi
 # openssl: the chart's hook tests make their certificates with it.
 if ! command -v openssl >/dev/null 2>&1; then PACKAGES+=(openssl); fi
 # promtool (Debian's prometheus package) checks deploy/prometheus/cascade-alerts.yaml.

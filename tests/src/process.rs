@@ -29,6 +29,24 @@ pub fn binary(name: &str) -> PathBuf {
     path
 }
 
+/// The name (field 2) and utime + stime (fields 14 and 15, in clock ticks) of a
+/// `/proc/…/stat` line.
+pub fn stat_ticks(stat: &str) -> Option<(String, u64)> {
+    // The name is in parentheses and may hold spaces; the fields after it are plain.
+    let (head, after_name) = stat.rsplit_once(')')?;
+    let name = head.split_once('(')?.1.to_owned();
+    let fields: Vec<&str> = after_name.split_whitespace().collect();
+    let utime: u64 = fields.get(11)?.parse().ok()?;
+    let stime: u64 = fields.get(12)?.parse().ok()?;
+    Some((name, utime + stime))
+}
+
+/// The CPU time process `pid` has used, in clock ticks (USER_HZ, 100 a second on Linux).
+pub fn cpu_ticks(pid: u32) -> Option<u64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    stat_ticks(&stat).map(|(_, ticks)| ticks)
+}
+
 /// The resident memory of process `pid`, in bytes (Linux).
 pub fn rss_bytes(pid: u32) -> u64 {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("/proc status");

@@ -5,6 +5,8 @@
 use std::collections::BTreeMap;
 use std::time::Instant;
 
+use cascade_e2e::process::stat_ticks;
+
 /// The kernel's clock ticks per second for `/proc` times (USER_HZ, 100 on Linux).
 const TICKS_PER_SECOND: f64 = 100.0;
 
@@ -81,17 +83,6 @@ fn thread_ticks() -> BTreeMap<String, u64> {
         }
     }
     by_name
-}
-
-/// The name (field 2) and utime + stime (fields 14 and 15) of a `/proc/…/stat` line.
-fn stat_ticks(stat: &str) -> Option<(String, u64)> {
-    // The name is in parentheses and may hold spaces; the fields after it are plain.
-    let (head, after_name) = stat.rsplit_once(')')?;
-    let name = head.split_once('(')?.1.to_owned();
-    let fields: Vec<&str> = after_name.split_whitespace().collect();
-    let utime: u64 = fields.get(11)?.parse().ok()?;
-    let stime: u64 = fields.get(12)?.parse().ok()?;
-    Some((name, utime + stime))
 }
 
 /// (busy, idle) ticks of all CPUs, from the first line of `/proc/stat`.

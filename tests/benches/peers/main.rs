@@ -1,0 +1,330 @@
+//! The peer comparison: the same scenarios against Cascade and against the systems a user
+//! would pick instead, each started on loopback by this benchmark from Debian's packages and
+//! driven by its own client from this process, in one run on one machine: Redis with its
+//! append-only file fsynced on every write, PostgreSQL with a `SKIP LOCKED` job table and
+//! `synchronous_commit = on`, NATS JetStream with file storage (no per-message fsync in the
+//! Debian server), and `cascade standalone` with its defaults (one shard, fsync). 100-byte
+//! payloads, 16 queues.
+//!
+//! Scenarios: `enqueue` (unary, 1, 16 and 256 producers, one connection each), `take` (take
+//! and ack in batches of 100 from a backlog, 1 and 16 consumers), `delayed` (50,000 events
+//! due evenly over 10 s, taken as they come due: their lateness). Each prints its rate, the
+//! median call, and the CPU time per operation of the server and of the clients (this
+//! process), from `/proc`; the last table gives Cascade's ratio to each system, and the
+//! disk's raw fdatasync rate and median of the same run.
+//!
+//! Run: `cargo build --release --bins && cargo bench -p cascade-e2e --bench peers
+//! [-- SCENARIO... SYSTEM...]` (systems: `cascade`, `redis`, `postgres`, `nats`; default:
+//! all). Environment: `CASCADE_BENCH_SECS` (window, default 10), `CASCADE_BENCH_WARMUP_SECS`
+//! (2), `CASCADE_BENCH_BACKLOG` (500,000). Under `cargo test --all-targets` (no `--bench`)
+//! every scenario runs briefly against every system, proving the harness works.
+
+mod nats;
+mod postgres;
+mod redis;
+mod scenarios;
+mod servers;
+mod systems;
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use cascade_e2e::{Cluster, Mode};
+use cascade_store::probe::{FsyncProbe, raw_fsync};
+
+use crate::scenarios::{Lateness, Measured};
+use crate::systems::{Cascade, Peer};
+
+pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+pub struct Plan {
+    warmup: Duration,
+    window: Duration,
+    probe: Duration,
+    producers: Vec<usize>,
+    consumers: Vec<usize>,
+    backlog: usize,
+    delayed: usize,
+    spread: Duration,
+    lead: Duration,
+}
+
+impl Plan {
+    /// `cargo bench` passes `--bench`; without it every scenario runs briefly.
+    fn from_args(args: &[String]) -> Plan {
+        let brief = !args.iter().any(|a| a == "--bench");
+        let env = |name: &str, full: u64| {
+            std::env::var(name)
+                .ok()
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(full)
+        };
+        match brief {
+            true => Plan {
+                warmup: Duration::from_millis(200),
+                window: Duration::from_millis(700),
+                probe: Duration::from_millis(200),
+                producers: vec![1, 16, 256],
+                consumers: vec![1, 16],
+                backlog: 2_000,
+                delayed: 500,
+                spread: Duration::from_secs(1),
+                lead: Duration::from_secs(1),
+            },
+            false => Plan {
+                warmup: Duration::from_secs(env("CASCADE_BENCH_WARMUP_SECS", 2)),
+                window: Duration::from_secs(env("CASCADE_BENCH_SECS", 10)),
+                probe: Duration::from_secs(3),
+                producers: vec![1, 16, 256],
+                consumers: vec![1, 16],
+                backlog: env("CASCADE_BENCH_BACKLOG", 500_000) as usize,
+                delayed: 50_000,
+                spread: Duration::from_secs(10),
+                lead: Duration::from_secs(3),
+            },
+        }
+    }
+}
+
+/// What one scenario measured of one system.
+enum Figure {
+    Rate(Measured),
+    Lateness(Lateness),
+}
+
+struct Row {
+    scenario: String,
+    system: &'static str,
+    figure: Figure,
+}
+
+fn main() -> Result<(), BoxError> {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let plan = Plan::from_args(&args);
+    let wanted: Vec<&String> = args.iter().filter(|a| !a.starts_with("--")).collect();
+    let pick = |names: &[&'static str]| -> Vec<&'static str> {
+        let chosen: Vec<_> = names
+            .iter()
+            .copied()
+            .filter(|n| wanted.iter().any(|w| w == n))
+            .collect();
+        if chosen.is_empty() {
+            names.to_vec()
+        } else {
+            chosen
+        }
+    };
+    let scenarios = pick(&["enqueue", "take", "delayed"]);
+    let systems = pick(&["cascade", "redis", "postgres", "nats"]);
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()?;
+    let dir = tempfile::tempdir()?;
+    let disk = raw_fsync(dir.path(), plan.probe)?;
+    println!("{}", disk_line(&disk, dir.path()));
+    let mut rows = Vec::new();
+    for system in systems {
+        let scratch = tempfile::tempdir_in(dir.path())?;
+        match system {
+            "cascade" => {
+                let cluster = Cluster::start_with(
+                    Mode::Standalone,
+                    None,
+                    &[("CASCADE__CLUSTER__SHARDS", "1")],
+                );
+                let pid = cluster.front_pid();
+                let server = move || cascade_e2e::process::cpu_ticks(pid).unwrap_or(0);
+                let peer = Arc::new(Cascade {
+                    addr: cluster.gateway().to_owned(),
+                });
+                runtime.block_on(run(&peer, &server, &scenarios, &plan, &mut rows))?;
+                cluster.stop();
+            }
+            "redis" => {
+                let mut started = servers::start_redis(scratch.path())?;
+                let peer = Arc::new(redis::Redis {
+                    url: format!("redis://127.0.0.1:{}/", started.port),
+                });
+                runtime.block_on(run(
+                    &peer,
+                    &|| started.cpu_ticks(),
+                    &scenarios,
+                    &plan,
+                    &mut rows,
+                ))?;
+                started.process.terminate(Duration::from_secs(10));
+            }
+            "postgres" => {
+                let mut started = servers::start_postgres(scratch.path())?;
+                let peer = Arc::new(postgres::Postgres { port: started.port });
+                runtime.block_on(run(
+                    &peer,
+                    &|| started.cpu_ticks(),
+                    &scenarios,
+                    &plan,
+                    &mut rows,
+                ))?;
+                started.process.terminate(Duration::from_secs(30));
+            }
+            _ => {
+                let mut started = servers::start_nats_jetstream(scratch.path())?;
+                let peer = Arc::new(nats::Nats {
+                    url: format!("nats://127.0.0.1:{}", started.port),
+                });
+                runtime.block_on(run(
+                    &peer,
+                    &|| started.cpu_ticks(),
+                    &scenarios,
+                    &plan,
+                    &mut rows,
+                ))?;
+                started.process.terminate(Duration::from_secs(10));
+            }
+        }
+    }
+    println!();
+    print_ratios(&rows);
+    println!("{}", disk_line(&disk, dir.path()));
+    Ok(())
+}
+
+fn disk_line(disk: &FsyncProbe, dir: &Path) -> String {
+    format!(
+        "disk: {:.0} fdatasync/s, p50 {:?} (raw: 100-byte append + fdatasync) in {}",
+        disk.rate,
+        disk.p50,
+        dir.display()
+    )
+}
+
+/// Runs every scenario of `scenarios` against `peer`, printing each result as it comes.
+async fn run<P: Peer>(
+    peer: &Arc<P>,
+    server: &dyn Fn() -> u64,
+    scenarios: &[&str],
+    plan: &Plan,
+    rows: &mut Vec<Row>,
+) -> Result<(), BoxError> {
+    for &scenario in scenarios {
+        let queues = scenarios::queues(scenario);
+        peer.setup(&queues).await?;
+        let results: Vec<(String, Figure)> = match scenario {
+            "enqueue" => {
+                let mut out = Vec::new();
+                for &producers in &plan.producers {
+                    let measured =
+                        scenarios::enqueue(peer, server, &queues, producers, plan).await?;
+                    out.push((
+                        format!("enqueue, {producers} producers"),
+                        Figure::Rate(measured),
+                    ));
+                }
+                out
+            }
+            "take" => {
+                let mut out = Vec::new();
+                for &consumers in &plan.consumers {
+                    let queues = scenarios::queues(&format!("take{consumers}"));
+                    peer.setup(&queues).await?;
+                    let measured = scenarios::take(peer, server, &queues, consumers, plan).await?;
+                    out.push((
+                        format!("take+ack of 100, {consumers} consumers"),
+                        Figure::Rate(measured),
+                    ));
+                }
+                out
+            }
+            _ if !P::DELAYS => Vec::new(),
+            _ => {
+                let late = scenarios::delayed(peer, &queues, plan).await?;
+                vec![(
+                    format!("{} delayed over {:?}: lateness", plan.delayed, plan.spread),
+                    Figure::Lateness(late),
+                )]
+            }
+        };
+        for (name, result) in results {
+            println!("{:<16} {name:<34} {}", P::NAME, describe(&result));
+            rows.push(Row {
+                scenario: name,
+                system: P::NAME,
+                figure: result,
+            });
+        }
+    }
+    Ok(())
+}
+
+fn describe(result: &Figure) -> String {
+    match result {
+        Figure::Rate(m) => format!(
+            "{:>9.0}/s{}  server {:.1} µs/op, clients {:.1} µs/op",
+            m.rate,
+            m.p50
+                .map(|p| format!(" (p50 {:.2} ms)", p.as_secs_f64() * 1e3))
+                .unwrap_or_default(),
+            m.server_us,
+            m.client_us
+        ),
+        Figure::Lateness(l) => format!(
+            "p50 {:.1} ms, p99 {:.1} ms, max {:.1} ms{}",
+            l.p50.as_secs_f64() * 1e3,
+            l.p99.as_secs_f64() * 1e3,
+            l.max.as_secs_f64() * 1e3,
+            match l.early {
+                0 => String::new(),
+                n => format!(", {n} EARLY"),
+            }
+        ),
+    }
+}
+
+/// The table of every scenario: each system's figure and Cascade's ratio to it (rates:
+/// Cascade / peer; lateness: p99 of the peer / Cascade's, so above 1 is Cascade ahead).
+fn print_ratios(rows: &[Row]) {
+    let mut names: Vec<&str> = Vec::new();
+    for row in rows {
+        if !names.contains(&row.scenario.as_str()) {
+            names.push(&row.scenario);
+        }
+    }
+    for name in names {
+        let of = |system: &str| {
+            rows.iter()
+                .find(|r| r.scenario == name && r.system == system)
+        };
+        let Some(cascade) = of("Cascade") else {
+            continue;
+        };
+        let mut line = format!("{name:<34} Cascade {}", short(&cascade.figure));
+        for peer in ["Redis", "PostgreSQL", "NATS JetStream"] {
+            if let Some(row) = of(peer) {
+                line.push_str(&format!(
+                    "  | {peer} {} (x{:.2})",
+                    short(&row.figure),
+                    ratio(&cascade.figure, &row.figure)
+                ));
+            }
+        }
+        println!("{line}");
+    }
+}
+
+fn short(result: &Figure) -> String {
+    match result {
+        Figure::Rate(m) => format!("{:.0}/s", m.rate),
+        Figure::Lateness(l) => format!("p99 {:.1} ms", l.p99.as_secs_f64() * 1e3),
+    }
+}
+
+fn ratio(cascade: &Figure, peer: &Figure) -> f64 {
+    match (cascade, peer) {
+        (Figure::Rate(c), Figure::Rate(p)) => c.rate / p.rate.max(f64::MIN_POSITIVE),
+        (Figure::Lateness(c), Figure::Lateness(p)) => {
+            p.p99.as_secs_f64() / c.p99.as_secs_f64().max(1e-9)
+        }
+        _ => f64::NAN,
+    }
+}

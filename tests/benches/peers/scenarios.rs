@@ -1,0 +1,319 @@
+//! The scenarios, the same for every system: unary enqueues from P producers (each on its
+//! own connection, one enqueue at a time), take+ack in batches of 100 by C consumers
+//! draining a backlog, and delayed events due over a window, taken as they come due. Each
+//! measures its rate, and the CPU time of the server and of this process (the clients)
+//! per operation from `/proc`.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use cascade_e2e::process::cpu_ticks;
+use tokio::task::JoinSet;
+
+use crate::systems::{Item, Peer, due_of, now_micros, payload};
+use crate::{BoxError, Plan};
+
+/// Queues per scenario; producers go round them, consumers share them out.
+pub const QUEUES: usize = 16;
+/// Events per take, and per acknowledgement.
+pub const BATCH: usize = 100;
+/// Events per bulk enqueue while filling a backlog, and fillers at once.
+const FILL_CHUNK: usize = 1000;
+const FILLERS: usize = 8;
+/// Consumers of the delayed scenario.
+const DELAYED_CONSUMERS: usize = 4;
+/// Pause of a consumer that found nothing due (a system with no long poll).
+const IDLE_PAUSE: Duration = Duration::from_millis(1);
+/// The kernel's clock ticks per second for `/proc` times.
+const TICKS_PER_SECOND: f64 = 100.0;
+
+/// What a scenario measured.
+pub struct Measured {
+    /// Operations (enqueues, or events taken and acked) per second.
+    pub rate: f64,
+    /// The median time of one call (an enqueue).
+    pub p50: Option<Duration>,
+    /// CPU time per operation of the server and of the clients (this process), µs.
+    pub server_us: f64,
+    pub client_us: f64,
+}
+
+/// The delays of events delivered after they came due.
+pub struct Lateness {
+    pub p50: Duration,
+    pub p99: Duration,
+    pub max: Duration,
+    /// Events delivered before they were due (a bug in the system or the harness).
+    pub early: u64,
+}
+
+/// Server and client CPU ticks, read together.
+struct Cpu {
+    server: u64,
+    client: u64,
+}
+
+fn cpu(server: &dyn Fn() -> u64) -> Cpu {
+    Cpu {
+        server: server(),
+        client: cpu_ticks(std::process::id()).unwrap_or(0),
+    }
+}
+
+fn per_op(before: &Cpu, after: &Cpu, ops: u64) -> (f64, f64) {
+    let us = |ticks: u64| ticks as f64 / TICKS_PER_SECOND * 1e6 / ops.max(1) as f64;
+    (
+        us(after.server.saturating_sub(before.server)),
+        us(after.client.saturating_sub(before.client)),
+    )
+}
+
+pub fn queues(scenario: &str) -> Vec<String> {
+    (0..QUEUES).map(|i| format!("{scenario}-{i}")).collect()
+}
+
+/// `producers` connections, each enqueuing one event at a time, round-robin over `queues`.
+pub async fn enqueue<P: Peer>(
+    peer: &Arc<P>,
+    server: &dyn Fn() -> u64,
+    queues: &[String],
+    producers: usize,
+    plan: &Plan,
+) -> Result<Measured, BoxError> {
+    let done = Arc::new(AtomicU64::new(0));
+    let (stop, measuring) = (
+        Arc::new(AtomicBool::new(false)),
+        Arc::new(AtomicBool::new(false)),
+    );
+    let mut tasks = JoinSet::new();
+    for n in 0..producers {
+        let mut producer = peer.producer().await?;
+        let queue = queues[n % queues.len()].clone();
+        let (done, stop, measuring) =
+            (Arc::clone(&done), Arc::clone(&stop), Arc::clone(&measuring));
+        tasks.spawn(async move {
+            let mut latencies = Vec::new();
+            let mut number = (n as u64) << 40;
+            while !stop.load(Ordering::Relaxed) {
+                number += 1;
+                let sent = Instant::now();
+                let item = Item {
+                    payload: payload(number, 0),
+                    due: None,
+                };
+                P::enqueue(&mut producer, &queue, item).await?;
+                if measuring.load(Ordering::Relaxed) {
+                    latencies.push(sent.elapsed());
+                }
+                done.fetch_add(1, Ordering::Relaxed);
+            }
+            Ok::<_, BoxError>(latencies)
+        });
+    }
+    tokio::time::sleep(plan.warmup).await;
+    measuring.store(true, Ordering::Relaxed);
+    let (before, count, at) = (cpu(server), done.load(Ordering::Relaxed), Instant::now());
+    tokio::time::sleep(plan.window).await;
+    let (after, ops) = (cpu(server), done.load(Ordering::Relaxed) - count);
+    let elapsed = at.elapsed();
+    stop.store(true, Ordering::Relaxed);
+    let mut latencies = Vec::new();
+    while let Some(finished) = tasks.join_next().await {
+        latencies.extend(finished??);
+    }
+    latencies.sort_unstable();
+    let (server_us, client_us) = per_op(&before, &after, ops);
+    Ok(Measured {
+        rate: ops as f64 / elapsed.as_secs_f64(),
+        p50: latencies.get(latencies.len() / 2).copied(),
+        server_us,
+        client_us,
+    })
+}
+
+/// Fills `queues` with `total` events due now, in bulk.
+async fn fill<P: Peer>(peer: &Arc<P>, queues: &[String], total: usize) -> Result<(), BoxError> {
+    let mut tasks = JoinSet::new();
+    for n in 0..FILLERS {
+        let mut producer = peer.producer().await?;
+        let queues = queues.to_vec();
+        tasks.spawn(async move {
+            let mut chunk = n;
+            while chunk * FILL_CHUNK < total {
+                let first = chunk * FILL_CHUNK;
+                let items = (first..total.min(first + FILL_CHUNK))
+                    .map(|i| Item {
+                        payload: payload(i as u64, 0),
+                        due: None,
+                    })
+                    .collect();
+                P::enqueue_many(&mut producer, &queues[chunk % queues.len()], items).await?;
+                chunk += FILLERS;
+            }
+            Ok::<_, BoxError>(())
+        });
+    }
+    while let Some(filled) = tasks.join_next().await {
+        filled??;
+    }
+    Ok(())
+}
+
+/// `consumers` connections taking and acking batches of [`BATCH`] from a backlog of
+/// `plan.backlog` events, for the window or until the backlog is gone.
+pub async fn take<P: Peer>(
+    peer: &Arc<P>,
+    server: &dyn Fn() -> u64,
+    queues: &[String],
+    consumers: usize,
+    plan: &Plan,
+) -> Result<Measured, BoxError> {
+    fill(peer, queues, plan.backlog).await?;
+    let taken = Arc::new(AtomicU64::new(0));
+    let stop = Arc::new(AtomicBool::new(false));
+    // Every consumer connected first; they start together once the clock runs.
+    let (go, started) = tokio::sync::watch::channel(false);
+    let mut tasks = JoinSet::new();
+    for n in 0..consumers {
+        let mut consumer = peer.consumer().await?;
+        let mut started = started.clone();
+        let mine: Vec<String> = queues
+            .iter()
+            .skip(n % queues.len())
+            .step_by(consumers.min(queues.len()))
+            .cloned()
+            .collect();
+        let (taken, stop) = (Arc::clone(&taken), Arc::clone(&stop));
+        tasks.spawn(async move {
+            started.wait_for(|go| *go).await?;
+            let mut empty_in_a_row = 0;
+            for queue in mine.iter().cycle() {
+                if stop.load(Ordering::Relaxed) || empty_in_a_row > mine.len() * 3 {
+                    break;
+                }
+                let batch = P::take_ack(&mut consumer, queue, BATCH).await?;
+                match batch.is_empty() {
+                    true => empty_in_a_row += 1,
+                    false => empty_in_a_row = 0,
+                }
+                taken.fetch_add(batch.len() as u64, Ordering::Relaxed);
+            }
+            Ok::<_, BoxError>(())
+        });
+    }
+    let (before, at) = (cpu(server), Instant::now());
+    go.send_replace(true);
+    let total = plan.backlog as u64;
+    while at.elapsed() < plan.window && taken.load(Ordering::Relaxed) < total && !tasks.is_empty() {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+        if let Some(ended) = tasks.try_join_next() {
+            ended??;
+        }
+    }
+    let (after, ops, elapsed) = (cpu(server), taken.load(Ordering::Relaxed), at.elapsed());
+    stop.store(true, Ordering::Relaxed);
+    while let Some(ended) = tasks.join_next().await {
+        ended??;
+    }
+    let (server_us, client_us) = per_op(&before, &after, ops);
+    Ok(Measured {
+        rate: ops as f64 / elapsed.as_secs_f64(),
+        p50: None,
+        server_us,
+        client_us,
+    })
+}
+
+/// `plan.delayed` events due evenly over `plan.spread` (from a moment after they are all
+/// enqueued), taken as they come due: how late each was delivered.
+pub async fn delayed<P: Peer>(
+    peer: &Arc<P>,
+    queues: &[String],
+    plan: &Plan,
+) -> Result<Lateness, BoxError> {
+    let count = plan.delayed;
+    let start = now_micros() + plan.lead.as_micros() as u64;
+    let step = plan.spread.as_micros() as u64 / count.max(1) as u64;
+    let mut fillers = JoinSet::new();
+    for n in 0..FILLERS {
+        let mut producer = peer.producer().await?;
+        let queues = queues.to_vec();
+        fillers.spawn(async move {
+            let mut chunk = n;
+            while chunk * FILL_CHUNK < count {
+                let first = chunk * FILL_CHUNK;
+                let items = (first..count.min(first + FILL_CHUNK))
+                    .map(|i| {
+                        let due = start + i as u64 * step;
+                        Item {
+                            payload: payload(i as u64, due),
+                            due: Some(due),
+                        }
+                    })
+                    .collect();
+                P::enqueue_many(&mut producer, &queues[chunk % queues.len()], items).await?;
+                chunk += FILLERS;
+            }
+            Ok::<_, BoxError>(())
+        });
+    }
+    while let Some(filled) = fillers.join_next().await {
+        filled??;
+    }
+    let deadline = Instant::now() + plan.lead + plan.spread + Duration::from_secs(60);
+    let delivered = Arc::new(AtomicU64::new(0));
+    let mut tasks = JoinSet::new();
+    for n in 0..DELAYED_CONSUMERS {
+        let mut consumer = peer.consumer().await?;
+        let mine: Vec<String> = queues
+            .iter()
+            .skip(n)
+            .step_by(DELAYED_CONSUMERS)
+            .cloned()
+            .collect();
+        let delivered = Arc::clone(&delivered);
+        tasks.spawn(async move {
+            let (mut late, mut early) = (Vec::new(), 0);
+            for queue in mine.iter().cycle() {
+                if delivered.load(Ordering::Relaxed) >= count as u64 || Instant::now() > deadline {
+                    break;
+                }
+                let batch = P::take_ack(&mut consumer, queue, BATCH).await?;
+                let now = now_micros();
+                if batch.is_empty() {
+                    tokio::time::sleep(IDLE_PAUSE).await;
+                }
+                for taken in &batch {
+                    match now.checked_sub(due_of(taken)) {
+                        Some(micros) => late.push(Duration::from_micros(micros)),
+                        None => early += 1,
+                    }
+                }
+                delivered.fetch_add(batch.len() as u64, Ordering::Relaxed);
+            }
+            Ok::<_, BoxError>((late, early))
+        });
+    }
+    let (mut late, mut early) = (Vec::with_capacity(count), 0);
+    while let Some(ended) = tasks.join_next().await {
+        let (more, more_early) = ended??;
+        late.extend(more);
+        early += more_early;
+    }
+    if late.len() + (early as usize) < count {
+        return Err(format!(
+            "only {} of {count} delayed events came",
+            late.len() + early as usize
+        )
+        .into());
+    }
+    late.sort_unstable();
+    let at = |p: f64| late[((late.len() - 1) as f64 * p) as usize];
+    Ok(Lateness {
+        p50: at(0.50),
+        p99: at(0.99),
+        max: late.last().copied().unwrap_or_default(),
+        early,
+    })
+}

@@ -1,0 +1,194 @@
+//! What the scenarios ask of every system, each with its own client (Cascade with
+//! `cascade-client`, Redis with the `redis` crate, PostgreSQL with `tokio-postgres`, NATS
+//! with `async-nats`): a durable enqueue, a bulk fill, and a take of up to 100 events that
+//! acknowledges them. Each system is used as a queue the way its users build one: see its
+//! module.
+
+use std::future::Future;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use cascade_client::{Client, api};
+
+use crate::BoxError;
+
+/// Bytes of every event's payload.
+pub const PAYLOAD_BYTES: usize = 100;
+
+/// A payload: the event's number and when it is due (µs since the epoch; 0: at once), then
+/// padding to [`PAYLOAD_BYTES`]. The number makes every payload unique (Redis keeps leased
+/// events in a sorted set by value).
+pub fn payload(number: u64, due_micros: u64) -> Vec<u8> {
+    let mut bytes = vec![0xab; PAYLOAD_BYTES];
+    bytes[..8].copy_from_slice(&number.to_be_bytes());
+    bytes[8..16].copy_from_slice(&due_micros.to_be_bytes());
+    bytes
+}
+
+/// When a payload's event was due, µs since the epoch.
+pub fn due_of(payload: &[u8]) -> u64 {
+    payload
+        .get(8..16)
+        .and_then(|b| b.try_into().ok())
+        .map_or(0, u64::from_be_bytes)
+}
+
+pub fn now_micros() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_micros() as u64)
+}
+
+/// One event to enqueue: its payload and when it is due (µs since the epoch; `None`: now).
+pub struct Item {
+    pub payload: Vec<u8>,
+    pub due: Option<u64>,
+}
+
+/// A queue system as the scenarios drive it.
+pub trait Peer: Send + Sync + 'static {
+    /// One connection of a producer.
+    type Producer: Send + 'static;
+    /// One connection of a consumer.
+    type Consumer: Send + 'static;
+    const NAME: &'static str;
+    /// Whether it delivers events at a later time.
+    const DELAYS: bool;
+
+    /// Makes `queues` ready for use.
+    fn setup(&self, queues: &[String]) -> impl Future<Output = Result<(), BoxError>> + Send;
+    fn producer(&self) -> impl Future<Output = Result<Self::Producer, BoxError>> + Send;
+    fn consumer(&self) -> impl Future<Output = Result<Self::Consumer, BoxError>> + Send;
+    /// One event, answered once it is durable (as durable as the system makes it).
+    fn enqueue(
+        producer: &mut Self::Producer,
+        queue: &str,
+        item: Item,
+    ) -> impl Future<Output = Result<(), BoxError>> + Send;
+    /// Many events at once, the fastest way the system offers (a backlog's fill).
+    fn enqueue_many(
+        producer: &mut Self::Producer,
+        queue: &str,
+        items: Vec<Item>,
+    ) -> impl Future<Output = Result<(), BoxError>> + Send;
+    /// Takes up to `max` due events of `queue` under a lease and acknowledges them (done):
+    /// their payloads. Empty when none is due; it may wait a moment for one.
+    fn take_ack(
+        consumer: &mut Self::Consumer,
+        queue: &str,
+        max: usize,
+    ) -> impl Future<Output = Result<Vec<Vec<u8>>, BoxError>> + Send;
+}
+
+/// Cascade, through `cascade-client`: `Enqueue`, `EnqueueBatch`, `Take` (a long poll of
+/// 20 ms) and one `Complete` acking the batch.
+pub struct Cascade {
+    pub addr: String,
+}
+
+fn timestamp(micros: u64) -> prost_types::Timestamp {
+    prost_types::Timestamp {
+        seconds: (micros / 1_000_000) as i64,
+        nanos: ((micros % 1_000_000) * 1000) as i32,
+    }
+}
+
+fn request(queue: &str, item: Item) -> api::EnqueueRequest {
+    api::EnqueueRequest {
+        queue: queue.to_owned(),
+        payload: item.payload,
+        when: item
+            .due
+            .map(|due| api::enqueue_request::When::ActivateAt(timestamp(due))),
+        ..api::EnqueueRequest::default()
+    }
+}
+
+impl Peer for Cascade {
+    type Producer = Client;
+    type Consumer = Client;
+    const NAME: &'static str = "Cascade";
+    const DELAYS: bool = true;
+
+    async fn setup(&self, queues: &[String]) -> Result<(), BoxError> {
+        let client = Client::connect(&self.addr).await?;
+        for name in queues {
+            let create = api::CreateQueueRequest {
+                name: name.clone(),
+                config: None,
+            };
+            client.admin().create_queue(create).await?;
+        }
+        Ok(())
+    }
+
+    async fn producer(&self) -> Result<Client, BoxError> {
+        Ok(Client::connect(&self.addr).await?)
+    }
+
+    async fn consumer(&self) -> Result<Client, BoxError> {
+        Ok(Client::connect(&self.addr).await?)
+    }
+
+    async fn enqueue(client: &mut Client, queue: &str, item: Item) -> Result<(), BoxError> {
+        client.ingest().enqueue(request(queue, item)).await?;
+        Ok(())
+    }
+
+    async fn enqueue_many(
+        client: &mut Client,
+        queue: &str,
+        items: Vec<Item>,
+    ) -> Result<(), BoxError> {
+        let items = items.into_iter().map(|item| request(queue, item)).collect();
+        let answer = client
+            .ingest()
+            .enqueue_batch(api::EnqueueBatchRequest { items })
+            .await?;
+        match answer.into_inner().results.iter().find(|r| r.code != 0) {
+            Some(refused) => Err(format!("an item was refused: {}", refused.message).into()),
+            None => Ok(()),
+        }
+    }
+
+    async fn take_ack(
+        client: &mut Client,
+        queue: &str,
+        max: usize,
+    ) -> Result<Vec<Vec<u8>>, BoxError> {
+        let take = api::TakeRequest {
+            queue: queue.to_owned(),
+            max_events: max as u32,
+            wait: Some(prost_types::Duration {
+                seconds: 0,
+                nanos: 20_000_000,
+            }),
+            ..api::TakeRequest::default()
+        };
+        let taken = client.worker().take(take).await?.into_inner().events;
+        if taken.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut payloads = Vec::with_capacity(taken.len());
+        let mut completions = Vec::with_capacity(taken.len());
+        for leased in taken {
+            let event = leased.event.unwrap_or_default();
+            completions.push(api::Completion {
+                queue: queue.to_owned(),
+                id: event.id,
+                lease_token: leased.lease_token,
+                outcome: Some(api::completion::Outcome::Ack(api::Ack {})),
+            });
+            payloads.push(event.payload);
+        }
+        let results = client
+            .worker()
+            .complete(api::CompleteRequest { completions })
+            .await?
+            .into_inner()
+            .results;
+        match results.iter().find(|r| r.code != 0) {
+            Some(refused) => Err(format!("an ack was refused: {}", refused.message).into()),
+            None => Ok(payloads),
+        }
+    }
+}
