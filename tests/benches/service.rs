@@ -80,19 +80,7 @@ fn env(name: &str) -> Option<u64> {
 fn main() -> Result<(), BoxError> {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let plan = Plan::from_args(&args);
-    let wanted: Vec<&String> = args.iter().filter(|a| !a.starts_with("--")).collect();
-    let pick = |names: &[&'static str]| -> Vec<&'static str> {
-        let chosen: Vec<_> = names
-            .iter()
-            .copied()
-            .filter(|n| wanted.iter().any(|w| w == n))
-            .collect();
-        if chosen.is_empty() {
-            names.to_vec()
-        } else {
-            chosen
-        }
-    };
+    let pick = |names: &[&'static str]| cascade_e2e::bench::picked(&args, names);
     let scenarios = pick(&["unary", "steady", "fill"]);
     let modes = pick(&["standalone", "standalone-tls", "distributed"]);
     let runtime = tokio::runtime::Builder::new_multi_thread()

@@ -5,6 +5,7 @@
 //! The binaries are the workspace's own, built before the tests run (`scripts/test.sh` runs
 //! `cargo build --workspace --all-targets` first); a missing one fails the test with that advice.
 
+pub mod bench;
 pub mod cli;
 pub mod cluster;
 pub mod flow;

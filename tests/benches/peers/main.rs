@@ -102,19 +102,7 @@ struct Row {
 fn main() -> Result<(), BoxError> {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let plan = Plan::from_args(&args);
-    let wanted: Vec<&String> = args.iter().filter(|a| !a.starts_with("--")).collect();
-    let pick = |names: &[&'static str]| -> Vec<&'static str> {
-        let chosen: Vec<_> = names
-            .iter()
-            .copied()
-            .filter(|n| wanted.iter().any(|w| w == n))
-            .collect();
-        if chosen.is_empty() {
-            names.to_vec()
-        } else {
-            chosen
-        }
-    };
+    let pick = |names: &[&'static str]| cascade_e2e::bench::picked(&args, names);
     let scenarios = pick(&["enqueue", "take", "delayed"]);
     let systems = pick(&["cascade", "redis", "postgres", "nats"]);
     let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -135,7 +123,12 @@ fn main() -> Result<(), BoxError> {
                     &[("CASCADE__CLUSTER__SHARDS", "1")],
                 );
                 let pid = cluster.front_pid();
-                let server = move || cascade_e2e::process::cpu_ticks(pid).unwrap_or(0);
+                let server = move || {
+                    cascade_e2e::process::cpu_ticks(pid)
+                        .map(|t| (pid, t))
+                        .into_iter()
+                        .collect()
+                };
                 let peer = Arc::new(Cascade {
                     addr: cluster.gateway().to_owned(),
                 });
@@ -143,44 +136,21 @@ fn main() -> Result<(), BoxError> {
                 cluster.stop();
             }
             "redis" => {
-                let mut started = servers::start_redis(scratch.path())?;
-                let peer = Arc::new(redis::Redis {
-                    url: format!("redis://127.0.0.1:{}/", started.port),
-                });
-                runtime.block_on(run(
-                    &peer,
-                    &|| started.cpu_ticks(),
-                    &scenarios,
-                    &plan,
-                    &mut rows,
-                ))?;
-                started.process.terminate(Duration::from_secs(10));
+                let server = servers::start_redis(scratch.path())?;
+                let url = format!("redis://127.0.0.1:{}/", server.port);
+                let peer = Arc::new(redis::Redis { url });
+                runtime.block_on(run_on(server, &peer, &scenarios, &plan, &mut rows))?;
             }
             "postgres" => {
-                let mut started = servers::start_postgres(scratch.path())?;
-                let peer = Arc::new(postgres::Postgres { port: started.port });
-                runtime.block_on(run(
-                    &peer,
-                    &|| started.cpu_ticks(),
-                    &scenarios,
-                    &plan,
-                    &mut rows,
-                ))?;
-                started.process.terminate(Duration::from_secs(30));
+                let server = servers::start_postgres(scratch.path())?;
+                let peer = Arc::new(postgres::Postgres { port: server.port });
+                runtime.block_on(run_on(server, &peer, &scenarios, &plan, &mut rows))?;
             }
             _ => {
-                let mut started = servers::start_nats_jetstream(scratch.path())?;
-                let peer = Arc::new(nats::Nats {
-                    url: format!("nats://127.0.0.1:{}", started.port),
-                });
-                runtime.block_on(run(
-                    &peer,
-                    &|| started.cpu_ticks(),
-                    &scenarios,
-                    &plan,
-                    &mut rows,
-                ))?;
-                started.process.terminate(Duration::from_secs(10));
+                let server = servers::start_nats_jetstream(scratch.path())?;
+                let url = format!("nats://127.0.0.1:{}", server.port);
+                let peer = Arc::new(nats::Nats { url });
+                runtime.block_on(run_on(server, &peer, &scenarios, &plan, &mut rows))?;
             }
         }
     }
@@ -199,10 +169,23 @@ fn disk_line(disk: &FsyncProbe, dir: &Path) -> String {
     )
 }
 
+/// [`run`] on a peer's own server, stopped afterwards.
+async fn run_on<P: Peer>(
+    mut server: servers::Server,
+    peer: &Arc<P>,
+    scenarios: &[&str],
+    plan: &Plan,
+    rows: &mut Vec<Row>,
+) -> Result<(), BoxError> {
+    let ran = run(peer, &|| server.cpu_ticks(), scenarios, plan, rows).await;
+    server.process.terminate(Duration::from_secs(30));
+    ran
+}
+
 /// Runs every scenario of `scenarios` against `peer`, printing each result as it comes.
 async fn run<P: Peer>(
     peer: &Arc<P>,
-    server: &dyn Fn() -> u64,
+    server: scenarios::ServerTicks<'_>,
     scenarios: &[&str],
     plan: &Plan,
     rows: &mut Vec<Row>,

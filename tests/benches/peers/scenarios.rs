@@ -48,25 +48,39 @@ pub struct Lateness {
     pub early: u64,
 }
 
+/// The CPU ticks of each server process, by pid.
+pub type ServerTicks<'a> = &'a dyn Fn() -> Vec<(u32, u64)>;
+
 /// Server and client CPU ticks, read together.
 struct Cpu {
-    server: u64,
+    server: Vec<(u32, u64)>,
     client: u64,
 }
 
-fn cpu(server: &dyn Fn() -> u64) -> Cpu {
+fn cpu(server: ServerTicks<'_>) -> Cpu {
     Cpu {
         server: server(),
         client: cpu_ticks(std::process::id()).unwrap_or(0),
     }
 }
 
+/// Server and client CPU per operation, µs. A server process that started within the
+/// window (a PostgreSQL backend) counts whole; one that ended within it is not seen.
 fn per_op(before: &Cpu, after: &Cpu, ops: u64) -> (f64, f64) {
     let us = |ticks: u64| ticks as f64 / TICKS_PER_SECOND * 1e6 / ops.max(1) as f64;
-    (
-        us(after.server.saturating_sub(before.server)),
-        us(after.client.saturating_sub(before.client)),
-    )
+    let server: u64 = after
+        .server
+        .iter()
+        .map(|(pid, ticks)| {
+            let earlier = before
+                .server
+                .iter()
+                .find(|(p, _)| p == pid)
+                .map_or(0, |(_, t)| *t);
+            ticks.saturating_sub(earlier)
+        })
+        .sum();
+    (us(server), us(after.client.saturating_sub(before.client)))
 }
 
 pub fn queues(scenario: &str) -> Vec<String> {
@@ -76,7 +90,7 @@ pub fn queues(scenario: &str) -> Vec<String> {
 /// `producers` connections, each enqueuing one event at a time, round-robin over `queues`.
 pub async fn enqueue<P: Peer>(
     peer: &Arc<P>,
-    server: &dyn Fn() -> u64,
+    server: ServerTicks<'_>,
     queues: &[String],
     producers: usize,
     plan: &Plan,
@@ -164,7 +178,7 @@ async fn fill<P: Peer>(peer: &Arc<P>, queues: &[String], total: usize) -> Result
 /// `plan.backlog` events, for the window or until the backlog is gone.
 pub async fn take<P: Peer>(
     peer: &Arc<P>,
-    server: &dyn Fn() -> u64,
+    server: ServerTicks<'_>,
     queues: &[String],
     consumers: usize,
     plan: &Plan,
@@ -235,16 +249,18 @@ pub async fn delayed<P: Peer>(
     let count = plan.delayed;
     let start = now_micros() + plan.lead.as_micros() as u64;
     let step = plan.spread.as_micros() as u64 / count.max(1) as u64;
+    // Event i goes to queue i % QUEUES, so that every queue has events coming due all
+    // along, and each queue's are enqueued in chunks by one of the fillers.
     let mut fillers = JoinSet::new();
-    for n in 0..FILLERS {
+    for (q, queue) in queues.iter().enumerate() {
         let mut producer = peer.producer().await?;
-        let queues = queues.to_vec();
+        let queue = queue.clone();
+        let mine: Vec<usize> = (q..count).step_by(queues.len()).collect();
         fillers.spawn(async move {
-            let mut chunk = n;
-            while chunk * FILL_CHUNK < count {
-                let first = chunk * FILL_CHUNK;
-                let items = (first..count.min(first + FILL_CHUNK))
-                    .map(|i| {
+            for chunk in mine.chunks(FILL_CHUNK) {
+                let items = chunk
+                    .iter()
+                    .map(|&i| {
                         let due = start + i as u64 * step;
                         Item {
                             payload: payload(i as u64, due),
@@ -252,8 +268,7 @@ pub async fn delayed<P: Peer>(
                         }
                     })
                     .collect();
-                P::enqueue_many(&mut producer, &queues[chunk % queues.len()], items).await?;
-                chunk += FILLERS;
+                P::enqueue_many(&mut producer, &queue, items).await?;
             }
             Ok::<_, BoxError>(())
         });

@@ -25,14 +25,17 @@ pub struct Server {
 }
 
 impl Server {
-    /// The CPU time of the server (and, for PostgreSQL, its backends), in clock ticks.
-    pub fn cpu_ticks(&self) -> u64 {
+    /// The CPU time of each of the server's processes (for PostgreSQL, its backends too),
+    /// in clock ticks, by pid.
+    pub fn cpu_ticks(&self) -> Vec<(u32, u64)> {
         let pid = self.process.pid();
-        let own = cpu_ticks(pid).unwrap_or(0);
-        match self.with_children {
-            true => own + children(pid).into_iter().filter_map(cpu_ticks).sum::<u64>(),
-            false => own,
+        let mut pids = vec![pid];
+        if self.with_children {
+            pids.extend(children(pid));
         }
+        pids.into_iter()
+            .filter_map(|pid| Some((pid, cpu_ticks(pid)?)))
+            .collect()
     }
 }
 

@@ -79,8 +79,8 @@ pub trait Peer: Send + Sync + 'static {
     ) -> impl Future<Output = Result<Vec<Vec<u8>>, BoxError>> + Send;
 }
 
-/// Cascade, through `cascade-client`: `Enqueue`, `EnqueueBatch`, `Take` (a long poll of
-/// 20 ms) and one `Complete` acking the batch.
+/// Cascade, through `cascade-client`: `Enqueue`, `EnqueueBatch`, `Take` and one `Complete`
+/// acking the batch.
 pub struct Cascade {
     pub addr: String,
 }
@@ -155,13 +155,11 @@ impl Peer for Cascade {
         queue: &str,
         max: usize,
     ) -> Result<Vec<Vec<u8>>, BoxError> {
+        // No long poll: like the others' takes, it answers at once with what is ready, so
+        // a consumer going round its queues is not held by an empty one.
         let take = api::TakeRequest {
             queue: queue.to_owned(),
             max_events: max as u32,
-            wait: Some(prost_types::Duration {
-                seconds: 0,
-                nanos: 20_000_000,
-            }),
             ..api::TakeRequest::default()
         };
         let taken = client.worker().take(take).await?.into_inner().events;
