@@ -18,9 +18,8 @@ use crate::{BoxError, Plan};
 pub const QUEUES: usize = 16;
 /// Events per take, and per acknowledgement.
 pub const BATCH: usize = 100;
-/// Events per bulk enqueue while filling a backlog, and fillers at once.
+/// Events per bulk enqueue while filling a backlog.
 const FILL_CHUNK: usize = 1000;
-const FILLERS: usize = 8;
 /// Consumers of the delayed scenario.
 const DELAYED_CONSUMERS: usize = 4;
 /// Pause of a consumer that found nothing due (a system with no long poll).
@@ -146,24 +145,33 @@ pub async fn enqueue<P: Peer>(
     })
 }
 
-/// Fills `queues` with `total` events due now, in bulk.
-async fn fill<P: Peer>(peer: &Arc<P>, queues: &[String], total: usize) -> Result<(), BoxError> {
+/// Enqueues `count` events in bulk, event `i` due at `due(i)` (`None`: now) into queue
+/// `i % queues.len()`, so that every queue has its share all along; one producer per queue
+/// sends its events in chunks.
+async fn fill<P: Peer>(
+    peer: &Arc<P>,
+    queues: &[String],
+    count: usize,
+    due: impl Fn(usize) -> Option<u64> + Clone + Send + 'static,
+) -> Result<(), BoxError> {
     let mut tasks = JoinSet::new();
-    for n in 0..FILLERS {
+    for (q, queue) in queues.iter().enumerate() {
         let mut producer = peer.producer().await?;
-        let queues = queues.to_vec();
+        let (queue, due) = (queue.clone(), due.clone());
+        let mine: Vec<usize> = (q..count).step_by(queues.len()).collect();
         tasks.spawn(async move {
-            let mut chunk = n;
-            while chunk * FILL_CHUNK < total {
-                let first = chunk * FILL_CHUNK;
-                let items = (first..total.min(first + FILL_CHUNK))
-                    .map(|i| Item {
-                        payload: payload(i as u64, 0),
-                        due: None,
+            for chunk in mine.chunks(FILL_CHUNK) {
+                let items = chunk
+                    .iter()
+                    .map(|&i| {
+                        let due = due(i);
+                        Item {
+                            payload: payload(i as u64, due.unwrap_or(0)),
+                            due,
+                        }
                     })
                     .collect();
-                P::enqueue_many(&mut producer, &queues[chunk % queues.len()], items).await?;
-                chunk += FILLERS;
+                P::enqueue_many(&mut producer, &queue, items).await?;
             }
             Ok::<_, BoxError>(())
         });
@@ -183,7 +191,7 @@ pub async fn take<P: Peer>(
     consumers: usize,
     plan: &Plan,
 ) -> Result<Measured, BoxError> {
-    fill(peer, queues, plan.backlog).await?;
+    fill(peer, queues, plan.backlog, |_| None).await?;
     let taken = Arc::new(AtomicU64::new(0));
     let stop = Arc::new(AtomicBool::new(false));
     // Every consumer connected first; they start together once the clock runs.
@@ -249,33 +257,7 @@ pub async fn delayed<P: Peer>(
     let count = plan.delayed;
     let start = now_micros() + plan.lead.as_micros() as u64;
     let step = plan.spread.as_micros() as u64 / count.max(1) as u64;
-    // Event i goes to queue i % QUEUES, so that every queue has events coming due all
-    // along, and each queue's are enqueued in chunks by one of the fillers.
-    let mut fillers = JoinSet::new();
-    for (q, queue) in queues.iter().enumerate() {
-        let mut producer = peer.producer().await?;
-        let queue = queue.clone();
-        let mine: Vec<usize> = (q..count).step_by(queues.len()).collect();
-        fillers.spawn(async move {
-            for chunk in mine.chunks(FILL_CHUNK) {
-                let items = chunk
-                    .iter()
-                    .map(|&i| {
-                        let due = start + i as u64 * step;
-                        Item {
-                            payload: payload(i as u64, due),
-                            due: Some(due),
-                        }
-                    })
-                    .collect();
-                P::enqueue_many(&mut producer, &queue, items).await?;
-            }
-            Ok::<_, BoxError>(())
-        });
-    }
-    while let Some(filled) = fillers.join_next().await {
-        filled??;
-    }
+    fill(peer, queues, count, move |i| Some(start + i as u64 * step)).await?;
     let deadline = Instant::now() + plan.lead + plan.spread + Duration::from_secs(60);
     let delivered = Arc::new(AtomicU64::new(0));
     let mut tasks = JoinSet::new();
