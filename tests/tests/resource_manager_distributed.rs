@@ -76,7 +76,7 @@ async fn the_manager_process_publishes_decisions_from_the_shards_stats() {
             .expect("a decision for the stage within 30 s")
             .expect("the bus is open");
         let round: serde_json::Value =
-            serde_json::from_slice(&message.payload).expect("a round is JSON");
+            serde_json::from_slice(&message.payload()).expect("a round is JSON");
         let stage = round["stages"]
             .as_array()
             .and_then(|stages| stages.iter().find(|s| s["stage"] == STAGE))

@@ -10,10 +10,15 @@
 //! requester gave up is dropped silently; `*` and `>` wildcards work when subscribing.
 //! Subjects come from [`subject`], which takes shard numbers, never queue names.
 //!
+//! A typed request ([`Bus::call`]) and its reply travel on the local bus as the protobuf values
+//! themselves, and are encoded only at the NATS edge (`body.rs`): services in one process pay
+//! no encoding, and services in many see the same messages.
+//!
 //! Every request's duration and result goes to the bus's [`RequestObserver`], if one is set
 //! ([`Bus::observe_requests`]; the process wires it to its metrics), named by the operation
 //! the caller gives ([`Bus::call_as`]) or by the subject's role.
 
+mod body;
 mod error;
 mod local;
 mod nats;
@@ -26,6 +31,7 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 
+use crate::body::Body;
 pub use error::BusError;
 pub use local::{LocalBus, SUBSCRIBER_CAPACITY};
 pub use nats::{NatsBus, NatsConnect, NatsCredentials, without_credentials};
@@ -132,10 +138,27 @@ impl Bus {
         payload: Bytes,
         timeout: Duration,
     ) -> Result<Bytes, BusError> {
+        let reply = self
+            .exchange(op, subject, Body::Encoded(payload), timeout)
+            .await?;
+        Ok(reply.into_bytes())
+    }
+
+    /// One request and its reply, each as a value on the local bus and as bytes on NATS.
+    async fn exchange(
+        &self,
+        op: &'static str,
+        subject: &str,
+        body: Body,
+        timeout: Duration,
+    ) -> Result<Body, BusError> {
         let started = Instant::now();
         let reply = match &self.transport {
-            Transport::Local(bus) => bus.request(subject, payload, timeout).await,
-            Transport::Nats(bus) => bus.request(subject, payload, timeout).await,
+            Transport::Local(bus) => bus.request(subject, body, timeout).await,
+            Transport::Nats(bus) => bus
+                .request(subject, body.into_bytes(), timeout)
+                .await
+                .map(Body::Encoded),
         };
         if let Some(observer) = self.observer.get() {
             let result = match &reply {
@@ -159,11 +182,15 @@ impl Bus {
         Ok(Subscription { inner })
     }
 
-    /// Encodes `req`, requests, decodes the reply.
-    pub async fn call<Req: prost::Message, Rep: prost::Message + Default>(
+    /// Requests with `req` and returns the reply as an `Rep`: passed as values on the local
+    /// bus, encoded and decoded on NATS.
+    pub async fn call<
+        Req: prost::Message + Sync + 'static,
+        Rep: prost::Message + Default + 'static,
+    >(
         &self,
         subject: &str,
-        req: &Req,
+        req: Req,
         timeout: Duration,
     ) -> Result<Rep, BusError> {
         self.call_as(subject_role(subject), subject, req, timeout)
@@ -171,20 +198,20 @@ impl Bus {
     }
 
     /// [`Bus::call`], reported to the observer as operation `op`.
-    pub async fn call_as<Req: prost::Message, Rep: prost::Message + Default>(
+    pub async fn call_as<
+        Req: prost::Message + Sync + 'static,
+        Rep: prost::Message + Default + 'static,
+    >(
         &self,
         op: &'static str,
         subject: &str,
-        req: &Req,
+        req: Req,
         timeout: Duration,
     ) -> Result<Rep, BusError> {
         let reply = self
-            .request_as(op, subject, Bytes::from(req.encode_to_vec()), timeout)
+            .exchange(op, subject, Body::value(req), timeout)
             .await?;
-        Rep::decode(reply).map_err(|err| BusError::Decode {
-            subject: subject.to_owned(),
-            reason: err.to_string(),
-        })
+        reply.into_message(subject)
     }
 
     /// Waits until the NATS server has processed everything this handle sent so far, e.g. the
@@ -258,7 +285,7 @@ impl fmt::Debug for Subscription {
 /// A received message; a request carries a private handle to answer it with [`Message::respond`].
 pub struct Message {
     pub subject: String,
-    pub payload: Bytes,
+    body: Body,
     reply: Reply,
 }
 
@@ -269,12 +296,17 @@ pub(crate) enum Reply {
 }
 
 impl Message {
-    pub(crate) fn new(subject: String, payload: Bytes, reply: Reply) -> Message {
+    pub(crate) fn new(subject: String, body: Body, reply: Reply) -> Message {
         Message {
             subject,
-            payload,
+            body,
             reply,
         }
+    }
+
+    /// The encoded payload (encoded now if it came as a value from this process).
+    pub fn payload(&self) -> Bytes {
+        self.body.bytes()
     }
 
     /// Whether this is a request (it has somewhere to send a reply).
@@ -285,26 +317,38 @@ impl Message {
     /// Answers a request. Only the first answer reaches the requester; answering after the
     /// requester gave up succeeds and goes nowhere, as with NATS.
     pub async fn respond(&self, payload: Bytes) -> Result<(), BusError> {
+        self.answer(Body::Encoded(payload)).await
+    }
+
+    /// Answers with `reply`: the value itself on the local bus, encoded on NATS.
+    pub async fn respond_with<M: prost::Message + Sync + 'static>(
+        &self,
+        reply: M,
+    ) -> Result<(), BusError> {
+        self.answer(Body::value(reply)).await
+    }
+
+    async fn answer(&self, body: Body) -> Result<(), BusError> {
         match &self.reply {
             Reply::None => Err(BusError::NoReply {
                 subject: self.subject.clone(),
             }),
-            Reply::Local(reply) => reply.respond(payload),
-            Reply::Nats(reply) => reply.respond(payload).await,
+            Reply::Local(reply) => reply.respond(body),
+            Reply::Nats(reply) => reply.respond(body.into_bytes()).await,
         }
     }
 
-    /// Decodes the payload as a protobuf message.
-    pub fn decode<M: prost::Message + Default>(&self) -> Result<M, BusError> {
-        M::decode(self.payload.clone()).map_err(|err| BusError::Decode {
-            subject: self.subject.clone(),
-            reason: err.to_string(),
-        })
+    /// Decodes the payload as a protobuf message, leaving the message as it is.
+    pub fn decode<M: prost::Message + Default + 'static>(&self) -> Result<M, BusError> {
+        Body::Encoded(self.payload()).into_message(&self.subject)
     }
 
-    /// Encodes `reply` and answers with it.
-    pub async fn respond_with<M: prost::Message>(&self, reply: &M) -> Result<(), BusError> {
-        self.respond(Bytes::from(reply.encode_to_vec())).await
+    /// Takes the payload out as a protobuf message: the value itself if another service of
+    /// this process sent it as one, else decoded. The message keeps its reply handle and is
+    /// left with an empty payload.
+    pub fn take<M: prost::Message + Default + 'static>(&mut self) -> Result<M, BusError> {
+        let body = std::mem::replace(&mut self.body, Body::Encoded(Bytes::new()));
+        body.into_message(&self.subject)
     }
 }
 
@@ -313,7 +357,7 @@ impl fmt::Debug for Message {
         // Never the payload: it may hold user data (STYLE: spans carry ids, never payloads).
         f.debug_struct("Message")
             .field("subject", &self.subject)
-            .field("payload_len", &self.payload.len())
+            .field("payload_len", &self.body.len())
             .field("wants_reply", &self.wants_reply())
             .finish()
     }

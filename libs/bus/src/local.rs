@@ -3,6 +3,8 @@
 //!
 //! - `publish` offers the message to every matching subscriber without waiting: a subscriber
 //!   whose channel is full misses it (counted and logged), like a NATS slow consumer.
+//! - `request` and its reply carry a [`Body`]: a value passes as itself, never encoded, to a
+//!   single subscriber (several share one encoding).
 //! - `request` attaches one reply slot (a oneshot) shared by every matching subscriber; the first
 //!   `respond` wins, later ones are ignored, as with a NATS inbox. It waits for channel room
 //!   (backpressure) within its timeout. No matching subscriber: `NoResponders` at once.
@@ -19,6 +21,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use tokio::sync::{mpsc, oneshot};
 
+use crate::body::Body;
 use crate::error::BusError;
 use crate::pattern::{has_wildcard, matches, validate_pattern, validate_subject};
 use crate::{Message, Reply};
@@ -79,7 +82,11 @@ impl LocalBus {
         self.check_size(payload.len())?;
         validate_subject(subject)?;
         for entry in self.router.matching(subject)? {
-            let message = Message::new(subject.to_owned(), payload.clone(), Reply::None);
+            let message = Message::new(
+                subject.to_owned(),
+                Body::Encoded(payload.clone()),
+                Reply::None,
+            );
             match entry.sender.try_send(message) {
                 Ok(()) => {}
                 Err(mpsc::error::TrySendError::Full(_)) => {
@@ -99,13 +106,13 @@ impl LocalBus {
     }
 
     /// Cancel-safe: dropping the future abandons the request; a late reply is discarded.
-    pub async fn request(
+    pub(crate) async fn request(
         &self,
         subject: &str,
-        payload: Bytes,
+        mut body: Body,
         timeout: Duration,
-    ) -> Result<Bytes, BusError> {
-        self.check_size(payload.len())?;
+    ) -> Result<Body, BusError> {
+        self.check_size(body.len())?;
         validate_subject(subject)?;
         let targets = self.router.matching(subject)?;
         if targets.is_empty() {
@@ -116,12 +123,17 @@ impl LocalBus {
         let max_payload = self.router.max_payload;
         let exchange = async move {
             let mut delivered = 0;
-            for entry in targets {
+            let last = targets.len() - 1;
+            for (index, entry) in targets.into_iter().enumerate() {
                 let reply = Reply::Local(LocalReply {
                     slot: Arc::clone(&slot),
                     max_payload,
                 });
-                let message = Message::new(subject.to_owned(), payload.clone(), reply);
+                let body = match index == last {
+                    true => std::mem::replace(&mut body, Body::Encoded(Bytes::new())),
+                    false => body.share(),
+                };
+                let message = Message::new(subject.to_owned(), body, reply);
                 // Waiting here is the backpressure: a busy responder slows its requesters.
                 if entry.sender.send(message).await.is_ok() {
                     delivered += 1;
@@ -256,12 +268,12 @@ impl Drop for Registration {
 
 /// The reply handle of a local request; every copy of the request shares one slot.
 pub(crate) struct LocalReply {
-    slot: Arc<Mutex<Option<oneshot::Sender<Bytes>>>>,
+    slot: Arc<Mutex<Option<oneshot::Sender<Body>>>>,
     max_payload: usize,
 }
 
 impl LocalReply {
-    pub(crate) fn respond(&self, payload: Bytes) -> Result<(), BusError> {
+    pub(crate) fn respond(&self, payload: Body) -> Result<(), BusError> {
         check_size(payload.len(), self.max_payload)?;
         let sender = self
             .slot
@@ -305,15 +317,15 @@ mod tests {
             bus.publish("s", Bytes::from(i.to_string()))
                 .expect("publish");
             let got = fast.next().await.expect("fast receives");
-            assert_eq!(got.payload, i.to_string());
+            assert_eq!(got.payload(), i.to_string());
         }
         bus.publish("s", Bytes::from_static(b"extra"))
             .expect("publish");
         assert_eq!(bus.dropped_messages(), 1);
         let extra = fast.next().await.expect("fast still receives");
-        assert_eq!(extra.payload, "extra");
+        assert_eq!(extra.payload(), "extra");
         let first = slow.next().await.expect("slow keeps what it held");
-        assert_eq!(first.payload, "0");
+        assert_eq!(first.payload(), "0");
     }
 
     #[tokio::test]
@@ -326,7 +338,11 @@ mod tests {
         let requester = bus.clone();
         let request = tokio::spawn(async move {
             requester
-                .request("s", Bytes::from_static(b"q"), Duration::from_secs(10))
+                .request(
+                    "s",
+                    Body::Encoded(Bytes::from_static(b"q")),
+                    Duration::from_secs(10),
+                )
                 .await
         });
         // Drain the published backlog; the request arrives behind it, then answer it.
@@ -343,7 +359,7 @@ mod tests {
         }
         assert_eq!(drained, SUBSCRIBER_CAPACITY);
         let reply = request.await.expect("join").expect("reply");
-        assert_eq!(reply, "a");
+        assert_eq!(reply.bytes(), "a");
         assert_eq!(bus.dropped_messages(), 0);
     }
 
@@ -374,11 +390,77 @@ mod tests {
         let requester = bus.clone();
         let request = tokio::spawn(async move {
             requester
-                .request("s", Bytes::new(), Duration::from_millis(200))
+                .request("s", Body::Encoded(Bytes::new()), Duration::from_millis(200))
                 .await
         });
         drop(responder.next().await.expect("request arrives"));
         let err = request.await.expect("join").expect_err("no reply");
         assert!(matches!(err, BusError::Timeout { .. }), "{err}");
+    }
+
+    #[derive(Clone, PartialEq, prost::Message)]
+    struct Ask {
+        #[prost(string, tag = "1")]
+        what: String,
+    }
+
+    fn ask(what: &str) -> Ask {
+        Ask { what: what.into() }
+    }
+
+    #[tokio::test]
+    async fn a_value_and_its_reply_pass_as_themselves_to_one_subscriber() {
+        let bus = LocalBus::new(1024);
+        let mut responder = bus.subscribe("s").expect("subscribe");
+        let requester = bus.clone();
+        let request = tokio::spawn(async move {
+            let asked = Body::value(ask("question"));
+            requester.request("s", asked, Duration::from_secs(10)).await
+        });
+        let mut message = responder.next().await.expect("the request");
+        assert!(matches!(message.body, Body::Value(_)), "not encoded");
+        assert_eq!(message.take::<Ask>().expect("taken"), ask("question"));
+        message.respond_with(ask("answer")).await.expect("respond");
+        let reply = request.await.expect("join").expect("reply");
+        assert!(matches!(reply, Body::Value(_)), "not encoded");
+        assert_eq!(
+            reply.into_message::<Ask>("s").expect("the reply"),
+            ask("answer")
+        );
+    }
+
+    #[tokio::test]
+    async fn several_subscribers_each_get_the_value_encoded() {
+        let bus = LocalBus::new(1024);
+        let mut first = bus.subscribe("s").expect("subscribe");
+        let mut second = bus.subscribe("s").expect("subscribe");
+        let requester = bus.clone();
+        let request = tokio::spawn(async move {
+            let asked = Body::value(ask("question"));
+            requester.request("s", asked, Duration::from_secs(10)).await
+        });
+        for subscription in [&mut first, &mut second] {
+            let message = subscription.next().await.expect("the request");
+            assert!(matches!(message.body, Body::Encoded(_)));
+            assert_eq!(message.decode::<Ask>().expect("decoded"), ask("question"));
+            message.respond_with(ask("answer")).await.expect("respond");
+        }
+        let reply = request.await.expect("join").expect("reply");
+        assert_eq!(
+            reply.into_message::<Ask>("s").expect("the reply"),
+            ask("answer")
+        );
+    }
+
+    #[tokio::test]
+    async fn a_value_over_max_payload_is_refused_before_it_is_sent() {
+        let bus = LocalBus::new(8);
+        let _responder = bus.subscribe("s").expect("subscribe");
+        let asked = Body::value(ask("a question longer than eight bytes"));
+        let err = bus
+            .request("s", asked, Duration::from_secs(10))
+            .await
+            .expect_err("too large");
+        assert!(matches!(err, BusError::TooLarge { max: 8, .. }), "{err}");
     }
 }

@@ -15,6 +15,7 @@ use async_nats::{Client, ConnectOptions, PublishErrorKind, RequestErrorKind, Sub
 use bytes::Bytes;
 use futures::StreamExt;
 
+use crate::body::Body;
 use crate::error::BusError;
 use crate::pattern::{validate_pattern, validate_subject};
 use crate::{Message, Reply};
@@ -268,7 +269,7 @@ impl NatsSubscription {
         };
         Some(Message::new(
             message.subject.as_str().to_owned(),
-            message.payload,
+            Body::Encoded(message.payload),
             reply,
         ))
     }

@@ -45,7 +45,7 @@ macro_rules! suite {
 
 suite!(
     request_reply_round_trip,
-    call_encodes_and_decodes_protobuf,
+    call_carries_protobuf_both_ways,
     call_reports_an_undecodable_reply,
     no_responders_fails_at_once,
     timeout_when_the_responder_never_answers,
@@ -71,7 +71,7 @@ async fn spawn_echo(bus: &Bus, subject: &str) -> JoinHandle<()> {
     tokio::spawn(async move {
         while let Some(message) = subscription.next().await {
             let mut reply = b"echo:".to_vec();
-            reply.extend_from_slice(&message.payload);
+            reply.extend_from_slice(&message.payload());
             message.respond(Bytes::from(reply)).await.expect("respond");
         }
     })
@@ -89,7 +89,7 @@ async fn recv_until(subscription: &mut Subscription, last: &str) -> Vec<String> 
     let mut payloads = Vec::new();
     loop {
         let message = recv(subscription).await;
-        let payload = String::from_utf8(message.payload.to_vec()).expect("utf-8 payload");
+        let payload = String::from_utf8(message.payload().to_vec()).expect("utf-8 payload");
         let done = payload == last;
         payloads.push(payload);
         if done {
@@ -118,18 +118,18 @@ async fn request_reply_round_trip(bus: Bus) {
     assert_eq!(empty, "echo:");
 }
 
-async fn call_encodes_and_decodes_protobuf(bus: Bus) {
+async fn call_carries_protobuf_both_ways(bus: Bus) {
     let mut subscription = bus
         .subscribe("cascade.t.dispatcher.1")
         .await
         .expect("subscribe");
     let responder = tokio::spawn(async move {
-        let message = recv(&mut subscription).await;
-        let request: DispatcherRequest = message.decode().expect("decode the request");
+        let mut message = recv(&mut subscription).await;
+        let request: DispatcherRequest = message.take().expect("take the request");
         let reply = DispatcherReply {
             result: Some(dispatcher_reply::Result::Done(Empty {})),
         };
-        message.respond_with(&reply).await.expect("respond");
+        message.respond_with(reply).await.expect("respond");
         request
     });
     let request = DispatcherRequest {
@@ -142,7 +142,7 @@ async fn call_encodes_and_decodes_protobuf(bus: Bus) {
         })),
     };
     let reply: DispatcherReply = bus
-        .call("cascade.t.dispatcher.1", &request, GENEROUS)
+        .call("cascade.t.dispatcher.1", request.clone(), GENEROUS)
         .await
         .expect("call");
     assert_eq!(reply.result, Some(dispatcher_reply::Result::Done(Empty {})));
@@ -165,7 +165,7 @@ async fn call_reports_an_undecodable_reply(bus: Bus) {
     let err = bus
         .call::<_, DispatcherReply>(
             "cascade.t.dispatcher.2",
-            &DispatcherRequest::default(),
+            DispatcherRequest::default(),
             GENEROUS,
         )
         .await
@@ -202,7 +202,7 @@ async fn no_responders_fails_at_once(bus: Bus) {
     let err = bus
         .call::<_, DispatcherReply>(
             "cascade.t.dispatcher.3",
-            &DispatcherRequest::default(),
+            DispatcherRequest::default(),
             timeout,
         )
         .await
@@ -431,9 +431,9 @@ async fn too_large_publish(bus: Bus) {
         .await
         .expect("exactly max_payload is fine");
     let message = recv(&mut subscription).await;
-    assert_eq!(message.payload.len(), max);
+    assert_eq!(message.payload().len(), max);
     assert!(
-        message.payload.iter().all(|&b| b == 2),
+        message.payload().iter().all(|&b| b == 2),
         "the refused message never left"
     );
 }
@@ -457,7 +457,7 @@ async fn too_large_request(bus: Bus) {
         .expect("subscribe");
     tokio::spawn(async move {
         while let Some(message) = subscription.next().await {
-            let size = message.payload.len().to_string();
+            let size = message.payload().len().to_string();
             message.respond(Bytes::from(size)).await.expect("respond");
         }
     });
@@ -539,14 +539,14 @@ async fn dropped_subscription_stops_receiving(bus: Bus) {
     bus.publish(subject, Bytes::from_static(b"1"))
         .await
         .expect("publish");
-    assert_eq!(recv(&mut first).await.payload, "1");
-    assert_eq!(recv(&mut second).await.payload, "1");
+    assert_eq!(recv(&mut first).await.payload(), "1");
+    assert_eq!(recv(&mut second).await.payload(), "1");
 
     drop(first);
     bus.publish(subject, Bytes::from_static(b"2"))
         .await
         .expect("publish");
-    assert_eq!(recv(&mut second).await.payload, "2");
+    assert_eq!(recv(&mut second).await.payload(), "2");
 
     drop(second);
     let started = Instant::now();
@@ -563,7 +563,7 @@ async fn close_ends_subscriptions_and_refuses_work(bus: Bus) {
     bus.publish("cascade.t.stats.2", Bytes::from_static(b"before"))
         .await
         .expect("publish");
-    assert_eq!(recv(&mut subscription).await.payload, "before");
+    assert_eq!(recv(&mut subscription).await.payload(), "before");
 
     let other_handle = bus.clone();
     bus.close().await.expect("close");

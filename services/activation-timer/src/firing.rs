@@ -130,7 +130,7 @@ async fn activate(ctx: &TimerShard, due: &[ScheduleEntry]) -> Result<(), String>
     let subject = subject::dispatcher(&ctx.cluster, ctx.shard);
     let reply: DispatcherReply = ctx
         .bus
-        .call_as("activate", &subject, &request, ctx.request_timeout)
+        .call_as("activate", &subject, request, ctx.request_timeout)
         .await
         .map_err(|e| e.to_string())?;
     match reply.result {

@@ -11,7 +11,6 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
-use bytes::Bytes;
 use cascade_bus::{Message, Subscription};
 use cascade_core::QueueName;
 use cascade_proto::bus::v1::{
@@ -21,7 +20,6 @@ use cascade_proto::bus::v1::{
 use cascade_proto::convert::{
     cancel_entry_from_proto, schedule_entry_from_proto, timestamp_from_proto, timestamp_to_proto,
 };
-use prost::Message as _;
 
 use crate::TimerError;
 use crate::shard::TimerShard;
@@ -48,8 +46,8 @@ pub(crate) async fn serve(ctx: Arc<TimerShard>, mut requests_in: Subscription) {
     }
 }
 
-async fn answer(ctx: &TimerShard, message: Message) {
-    let result = match TimerRequest::decode(message.payload.clone()) {
+async fn answer(ctx: &TimerShard, mut message: Message) {
+    let result = match message.take::<TimerRequest>() {
         Err(e) => Err(TimerError::BadRequest {
             reason: format!("cannot decode a TimerRequest: {e}"),
         }),
@@ -78,7 +76,7 @@ async fn answer(ctx: &TimerShard, message: Message) {
     let reply = TimerReply {
         result: Some(result),
     };
-    if let Err(e) = message.respond(Bytes::from(reply.encode_to_vec())).await {
+    if let Err(e) = message.respond_with(reply).await {
         tracing::debug!(shard = ctx.shard, error = %e, "timer.respond");
     }
 }

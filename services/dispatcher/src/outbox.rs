@@ -253,7 +253,7 @@ async fn send_schedules(ctx: &ShardContext, batch: Vec<(u64, HandOff)>) -> Resul
     let subject = subject::timer(&ctx.cluster, ctx.shard);
     let reply: bus::TimerReply = ctx
         .bus
-        .call_as("schedule", &subject, &request, ctx.request_timeout)
+        .call_as("schedule", &subject, request, ctx.request_timeout)
         .await
         .map_err(|e| format!("timer shard {}: {e}", ctx.shard))?;
     match reply.result {
@@ -291,7 +291,7 @@ async fn send_deliveries(
     let subject = subject::dispatcher(&ctx.cluster, to);
     let reply: bus::DispatcherReply = ctx
         .bus
-        .call_as("deliver", &subject, &request, ctx.request_timeout)
+        .call_as("deliver", &subject, request, ctx.request_timeout)
         .await
         .map_err(|e| format!("dispatcher shard {to}: {e}"))?;
     match reply.result {

@@ -5,11 +5,9 @@
 
 use std::sync::Arc;
 
-use bytes::Bytes;
 use cascade_bus::{Message, Subscription};
 use cascade_proto::bus::v1::{DispatcherReply, dispatcher_reply};
 use cascade_store::StoreError;
-use prost::Message as _;
 use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
 
@@ -39,8 +37,9 @@ pub(crate) async fn serve(ctx: Arc<ShardContext>, mut requests_in: Subscription)
         match Arc::clone(&permits).try_acquire_owned() {
             Ok(permit) => {
                 let ctx = Arc::clone(&ctx);
+                let mut message = message;
                 tasks.spawn(async move {
-                    let reply = requests::answer(&ctx, &message.payload).await;
+                    let reply = requests::answer(&ctx, message.take()).await;
                     respond(&ctx, message, reply).await;
                     drop(permit);
                 });
@@ -54,7 +53,7 @@ pub(crate) async fn serve(ctx: Arc<ShardContext>, mut requests_in: Subscription)
                     let reply = DispatcherReply {
                         result: Some(dispatcher_reply::Result::Error(busy.to_status())),
                     };
-                    respond(&ctx, message, reply.encode_to_vec()).await;
+                    respond(&ctx, message, reply).await;
                 });
             }
         }
@@ -67,8 +66,8 @@ pub(crate) async fn serve(ctx: Arc<ShardContext>, mut requests_in: Subscription)
     }
 }
 
-async fn respond(ctx: &ShardContext, message: Message, reply: Vec<u8>) {
-    if let Err(e) = message.respond(Bytes::from(reply)).await {
+async fn respond(ctx: &ShardContext, message: Message, reply: DispatcherReply) {
+    if let Err(e) = message.respond_with(reply).await {
         // The requester gave up waiting; what was done stays done.
         tracing::debug!(shard = ctx.shard, error = %e, "dispatcher.respond");
     }

@@ -58,7 +58,7 @@ impl Shards {
         let request = DispatcherRequest { op: Some(op) };
         let reply: DispatcherReply = self
             .bus
-            .call_as(name, &subject, &request, timeout)
+            .call_as(name, &subject, request, timeout)
             .await
             .map_err(|source| IngestError::Bus { shard, source })?;
         match reply.result {

@@ -200,7 +200,7 @@ async fn list_pipelines(bus: &Bus, settings: &Settings) -> Result<Vec<Pipeline>,
     for shard in 0..settings.cluster.shards {
         let subject = subject::dispatcher(&settings.cluster.name, shard);
         let reply: DispatcherReply = match bus
-            .call_as("list_pipelines", &subject, &request, timeout)
+            .call_as("list_pipelines", &subject, request.clone(), timeout)
             .await
         {
             Ok(reply) => reply,

@@ -89,7 +89,7 @@ async fn play_timer(bus: Bus, asked: Arc<Mutex<Vec<usize>>>) {
                 }],
             })),
         };
-        message.respond_with(&reply).await.expect("reply");
+        message.respond_with(reply).await.expect("reply");
     }
 }
 

@@ -166,7 +166,7 @@ async fn the_loop_decides_applies_and_reports_every_interval() {
         .expect("a round is published")
         .expect("the bus is open");
     let round: DecisionsMessage =
-        serde_json::from_slice(&message.payload).expect("the round is JSON");
+        serde_json::from_slice(&message.payload()).expect("the round is JSON");
     assert_eq!(round.total_handlers, 16);
     assert_eq!(round.stages.len(), 1);
     assert_eq!(round.stages[0].stage, "orders.charge");

@@ -23,7 +23,7 @@ async fn ask(timer: &Harness, bounds: Vec<prost_types::Timestamp>) -> TimerReply
     let subject = subject::timer(&timer.settings.cluster.name, 0);
     timer
         .bus
-        .call(&subject, &request, PATIENCE)
+        .call(&subject, request, PATIENCE)
         .await
         .expect("the timer answers")
 }

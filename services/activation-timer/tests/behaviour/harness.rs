@@ -133,7 +133,7 @@ impl Harness {
         let subject = subject::timer(&self.settings.cluster.name, 0);
         let reply: TimerReply = self
             .bus
-            .call(&subject, &TimerRequest { op: Some(op) }, PATIENCE)
+            .call(&subject, TimerRequest { op: Some(op) }, PATIENCE)
             .await
             .expect("the timer answers");
         assert!(
@@ -176,7 +176,7 @@ async fn fake_dispatcher(
     tokio::spawn(async move {
         while let Some(message) = requests.next().await {
             let now = SystemClock.now();
-            let request = DispatcherRequest::decode(message.payload.clone()).expect("decode");
+            let request = message.decode::<DispatcherRequest>().expect("decode");
             let Some(dispatcher_request::Op::Activate(batch)) = request.op else {
                 panic!("the timer sends only activations");
             };

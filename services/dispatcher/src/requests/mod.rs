@@ -1,4 +1,5 @@
-//! One bus request to one answer: decode, convert (validating again what the gateway
+//! One bus request to one answer: take it off the bus (a value in one process, decoded
+//! over NATS), convert (validating again what the gateway
 //! validated), run as ONE closure on the shard's writer, wake whoever may care, encode.
 //! Per-item failures of a batch are answered per item; a failure of the whole request is a
 //! `Status` reply.
@@ -9,6 +10,7 @@ mod pipelines;
 mod queues;
 mod worker;
 
+use cascade_bus::BusError;
 use cascade_proto::bus::v1::dispatcher_reply::Result as Answer;
 use cascade_proto::bus::v1::dispatcher_request::Op;
 use cascade_proto::bus::v1::{DispatcherReply, DispatcherRequest};
@@ -19,9 +21,12 @@ use crate::DispatcherError;
 use crate::context::ShardContext;
 use crate::take;
 
-/// The encoded reply to an encoded request. Never fails: a failure is a reply too.
-pub(crate) async fn answer(ctx: &ShardContext, payload: &[u8]) -> Vec<u8> {
-    let result = match DispatcherRequest::decode(payload) {
+/// The reply to a request. Never fails: a failure (the request's too) is a reply too.
+pub(crate) async fn answer(
+    ctx: &ShardContext,
+    request: Result<DispatcherRequest, BusError>,
+) -> DispatcherReply {
+    let result = match request {
         Err(e) => Err(DispatcherError::BadRequest {
             reason: format!("cannot decode a DispatcherRequest: {e}"),
         }),
@@ -43,7 +48,7 @@ pub(crate) async fn answer(ctx: &ShardContext, payload: &[u8]) -> Vec<u8> {
     let size = reply.encoded_len();
     let max = ctx.bus.max_payload();
     if size <= max {
-        return reply.encode_to_vec();
+        return reply;
     }
     let too_large = DispatcherError::TooLarge {
         what: "the reply".into(),
@@ -53,7 +58,6 @@ pub(crate) async fn answer(ctx: &ShardContext, payload: &[u8]) -> Vec<u8> {
     DispatcherReply {
         result: Some(Answer::Error(too_large.to_status())),
     }
-    .encode_to_vec()
 }
 
 async fn dispatch(ctx: &ShardContext, op: Op) -> Result<Answer, DispatcherError> {

@@ -155,7 +155,7 @@ impl Cluster {
         let request = DispatcherRequest { op: Some(op) };
         let reply: DispatcherReply = self
             .bus
-            .call(&subject, &request, timeout)
+            .call(&subject, request, timeout)
             .await
             .expect("the shard answers");
         reply.result.expect("a reply carries a result")

@@ -60,7 +60,7 @@ async fn long_poll() {
             };
             bus.call::<_, cascade_proto::bus::v1::DispatcherReply>(
                 &subject,
-                &request,
+                request,
                 Duration::from_secs(40),
             )
             .await

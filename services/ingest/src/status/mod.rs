@@ -187,7 +187,7 @@ impl StatusPage {
 
     fn add_decisions(&self, message: &Message) {
         let now = SystemClock.now();
-        if let Err(e) = self.lock().decisions.receive(&message.payload, now) {
+        if let Err(e) = self.lock().decisions.receive(&message.payload(), now) {
             tracing::warn!(subject = %message.subject, error = %e, "ingest.status.undecodable");
         }
     }

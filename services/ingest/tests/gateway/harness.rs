@@ -151,7 +151,7 @@ pub async fn fake_shards(
                 let reply = answer(shard, request);
                 tokio::spawn(async move {
                     let reply = reply.await;
-                    let _ = message.respond_with(&reply).await;
+                    let _ = message.respond_with(reply).await;
                 });
             }
         });

@@ -56,7 +56,7 @@ pub(crate) async fn ask(
         let subject = subject::timer(cluster, shard);
         asking.spawn(async move {
             let reply = bus
-                .call_as::<_, TimerReply>("due_counts", &subject, &request, DEADLINE)
+                .call_as::<_, TimerReply>("due_counts", &subject, request, DEADLINE)
                 .await;
             (shard, reply)
         });

@@ -201,8 +201,9 @@ async fn wait_for_shard(bus: &Bus, settings: &Settings) {
     };
     let subject = cascade_bus::subject::dispatcher(&settings.cluster.name, 0);
     wait_until("the dispatcher shard answers", 10, || async {
-        let answer: Result<DispatcherReply, _> =
-            bus.call(&subject, &probe, Duration::from_secs(1)).await;
+        let answer: Result<DispatcherReply, _> = bus
+            .call(&subject, probe.clone(), Duration::from_secs(1))
+            .await;
         answer.is_ok()
     })
     .await;
