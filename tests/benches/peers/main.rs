@@ -6,7 +6,9 @@
 //! Debian server), and `cascade standalone` with its defaults (one shard, fsync). 100-byte
 //! payloads, 16 queues.
 //!
-//! Scenarios: `enqueue` (unary, 1, 16 and 256 producers, one connection each), `take` (take
+//! Scenarios: `enqueue` (unary, 1, 16 and 256 producers, one connection each; for Cascade
+//! also from a stock tonic client, and the same load of calls that do nothing, the gRPC
+//! floor: see `floor.rs`), `take` (take
 //! and ack in batches of 100 from a backlog, 1 and 16 consumers), `delayed` (50,000 events
 //! due evenly over 10 s, taken as they come due: their lateness). Each prints its rate, the
 //! median call, and the CPU time per operation of the server and of the clients (this
@@ -19,6 +21,7 @@
 //! (2), `CASCADE_BENCH_BACKLOG` (500,000). Under `cargo test --all-targets` (no `--bench`)
 //! every scenario runs briefly against every system, proving the harness works.
 
+mod floor;
 mod nats;
 mod postgres;
 mod redis;
@@ -33,8 +36,9 @@ use std::time::Duration;
 use cascade_e2e::{Cluster, Mode};
 use cascade_store::probe::{FsyncProbe, raw_fsync};
 
+use crate::floor::{GrpcFloor, StockTonic};
 use crate::scenarios::{Lateness, Measured};
-use crate::systems::{Cascade, Peer};
+use crate::systems::{Cascade, Peer, Producing};
 
 pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
@@ -129,10 +133,16 @@ fn main() -> Result<(), BoxError> {
                         .into_iter()
                         .collect()
                 };
-                let peer = Arc::new(Cascade {
-                    addr: cluster.gateway().to_owned(),
-                });
+                let addr = cluster.gateway().to_owned();
+                let peer = Arc::new(Cascade { addr: addr.clone() });
                 runtime.block_on(run(&peer, &server, &scenarios, &plan, &mut rows))?;
+                if scenarios.contains(&"enqueue") {
+                    let queues = scenarios::queues("enqueue");
+                    let stock = Arc::new(StockTonic { addr: addr.clone() });
+                    runtime.block_on(enqueues(&stock, &server, &queues, &plan, &mut rows))?;
+                    let floor = Arc::new(GrpcFloor { addr });
+                    runtime.block_on(enqueues(&floor, &server, &queues, &plan, &mut rows))?;
+                }
                 cluster.stop();
             }
             "redis" => {
@@ -195,16 +205,8 @@ async fn run<P: Peer>(
         peer.setup(&queues).await?;
         let results: Vec<(String, Figure)> = match scenario {
             "enqueue" => {
-                let mut out = Vec::new();
-                for &producers in &plan.producers {
-                    let measured =
-                        scenarios::enqueue(peer, server, &queues, producers, plan).await?;
-                    out.push((
-                        format!("enqueue, {producers} producers"),
-                        Figure::Rate(measured),
-                    ));
-                }
-                out
+                enqueues(peer, server, &queues, plan, rows).await?;
+                Vec::new()
             }
             "take" => {
                 let mut out = Vec::new();
@@ -229,15 +231,36 @@ async fn run<P: Peer>(
             }
         };
         for (name, result) in results {
-            println!("{:<16} {name:<34} {}", P::NAME, describe(&result));
-            rows.push(Row {
-                scenario: name,
-                system: P::NAME,
-                figure: result,
-            });
+            record(rows, P::NAME, name, result);
         }
     }
     Ok(())
+}
+
+/// The enqueue scenario with each number of producers of the plan.
+async fn enqueues<P: Producing>(
+    peer: &Arc<P>,
+    server: scenarios::ServerTicks<'_>,
+    queues: &[String],
+    plan: &Plan,
+    rows: &mut Vec<Row>,
+) -> Result<(), BoxError> {
+    for &producers in &plan.producers {
+        let measured = scenarios::enqueue(peer, server, queues, producers, plan).await?;
+        let name = format!("enqueue, {producers} producers");
+        record(rows, P::NAME, name, Figure::Rate(measured));
+    }
+    Ok(())
+}
+
+/// Prints a result as it comes and keeps it for the table of ratios.
+fn record(rows: &mut Vec<Row>, system: &'static str, scenario: String, figure: Figure) {
+    println!("{system:<28} {scenario:<34} {}", describe(&figure));
+    rows.push(Row {
+        scenario,
+        system,
+        figure,
+    });
 }
 
 fn describe(result: &Figure) -> String {

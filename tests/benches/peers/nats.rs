@@ -14,7 +14,7 @@ use async_nats::jetstream::{self, Context};
 use futures::StreamExt;
 
 use crate::BoxError;
-use crate::systems::{Item, Peer};
+use crate::systems::{Item, Peer, Producing};
 
 const STREAM: &str = "QUEUES";
 /// How long a fetch waits for messages before it answers with what it has.
@@ -40,10 +40,25 @@ impl Nats {
     }
 }
 
-impl Peer for Nats {
+impl Producing for Nats {
     type Producer = Context;
-    type Consumer = Consumer;
     const NAME: &'static str = "NATS JetStream";
+
+    async fn producer(&self) -> Result<Context, BoxError> {
+        self.context().await
+    }
+
+    async fn enqueue(context: &mut Context, queue: &str, item: Item) -> Result<(), BoxError> {
+        context
+            .publish(subject(queue), item.payload.into())
+            .await?
+            .await?;
+        Ok(())
+    }
+}
+
+impl Peer for Nats {
+    type Consumer = Consumer;
     const DELAYS: bool = false;
 
     async fn setup(&self, queues: &[String]) -> Result<(), BoxError> {
@@ -74,23 +89,11 @@ impl Peer for Nats {
         Ok(())
     }
 
-    async fn producer(&self) -> Result<Context, BoxError> {
-        self.context().await
-    }
-
     async fn consumer(&self) -> Result<Consumer, BoxError> {
         Ok(Consumer {
             context: self.context().await?,
             consumers: HashMap::new(),
         })
-    }
-
-    async fn enqueue(context: &mut Context, queue: &str, item: Item) -> Result<(), BoxError> {
-        context
-            .publish(subject(queue), item.payload.into())
-            .await?
-            .await?;
-        Ok(())
     }
 
     async fn enqueue_many(

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use tokio_postgres::{Client, NoTls, Statement};
 
 use crate::BoxError;
-use crate::systems::{Item, Peer};
+use crate::systems::{Item, Peer, Producing};
 
 const SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS events (
@@ -75,10 +75,25 @@ impl Postgres {
     }
 }
 
-impl Peer for Postgres {
+impl Producing for Postgres {
     type Producer = Connection;
-    type Consumer = Connection;
     const NAME: &'static str = "PostgreSQL";
+
+    async fn producer(&self) -> Result<Connection, BoxError> {
+        self.connect().await
+    }
+
+    async fn enqueue(c: &mut Connection, queue: &str, item: Item) -> Result<(), BoxError> {
+        let due = when(item.due);
+        c.client
+            .execute(&c.enqueue, &[&queue, &item.payload, &due])
+            .await?;
+        Ok(())
+    }
+}
+
+impl Peer for Postgres {
+    type Consumer = Connection;
     const DELAYS: bool = true;
 
     async fn setup(&self, _queues: &[String]) -> Result<(), BoxError> {
@@ -97,20 +112,8 @@ impl Peer for Postgres {
         Ok(())
     }
 
-    async fn producer(&self) -> Result<Connection, BoxError> {
-        self.connect().await
-    }
-
     async fn consumer(&self) -> Result<Connection, BoxError> {
         self.connect().await
-    }
-
-    async fn enqueue(c: &mut Connection, queue: &str, item: Item) -> Result<(), BoxError> {
-        let due = when(item.due);
-        c.client
-            .execute(&c.enqueue, &[&queue, &item.payload, &due])
-            .await?;
-        Ok(())
     }
 
     async fn enqueue_many(

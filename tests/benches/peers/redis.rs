@@ -10,7 +10,7 @@ use redis::aio::MultiplexedConnection;
 use redis::{AsyncCommands, Script};
 
 use crate::BoxError;
-use crate::systems::{Item, Peer, now_micros};
+use crate::systems::{Item, Peer, Producing, now_micros};
 
 /// How long a taken event stays leased.
 const LEASE_MS: u64 = 30_000;
@@ -59,21 +59,11 @@ impl Redis {
     }
 }
 
-impl Peer for Redis {
+impl Producing for Redis {
     type Producer = Connection;
-    type Consumer = Connection;
     const NAME: &'static str = "Redis";
-    const DELAYS: bool = true;
-
-    async fn setup(&self, _queues: &[String]) -> Result<(), BoxError> {
-        Ok(())
-    }
 
     async fn producer(&self) -> Result<Connection, BoxError> {
-        self.connect().await
-    }
-
-    async fn consumer(&self) -> Result<Connection, BoxError> {
         self.connect().await
     }
 
@@ -91,6 +81,19 @@ impl Peer for Redis {
             }
         }
         Ok(())
+    }
+}
+
+impl Peer for Redis {
+    type Consumer = Connection;
+    const DELAYS: bool = true;
+
+    async fn setup(&self, _queues: &[String]) -> Result<(), BoxError> {
+        Ok(())
+    }
+
+    async fn consumer(&self) -> Result<Connection, BoxError> {
+        self.connect().await
     }
 
     async fn enqueue_many(

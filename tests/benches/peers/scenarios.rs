@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use cascade_e2e::process::cpu_ticks;
 use tokio::task::JoinSet;
 
-use crate::systems::{Item, Peer, due_of, now_micros, payload};
+use crate::systems::{Item, Peer, Producing, due_of, now_micros, payload};
 use crate::{BoxError, Plan};
 
 /// Queues per scenario; producers go round them, consumers share them out.
@@ -87,7 +87,7 @@ pub fn queues(scenario: &str) -> Vec<String> {
 }
 
 /// `producers` connections, each enqueuing one event at a time, round-robin over `queues`.
-pub async fn enqueue<P: Peer>(
+pub async fn enqueue<P: Producing>(
     peer: &Arc<P>,
     server: ServerTicks<'_>,
     queues: &[String],

@@ -44,26 +44,31 @@ pub struct Item {
     pub due: Option<u64>,
 }
 
-/// A queue system as the scenarios drive it.
-pub trait Peer: Send + Sync + 'static {
+/// What the enqueue scenario drives: a system's producers, one event at a time.
+pub trait Producing: Send + Sync + 'static {
     /// One connection of a producer.
     type Producer: Send + 'static;
-    /// One connection of a consumer.
-    type Consumer: Send + 'static;
     const NAME: &'static str;
-    /// Whether it delivers events at a later time.
-    const DELAYS: bool;
 
-    /// Makes `queues` ready for use.
-    fn setup(&self, queues: &[String]) -> impl Future<Output = Result<(), BoxError>> + Send;
     fn producer(&self) -> impl Future<Output = Result<Self::Producer, BoxError>> + Send;
-    fn consumer(&self) -> impl Future<Output = Result<Self::Consumer, BoxError>> + Send;
     /// One event, answered once it is durable (as durable as the system makes it).
     fn enqueue(
         producer: &mut Self::Producer,
         queue: &str,
         item: Item,
     ) -> impl Future<Output = Result<(), BoxError>> + Send;
+}
+
+/// A queue system as the scenarios drive it.
+pub trait Peer: Producing {
+    /// One connection of a consumer.
+    type Consumer: Send + 'static;
+    /// Whether it delivers events at a later time.
+    const DELAYS: bool;
+
+    /// Makes `queues` ready for use.
+    fn setup(&self, queues: &[String]) -> impl Future<Output = Result<(), BoxError>> + Send;
+    fn consumer(&self) -> impl Future<Output = Result<Self::Consumer, BoxError>> + Send;
     /// Many events at once, the fastest way the system offers (a backlog's fill).
     fn enqueue_many(
         producer: &mut Self::Producer,
@@ -92,7 +97,7 @@ fn timestamp(micros: u64) -> prost_types::Timestamp {
     }
 }
 
-fn request(queue: &str, item: Item) -> api::EnqueueRequest {
+pub fn request(queue: &str, item: Item) -> api::EnqueueRequest {
     api::EnqueueRequest {
         queue: queue.to_owned(),
         payload: item.payload,
@@ -103,10 +108,22 @@ fn request(queue: &str, item: Item) -> api::EnqueueRequest {
     }
 }
 
-impl Peer for Cascade {
+impl Producing for Cascade {
     type Producer = Client;
-    type Consumer = Client;
     const NAME: &'static str = "Cascade";
+
+    async fn producer(&self) -> Result<Client, BoxError> {
+        Ok(Client::connect(&self.addr).await?)
+    }
+
+    async fn enqueue(client: &mut Client, queue: &str, item: Item) -> Result<(), BoxError> {
+        client.ingest().enqueue(request(queue, item)).await?;
+        Ok(())
+    }
+}
+
+impl Peer for Cascade {
+    type Consumer = Client;
     const DELAYS: bool = true;
 
     async fn setup(&self, queues: &[String]) -> Result<(), BoxError> {
@@ -121,17 +138,8 @@ impl Peer for Cascade {
         Ok(())
     }
 
-    async fn producer(&self) -> Result<Client, BoxError> {
-        Ok(Client::connect(&self.addr).await?)
-    }
-
     async fn consumer(&self) -> Result<Client, BoxError> {
         Ok(Client::connect(&self.addr).await?)
-    }
-
-    async fn enqueue(client: &mut Client, queue: &str, item: Item) -> Result<(), BoxError> {
-        client.ingest().enqueue(request(queue, item)).await?;
-        Ok(())
     }
 
     async fn enqueue_many(
