@@ -115,9 +115,11 @@ async fn take_once(
     let max = ctx.takes.cap(&queue, request.max_events);
     let lease = request.lease;
     let budget = ctx.takes.budget();
+    // Answered before its fsync: a take lost in a crash only gives its events back, and no
+    // lease token is handed out twice (`Shard::begin_run`).
     let taken = ctx
         .store
-        .run(move |shard, now| {
+        .run_unsynced(move |shard, now| {
             let leased = shard.take(now, &queue, max, lease)?;
             let mut events = Vec::with_capacity(leased.len());
             let mut used = 0usize;

@@ -55,6 +55,13 @@ fn main() -> anyhow::Result<()> {
 }
 
 async fn run(store: Arc<Store<Shard>>, tag: String) -> anyhow::Result<()> {
+    // As the dispatcher does: takes are answered before their fsync.
+    store
+        .run(|s, _| {
+            s.begin_run();
+            Ok(())
+        })
+        .await?;
     for name in ["a", "b"] {
         let queue = QueueName::parse(name)?;
         store
@@ -88,7 +95,9 @@ async fn run(store: Arc<Store<Shard>>, tag: String) -> anyhow::Result<()> {
         tokio::spawn(async move {
             loop {
                 let a = QueueName::parse("a")?;
-                let taken = store.run(move |s, now| s.take(now, &a, 50, None)).await?;
+                let taken = store
+                    .run_unsynced(move |s, now| s.take(now, &a, 50, None))
+                    .await?;
                 for leased in taken {
                     let id = leased.event.id.clone();
                     let a = QueueName::parse("a")?;

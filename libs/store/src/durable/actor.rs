@@ -6,6 +6,9 @@
 //! - **syncer**: owns the log. Appends every group waiting, `fdatasync`s once, then answers
 //!   them all (group commit). A failed write or sync is fatal: every pending and later
 //!   operation gets `Stopped`, nothing more is acknowledged, and recovery replays the log.
+//!   An operation whose loss in a crash is harmless (`Store::run_unsynced`: a take, whose
+//!   events simply come back) is answered by the writer once applied; its records still go
+//!   to the log in order, so whatever is made durable after it makes it durable too.
 //! - **checkpointer** (one at a time): writes a frozen layer into sled once the log holds
 //!   every record it contains, fsyncs sled, and lets the log drop the segments it covers.
 
@@ -36,7 +39,15 @@ pub trait Maintenance: Send + 'static {
 
 /// Called once the operation's records are durable (`None`) or will never be (`Some`).
 type Reply = Box<dyn FnOnce(Option<&StoreError>) + Send>;
-type Job<S> = Box<dyn FnOnce(&mut S, Timestamp) -> Reply + Send>;
+type Job<S> = Box<dyn FnOnce(&mut S, Timestamp) -> Settle + Send>;
+
+/// When an applied operation is answered.
+enum Settle {
+    /// Once its records are durable.
+    Synced(Reply),
+    /// At once: its loss in a crash is harmless.
+    Applied(Reply),
+}
 
 /// Operations gathered into one group at most.
 const MAX_GROUP: usize = 4096;
@@ -147,10 +158,30 @@ impl<S: Maintenance> Store<S> {
         &self,
         op: impl FnOnce(&mut S, Timestamp) -> Result<T, StoreError> + Send + 'static,
     ) -> Result<T, StoreError> {
+        self.submit(op, Settle::Synced).await
+    }
+
+    /// Runs `op` on the writer thread and answers once it is applied, before what it wrote
+    /// is durable: only for an operation whose loss in a crash is harmless and whose answer
+    /// promises nothing that a crash would break (a take: its events come back, and lease
+    /// tokens are never reused across restarts). Anything made durable after it, e.g. the
+    /// completion of what it took, makes it durable too.
+    pub async fn run_unsynced<T: Send + 'static>(
+        &self,
+        op: impl FnOnce(&mut S, Timestamp) -> Result<T, StoreError> + Send + 'static,
+    ) -> Result<T, StoreError> {
+        self.submit(op, Settle::Applied).await
+    }
+
+    async fn submit<T: Send + 'static>(
+        &self,
+        op: impl FnOnce(&mut S, Timestamp) -> Result<T, StoreError> + Send + 'static,
+        settle: fn(Reply) -> Settle,
+    ) -> Result<T, StoreError> {
         let (tx, rx) = tokio::sync::oneshot::channel();
         let job: Job<S> = Box::new(move |state, now| {
             let result = op(state, now);
-            Box::new(move |failure: Option<&StoreError>| {
+            settle(Box::new(move |failure: Option<&StoreError>| {
                 let answer = match failure {
                     None => result,
                     // Already the writer's "stopped" answer: passed on, not wrapped again.
@@ -163,7 +194,7 @@ impl<S: Maintenance> Store<S> {
                 };
                 // The caller may have given up waiting; the operation stands.
                 let _ = tx.send(answer);
-            })
+            }))
         });
         self.inbox.try_send(job).map_err(|e| match e {
             TrySendError::Full(_) => StoreError::Busy {
@@ -269,10 +300,18 @@ impl<S: Maintenance> Writer<S> {
                 }
             }
             let now = self.clock.now();
-            let mut replies: Vec<Reply> = group
-                .drain(..)
-                .map(|job| job(&mut self.state, now))
-                .collect();
+            let mut replies: Vec<Reply> = Vec::with_capacity(group.len());
+            // After a failed write nothing is answered as done, not even what need not wait.
+            let stopped = self
+                .shared
+                .fatal()
+                .map(|reason| StoreError::Stopped { reason });
+            for job in group.drain(..) {
+                match job(&mut self.state, now) {
+                    Settle::Synced(reply) => replies.push(reply),
+                    Settle::Applied(reply) => reply(stopped.as_ref()),
+                }
+            }
             if last_disk_sample.elapsed() >= disk::SAMPLE_EVERY {
                 last_disk_sample = Instant::now();
                 self.disk.sample(self.state.kv().dirty_bytes() as u64);
@@ -324,7 +363,8 @@ impl<S: Maintenance> Writer<S> {
         // answer carries its cause, so every caller learns why, whichever it hears first.
         let stopped = self.shared.stopped("the store is shutting down");
         while let Ok(job) = jobs.try_recv() {
-            let reply = job(&mut self.state, self.clock.now());
+            let (Settle::Synced(reply) | Settle::Applied(reply)) =
+                job(&mut self.state, self.clock.now());
             reply(Some(&stopped));
         }
         if self.shared.fatal().is_some() {

@@ -59,6 +59,10 @@ impl Default for ShardSettings {
     }
 }
 
+/// Lease epochs skipped at every start: far more than the takes a run can apply between two
+/// fsyncs, which are all that a crash can lose.
+const EPOCHS_PER_RUN: u64 = 1 << 32;
+
 pub struct Shard {
     kv: Kv,
     st: State,
@@ -88,6 +92,17 @@ impl Shard {
         let st = &shard.st;
         shard.st.families = families::Families::load(&shard.kv, &st.templates, &st.stages)?;
         Ok(shard)
+    }
+
+    /// Starts a run of the shard after it was opened: moves the lease epoch past every one
+    /// the previous run may have handed out without making it durable (a take is answered
+    /// before its fsync), so that no lease token is ever handed out twice. Its commit must be
+    /// durable before the first take.
+    pub fn begin_run(&mut self) {
+        self.st.seqs.skip_epochs(EPOCHS_PER_RUN);
+        let txn = self.st.begin(&self.kv);
+        let batch = self.st.seal(txn);
+        self.st.commit(&mut self.kv, batch);
     }
 
     /// The batches committed since the last call, in order: the caller logs them.

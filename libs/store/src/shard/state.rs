@@ -55,9 +55,13 @@ impl Sequences {
     }
 
     pub fn next_epoch(&mut self) -> u64 {
-        self.dirty[1] = true;
-        self.epoch += 1;
+        self.skip_epochs(1);
         self.epoch
+    }
+
+    pub fn skip_epochs(&mut self, count: u64) {
+        self.dirty[1] = true;
+        self.epoch = self.epoch.saturating_add(count);
     }
 
     pub fn next_queue_id(&mut self) -> u64 {

@@ -716,3 +716,48 @@ fn a_queue_holding_events_is_deleted_only_with_force() {
     s.delete_queue(&q("empty"), false)
         .expect("an empty queue needs no force");
 }
+
+#[test]
+fn a_take_lost_in_a_crash_never_sees_its_lease_token_handed_out_again() {
+    let (dir, mut s) = with_queue(QueueConfig::default());
+    s.begin_run();
+    s.enqueue(at(0), cmd("once")).expect("enqueue");
+    // Everything so far reaches the disk, as a checkpoint (or the log) would make it.
+    let layer = s.kv_mut().freeze();
+    crate::kv::checkpoint::write(s.kv().db(), s.kv().dir(), &layer, 1).expect("checkpoint");
+    s.kv_mut().finish_checkpoint();
+    // A take answered before its fsync, then a crash: the take never reached the disk.
+    let lost = s.take(at(1), &q("jobs"), 1, None).expect("take");
+    let [lost] = lost.as_slice() else {
+        panic!("one event taken, got {lost:?}");
+    };
+    let (lost_id, lost_token) = (lost.event.id.clone(), lost.token);
+    drop(s);
+    let kv = Kv::open(&dir.path().join("state"), 1 << 20).expect("reopen kv");
+    let mut s = Shard::new(kv, ShardSettings::default()).expect("reopen");
+    s.begin_run();
+    let again = s.take(at(2), &q("jobs"), 1, None).expect("take again");
+    let [again] = again.as_slice() else {
+        panic!("the event is back, got {again:?}");
+    };
+    assert_eq!(again.event.id, lost_id);
+    assert_ne!(again.token, lost_token, "a token of the lost run came back");
+    let stale = s
+        .complete(
+            at(3),
+            &q("jobs"),
+            lost_id.as_str(),
+            lost_token,
+            Outcome::Ack,
+        )
+        .expect_err("the lost run's token is stale");
+    assert!(matches!(stale, StoreError::StaleLease { .. }), "{stale}");
+    s.complete(
+        at(3),
+        &q("jobs"),
+        lost_id.as_str(),
+        again.token,
+        Outcome::Ack,
+    )
+    .expect("the new lease completes");
+}
