@@ -163,12 +163,14 @@ where
     let shard = Shard::new(kv, ShardSettings::default())?;
     let store = Arc::new(Store::start(shard, wal, options, Arc::new(SystemClock)));
     store
-        .run(
-            |s, now| match s.create_queue(now, queue(), QueueConfig::default()) {
+        .run(|s, now| {
+            // As the dispatcher starts a shard: its takes are answered before their fsync.
+            s.begin_run();
+            match s.create_queue(now, queue(), QueueConfig::default()) {
                 Err(StoreError::QueueExists { .. }) => Ok(()),
                 other => other.map(|_| ()),
-            },
-        )
+            }
+        })
         .await?;
     let result = scenario(Arc::clone(&store)).await;
     let store = Arc::into_inner(store).expect("the scenario's tasks have ended");
@@ -242,10 +244,11 @@ async fn enqueue_single(
 }
 
 /// Takes a batch, then completes it with `ack` in a second call, as a worker's `Take` and
-/// `Complete` would. Returns how many it acknowledged.
+/// `Complete` would (the take answered before its fsync, as the dispatcher's). Returns how
+/// many it acknowledged.
 async fn take_and_ack(store: &Store<Shard>) -> Result<usize, StoreError> {
     let taken: Vec<LeasedEvent> = store
-        .run(|s, now| s.take(now, &queue(), BATCH, None))
+        .run_unsynced(|s, now| s.take(now, &queue(), BATCH, None))
         .await?;
     let n = taken.len();
     if n > 0 {
