@@ -408,15 +408,20 @@ mod tests {
         Ask { what: what.into() }
     }
 
+    /// Requests `ask("question")` as a value on subject `s`, on a task of its own.
+    fn ask_in_background(bus: &LocalBus) -> tokio::task::JoinHandle<Result<Body, BusError>> {
+        let requester = bus.clone();
+        tokio::spawn(async move {
+            let asked = Body::value(ask("question"));
+            requester.request("s", asked, Duration::from_secs(10)).await
+        })
+    }
+
     #[tokio::test]
     async fn a_value_and_its_reply_pass_as_themselves_to_one_subscriber() {
         let bus = LocalBus::new(1024);
         let mut responder = bus.subscribe("s").expect("subscribe");
-        let requester = bus.clone();
-        let request = tokio::spawn(async move {
-            let asked = Body::value(ask("question"));
-            requester.request("s", asked, Duration::from_secs(10)).await
-        });
+        let request = ask_in_background(&bus);
         let mut message = responder.next().await.expect("the request");
         assert!(matches!(message.body, Body::Value(_)), "not encoded");
         assert_eq!(message.take::<Ask>().expect("taken"), ask("question"));
@@ -434,11 +439,7 @@ mod tests {
         let bus = LocalBus::new(1024);
         let mut first = bus.subscribe("s").expect("subscribe");
         let mut second = bus.subscribe("s").expect("subscribe");
-        let requester = bus.clone();
-        let request = tokio::spawn(async move {
-            let asked = Body::value(ask("question"));
-            requester.request("s", asked, Duration::from_secs(10)).await
-        });
+        let request = ask_in_background(&bus);
         for subscription in [&mut first, &mut second] {
             let message = subscription.next().await.expect("the request");
             assert!(matches!(message.body, Body::Encoded(_)));

@@ -163,14 +163,12 @@ where
     let shard = Shard::new(kv, ShardSettings::default())?;
     let store = Arc::new(Store::start(shard, wal, options, Arc::new(SystemClock)));
     store
-        .run(|s, now| {
-            // As the dispatcher starts a shard: its takes are answered before their fsync.
-            s.begin_run();
-            match s.create_queue(now, queue(), QueueConfig::default()) {
+        .run(
+            |s, now| match s.create_queue(now, queue(), QueueConfig::default()) {
                 Err(StoreError::QueueExists { .. }) => Ok(()),
                 other => other.map(|_| ()),
-            }
-        })
+            },
+        )
         .await?;
     let result = scenario(Arc::clone(&store)).await;
     let store = Arc::into_inner(store).expect("the scenario's tasks have ended");

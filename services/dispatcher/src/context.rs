@@ -70,16 +70,6 @@ impl ShardContext {
             Shard::new(kv, shard_settings)
         })
         .await?;
-        // Takes are answered before their fsync: made durable before the first one.
-        let began = store.run(|shard, _| {
-            shard.begin_run();
-            Ok(())
-        });
-        began.await.map_err(|e| ShardError::Failed {
-            service: SERVICE,
-            shard,
-            reason: format!("cannot begin its run: {e}"),
-        })?;
         let dispatcher = &settings.dispatcher;
         Ok(Arc::new(ShardContext {
             shard,

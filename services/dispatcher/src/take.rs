@@ -116,7 +116,7 @@ async fn take_once(
     let lease = request.lease;
     let budget = ctx.takes.budget();
     // Answered before its fsync: a take lost in a crash only gives its events back, and no
-    // lease token is handed out twice (`Shard::begin_run`).
+    // lease token is handed out twice (the store's `begin_run`).
     let taken = ctx
         .store
         .run_unsynced(move |shard, now| {

@@ -55,13 +55,6 @@ fn main() -> anyhow::Result<()> {
 }
 
 async fn run(store: Arc<Store<Shard>>, tag: String) -> anyhow::Result<()> {
-    // As the dispatcher does: takes are answered before their fsync.
-    store
-        .run(|s, _| {
-            s.begin_run();
-            Ok(())
-        })
-        .await?;
     for name in ["a", "b"] {
         let queue = QueueName::parse(name)?;
         store
@@ -95,6 +88,7 @@ async fn run(store: Arc<Store<Shard>>, tag: String) -> anyhow::Result<()> {
         tokio::spawn(async move {
             loop {
                 let a = QueueName::parse("a")?;
+                // As the dispatcher's: answered before the take's fsync.
                 let taken = store
                     .run_unsynced(move |s, now| s.take(now, &a, 50, None))
                     .await?;

@@ -2,7 +2,9 @@
 //! for the disk.
 //! - **writer**: owns the state machine. Takes every operation waiting in the inbox, runs them
 //!   in order against the in-memory state, and passes their log records and replies on as one
-//!   group. It also runs periodic maintenance and starts checkpoints.
+//!   group. It also runs periodic maintenance and starts checkpoints. Before the first
+//!   operation it lets the state begin its run (`Maintenance::begin_run`) and waits until
+//!   what that wrote is synced.
 //! - **syncer**: owns the log. Appends every group waiting, `fdatasync`s once, then answers
 //!   them all (group commit). A failed write or sync is fatal: every pending and later
 //!   operation gets `Stopped`, nothing more is acknowledged, and recovery replays the log.
@@ -35,6 +37,10 @@ pub trait Maintenance: Send + 'static {
     fn take_unlogged(&mut self) -> Vec<Vec<u8>>;
     /// Periodic work on the writer thread, e.g. expiring leases.
     fn tick(&mut self, now: Timestamp) -> Result<(), StoreError>;
+    /// Called once on the writer thread before any operation, e.g. to move what answers
+    /// given before their fsync (`Store::run_unsynced`) may have handed out in a run that
+    /// crashed out of reach. What it commits is durable before the first operation runs.
+    fn begin_run(&mut self) {}
 }
 
 /// Called once the operation's records are durable (`None`) or will never be (`Some`).
@@ -281,6 +287,46 @@ struct Writer<S> {
 
 impl<S: Maintenance> Writer<S> {
     fn run(mut self, jobs: Receiver<Job<S>>) {
+        if self.begin_run() {
+            self.serve(&jobs);
+        }
+        // Answer whatever is still queued: this store takes nothing more. After a failure the
+        // answer carries its cause, so every caller learns why, whichever it hears first.
+        let stopped = self.shared.stopped("the store is shutting down");
+        while let Ok(job) = jobs.try_recv() {
+            let (Settle::Synced(reply) | Settle::Applied(reply)) =
+                job(&mut self.state, self.clock.now());
+            reply(Some(&stopped));
+        }
+        if self.shared.fatal().is_some() {
+            // After a failed write sled blocks forever flushing as it is dropped; what it
+            // holds is not trusted anyway (recovery replays the log), so it is let go.
+            std::mem::forget(self.state);
+        }
+    }
+
+    /// Lets the state begin its run and makes what that committed durable before any
+    /// operation is applied; false if the log failed (the store is stopped).
+    fn begin_run(&mut self) -> bool {
+        self.state.begin_run();
+        let records = self.state.take_unlogged();
+        if records.is_empty() {
+            return true;
+        }
+        self.next_lsn += records.len() as u64;
+        let through = self.next_lsn - 1;
+        let group = ToSyncer::Group {
+            records,
+            replies: Vec::new(),
+        };
+        // The barrier syncs whatever the durability mode.
+        self.to_syncer.send(group).is_ok()
+            && self.to_syncer.send(ToSyncer::Barrier).is_ok()
+            && self.shared.wait_synced(through)
+    }
+
+    /// Applies operations until the inbox closes or the store fails.
+    fn serve(&mut self, jobs: &Receiver<Job<S>>) {
         let mut last_tick = Instant::now();
         let mut last_disk_sample = Instant::now();
         let mut group: Vec<Job<S>> = Vec::new();
@@ -358,19 +404,6 @@ impl<S: Maintenance> Writer<S> {
                 tracing::debug!("store.checkpoint.backpressure");
                 self.poll_checkpoint(true);
             }
-        }
-        // Answer whatever is still queued: this store takes nothing more. After a failure the
-        // answer carries its cause, so every caller learns why, whichever it hears first.
-        let stopped = self.shared.stopped("the store is shutting down");
-        while let Ok(job) = jobs.try_recv() {
-            let (Settle::Synced(reply) | Settle::Applied(reply)) =
-                job(&mut self.state, self.clock.now());
-            reply(Some(&stopped));
-        }
-        if self.shared.fatal().is_some() {
-            // After a failed write sled blocks forever flushing as it is dropped; what it
-            // holds is not trusted anyway (recovery replays the log), so it is let go.
-            std::mem::forget(self.state);
         }
     }
 

@@ -67,3 +67,64 @@ fn a_panic_on_the_writer_thread_is_the_store_s_fatal_error() {
         other => panic!("{other:?}"),
     }
 }
+
+/// A state whose run begins with a record of its own, and whose operations each write one.
+struct Logs {
+    kv: Kv,
+    unlogged: Vec<Vec<u8>>,
+}
+
+impl Maintenance for Logs {
+    fn kv(&self) -> &Kv {
+        &self.kv
+    }
+
+    fn kv_mut(&mut self) -> &mut Kv {
+        &mut self.kv
+    }
+
+    fn take_unlogged(&mut self) -> Vec<Vec<u8>> {
+        std::mem::take(&mut self.unlogged)
+    }
+
+    fn tick(&mut self, _now: Timestamp) -> Result<(), StoreError> {
+        Ok(())
+    }
+
+    fn begin_run(&mut self) {
+        self.unlogged.push(b"begin".to_vec());
+    }
+}
+
+#[tokio::test]
+async fn what_a_run_begins_with_is_logged_before_the_first_operation() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let kv = Kv::open(&dir.path().join("state"), 1 << 20).expect("open kv");
+    let options = WalOptions {
+        segment_bytes: 1 << 20,
+    };
+    let wal = Wal::open(&dir.path().join("wal"), options.clone(), 0).expect("open the log");
+    let state = Logs {
+        kv,
+        unlogged: Vec::new(),
+    };
+    let store = Store::start(state, wal, StoreOptions::default(), Arc::new(SystemClock));
+    store
+        .run_unsynced(|s, _| {
+            s.unlogged.push(b"op".to_vec());
+            Ok(())
+        })
+        .await
+        .expect("the operation");
+    tokio::task::spawn_blocking(move || store.shutdown())
+        .await
+        .expect("join")
+        .expect("shut down");
+    let wal = Wal::open(&dir.path().join("wal"), options, 0).expect("reopen the log");
+    let records: Vec<Vec<u8>> = wal
+        .read_after(0)
+        .expect("read")
+        .map(|record| record.expect("a record").1.to_vec())
+        .collect();
+    assert_eq!(records, [b"begin".to_vec(), b"op".to_vec()]);
+}

@@ -94,17 +94,6 @@ impl Shard {
         Ok(shard)
     }
 
-    /// Starts a run of the shard after it was opened: moves the lease epoch past every one
-    /// the previous run may have handed out without making it durable (a take is answered
-    /// before its fsync), so that no lease token is ever handed out twice. Its commit must be
-    /// durable before the first take.
-    pub fn begin_run(&mut self) {
-        self.st.seqs.skip_epochs(EPOCHS_PER_RUN);
-        let txn = self.st.begin(&self.kv);
-        let batch = self.st.seal(txn);
-        self.st.commit(&mut self.kv, batch);
-    }
-
     /// The batches committed since the last call, in order: the caller logs them.
     pub fn take_unlogged(&mut self) -> Vec<Vec<u8>> {
         std::mem::take(&mut self.st.unlogged)
@@ -170,6 +159,16 @@ impl crate::durable::Maintenance for Shard {
         self.expire_leases(now, EXPIRE_PER_TICK)?;
         self.prune_dedup(now, PRUNE_PER_TICK)?;
         Ok(())
+    }
+
+    /// Moves the lease epoch past every one the previous run may have handed out without
+    /// making it durable (a take is answered before its fsync), so that no lease token is
+    /// ever handed out twice.
+    fn begin_run(&mut self) {
+        self.st.seqs.skip_epochs(EPOCHS_PER_RUN);
+        let txn = self.st.begin(&self.kv);
+        let batch = self.st.seal(txn);
+        self.st.commit(&mut self.kv, batch);
     }
 }
 
