@@ -2,17 +2,20 @@
 //! 300 events have passed the first stage) and started again on the same data: nothing is
 //! lost (all 1,000 events reach the end, each stage completes each event exactly once in the
 //! store), and the handler's extra successful calls are only redeliveries of what was in
-//! flight at the kill.
+//! flight at the kill: a lease that ran out, or a take the killed shard had answered before
+//! it was logged (then the event comes back with the same attempt number).
 //!
 //! Standalone: the whole process is killed (the shards and the in-process stage workers).
 //! Distributed: the second stage's worker process and the dispatcher process of the first
 //! and last stages' shard.
 
+use std::collections::HashSet;
 use std::time::Duration;
 
 use cascade_core::{QueueName, shard_of};
 use cascade_e2e::cluster::SHARDS;
 use cascade_e2e::flow::{BATCH, CONCURRENCY, EVENTS, Flow, STAGES, WORKERS_PER_STAGE};
+use cascade_e2e::handler_server::Call;
 use cascade_e2e::{Cluster, Mode};
 use tokio::time::Instant;
 
@@ -63,18 +66,21 @@ async fn survives_a_crash(mode: Mode) {
 
     let tally = flow.tally();
     for ((stage, s), held) in STAGES.iter().zip(&stats).zip(in_flight) {
-        let mut extra = 0;
+        let queue = QueueName::parse(&flow.queue(stage)).expect("a queue name");
+        let shard_killed = mode == Mode::Standalone || shard_of(&queue, SHARDS) == shard;
+        let (mut extra, mut lost_takes) = (0, 0);
         for id in &flow.ids {
+            let calls = tally.calls(id, stage);
             let successes = tally.successes(id, stage);
             assert!(successes >= 1, "{id} lost before {stage}");
+            lost_takes += lost_takes_of(calls);
             if successes > 1 {
                 extra += successes - 1;
                 // A success is repeated only if its outcome died with a process.
-                let first = tally.calls(id, stage).iter().find(|c| c.succeeded());
+                let first = calls.iter().find(|c| c.succeeded());
                 assert!(
                     first.is_some_and(|c| c.at < restarted_at),
-                    "{id} at {stage}: repeated after the restart: {:#?}",
-                    tally.calls(id, stage)
+                    "{id} at {stage}: repeated after the restart: {calls:#?}"
                 );
             }
         }
@@ -85,24 +91,44 @@ async fn survives_a_crash(mode: Mode) {
             (EVENTS as u64, EVENTS as u64, 0),
             "{stage}: {s:?}"
         );
-        // An event whose success was lost comes back only when its lease runs out, and
-        // only leases held at a kill ran out: those counted just before it, plus what the
-        // workers could take between the count and the kill (a full hand each: `CONCURRENCY`
-        // running and `BATCH` waiting).
+        // An event whose success was lost comes back only when its lease runs out or when
+        // the shard that answered its take died before logging it, and either happens only
+        // to what was taken before a kill: the leases counted just before it, plus what the
+        // workers could take between the count and the kill (a full hand each:
+        // `CONCURRENCY` running and `BATCH` waiting).
         let expired = s.expired_leases_total;
         let bound = held + u64::from(WORKERS_PER_STAGE * (CONCURRENCY + BATCH));
         eprintln!(
-            "{stage}: {extra} repeated successes, {expired} expired leases, {held} leased at the kill"
+            "{stage}: {extra} repeated successes, {expired} expired leases, \
+             {lost_takes} takes lost, {held} leased at the kill"
         );
-        assert!(extra as u64 <= expired, "{stage}: {extra} > {expired}");
+        assert!(
+            extra as u64 <= expired + lost_takes,
+            "{stage}: {extra} > {expired} + {lost_takes}"
+        );
         assert!(
             expired <= bound,
             "{stage}: {expired} leases expired > {bound}"
         );
+        assert!(
+            lost_takes <= bound,
+            "{stage}: {lost_takes} takes lost > {bound}"
+        );
+        if !shard_killed {
+            assert_eq!(lost_takes, 0, "{stage}: its shard was not killed");
+        }
     }
     tokio::task::spawn_blocking(move || cluster.stop())
         .await
         .expect("stop the cluster");
+}
+
+/// How often the handler was called again with an attempt number it had seen for this
+/// event: each take counts an attempt, so only a take that was lost (answered by a shard
+/// killed before it logged the take) hands the same number out twice.
+fn lost_takes_of(calls: &[Call]) -> u64 {
+    let attempts: HashSet<u32> = calls.iter().map(|c| c.attempt).collect();
+    (calls.len() - attempts.len()) as u64
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
