@@ -14,12 +14,10 @@
 use std::time::Duration;
 
 use cascade_client::{Client, api};
+use cascade_e2e::bench::{BoxError, fill_per_user_queues, in_parallel};
 use cascade_e2e::process::{http_get, rss_bytes};
 use cascade_e2e::scenarios::{config, seconds};
 use cascade_e2e::{Cluster, Mode};
-use tokio::task::JoinSet;
-
-type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
 const STAGES: usize = 32;
 const PAYLOAD: [u8; 100] = [b'x'; 100];
@@ -106,25 +104,6 @@ async fn apply_pipelines(c: &Client, count: usize) -> Result<(), BoxError> {
     Ok(())
 }
 
-/// Runs `requests` (indices `0..count`) with `CONCURRENCY` in flight.
-async fn in_parallel<F, Fut>(count: usize, request: F) -> Result<(), BoxError>
-where
-    F: Fn(usize) -> Fut,
-    Fut: std::future::Future<Output = Result<(), BoxError>> + Send + 'static,
-{
-    let mut tasks = JoinSet::new();
-    for i in 0..count {
-        if tasks.len() == CONCURRENCY {
-            tasks.join_next().await.expect("a task")??;
-        }
-        tasks.spawn(request(i));
-    }
-    while let Some(done) = tasks.join_next().await {
-        done??;
-    }
-    Ok(())
-}
-
 fn event(queue: String) -> api::EnqueueRequest {
     api::EnqueueRequest {
         queue,
@@ -134,7 +113,7 @@ fn event(queue: String) -> api::EnqueueRequest {
 }
 
 async fn fill_queues(c: &Client, count: usize) -> Result<(), BoxError> {
-    in_parallel(count, |i| {
+    in_parallel(count, CONCURRENCY, |i| {
         let c = c.clone();
         async move {
             let name = format!("mem-q{i}");
@@ -146,31 +125,6 @@ async fn fill_queues(c: &Client, count: usize) -> Result<(), BoxError> {
                 .await?;
             c.ingest().enqueue(event(name)).await?;
             Ok(())
-        }
-    })
-    .await
-}
-
-async fn fill_users(c: &Client, count: usize) -> Result<(), BoxError> {
-    c.admin()
-        .create_queue(api::CreateQueueRequest {
-            name: "mem-inbox:*".into(),
-            config: Some(config(30.0, 0)),
-        })
-        .await?;
-    in_parallel(count.div_ceil(BATCH), |b| {
-        let c = c.clone();
-        async move {
-            let users = (b * BATCH)..((b + 1) * BATCH).min(count);
-            let items = users.map(|u| event(format!("mem-inbox:u{u}"))).collect();
-            let answer = c
-                .ingest()
-                .enqueue_batch(api::EnqueueBatchRequest { items })
-                .await?;
-            match answer.into_inner().results.iter().find(|r| r.code != 0) {
-                Some(failed) => Err(failed.message.clone().into()),
-                None => Ok(()),
-            }
         }
     })
     .await
@@ -212,7 +166,7 @@ async fn main() -> Result<(), BoxError> {
     meter
         .phase("plain queues, 1 event each (per queue)", plan.queues)
         .await;
-    fill_users(&c, plan.users).await?;
+    fill_per_user_queues(&c, "mem-inbox", plan.users, &PAYLOAD, (BATCH, CONCURRENCY)).await?;
     meter
         .phase(
             "per-user queues of a template, 1 event each (per queue)",

@@ -1,4 +1,13 @@
-//! What the benchmarks share: picking what to run from the command line.
+//! What the benchmarks share: picking what to run from the command line, filling per-user
+//! queues, and reading what a run left behind (events stored, bytes on disk).
+
+use std::future::Future;
+use std::path::Path;
+
+use cascade_client::{Client, api};
+use tokio::task::JoinSet;
+
+pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
 /// The `names` the command line (`args`, flags left out) asks for, in `names`' order; all of
 /// them when it names none.
@@ -14,9 +23,109 @@ pub fn picked(args: &[String], names: &[&'static str]) -> Vec<&'static str> {
     }
 }
 
+/// Runs `request(i)` for `i` in `0..count` with `concurrency` in flight; the first error
+/// ends it.
+pub async fn in_parallel<F, Fut>(count: usize, concurrency: usize, request: F) -> Result<(), BoxError>
+where
+    F: Fn(usize) -> Fut,
+    Fut: Future<Output = Result<(), BoxError>> + Send + 'static,
+{
+    let mut tasks = JoinSet::new();
+    for i in 0..count {
+        if tasks.len() == concurrency {
+            tasks.join_next().await.expect("a task")??;
+        }
+        tasks.spawn(request(i));
+    }
+    while let Some(done) = tasks.join_next().await {
+        done??;
+    }
+    Ok(())
+}
+
+/// Creates the template `<prefix>:*` and puts one event with `payload` into each of its
+/// per-user queues `<prefix>:u0` … `<prefix>:u<count - 1>`, by `EnqueueBatch` of `batch`
+/// with `concurrency` batches in flight.
+pub async fn fill_per_user_queues(
+    c: &Client,
+    prefix: &str,
+    count: usize,
+    payload: &[u8],
+    (batch, concurrency): (usize, usize),
+) -> Result<(), BoxError> {
+    let template = api::CreateQueueRequest {
+        name: format!("{prefix}:*"),
+        config: None,
+    };
+    c.admin().create_queue(template).await?;
+    in_parallel(count.div_ceil(batch), concurrency, |b| {
+        let c = c.clone();
+        let items = ((b * batch)..((b + 1) * batch).min(count))
+            .map(|u| api::EnqueueRequest {
+                queue: format!("{prefix}:u{u}"),
+                payload: payload.to_vec(),
+                ..Default::default()
+            })
+            .collect();
+        async move {
+            let answer = c
+                .ingest()
+                .enqueue_batch(api::EnqueueBatchRequest { items })
+                .await?;
+            match answer.into_inner().results.iter().find(|r| r.code != 0) {
+                Some(failed) => Err(failed.message.clone().into()),
+                None => Ok(()),
+            }
+        }
+    })
+    .await
+}
+
+/// The events stored, all states and queues: the sum of `cascade_queue_depth` in a
+/// `/metrics` page.
+pub fn events_stored(metrics: &str) -> u64 {
+    metrics
+        .lines()
+        .filter(|l| l.starts_with("cascade_queue_depth{"))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum::<f64>() as u64
+}
+
+/// The disk space the files under `dir` take (allocated blocks, as `du` counts them), and
+/// the part of it in directories named `wal`.
+pub fn disk_usage(dir: &Path) -> std::io::Result<(u64, u64)> {
+    use std::os::unix::fs::MetadataExt;
+    let (mut all, mut wal) = (0, 0);
+    for entry in std::fs::read_dir(dir)? {
+        let entry = entry?;
+        let meta = entry.metadata()?;
+        if meta.is_dir() {
+            let (inner, inner_wal) = disk_usage(&entry.path())?;
+            all += inner;
+            wal += match entry.file_name() == "wal" {
+                true => inner,
+                false => inner_wal,
+            };
+        } else {
+            all += meta.blocks() * 512;
+        }
+    }
+    Ok((all, wal))
+}
+
 #[cfg(test)]
 mod tests {
-    use super::picked;
+    use super::{events_stored, picked};
+
+    #[test]
+    fn events_stored_sums_every_depth_series_and_nothing_else() {
+        let metrics = "# TYPE cascade_queue_depth gauge\n\
+            cascade_queue_depth{queue=\"inbox:*\",state=\"ready\",shard=\"0\"} 1000000\n\
+            cascade_queue_depth{queue=\"a\",state=\"delayed\",shard=\"1\"} 25\n\
+            cascade_queue_depth_other{queue=\"a\"} 7\n\
+            cascade_enqueue_total{queue=\"a\",result=\"ok\"} 99\n";
+        assert_eq!(events_stored(metrics), 1_000_025);
+    }
 
     #[test]
     fn named_ones_in_order_or_all() {

@@ -13,18 +13,23 @@
 //! due evenly over 10 s, taken as they come due: their lateness). Each prints its rate, the
 //! median call, and the CPU time per operation of the server and of the clients (this
 //! process), from `/proc`; the last table gives Cascade's ratio to each system, and the
-//! disk's raw fdatasync rate and median of the same run.
+//! disk's raw fdatasync rate and median of the same run. `scale` (Cascade alone, run only
+//! when named: it takes minutes) loads a million per-user queues and a million pending
+//! timers and measures what they cost: see `scale.rs`.
 //!
 //! Run: `cargo build --release --bins && cargo bench -p cascade-e2e --bench peers
 //! [-- SCENARIO... SYSTEM...]` (systems: `cascade`, `redis`, `postgres`, `nats`; default:
 //! all). Environment: `CASCADE_BENCH_SECS` (window, default 10), `CASCADE_BENCH_WARMUP_SECS`
-//! (2), `CASCADE_BENCH_BACKLOG` (500,000). Under `cargo test --all-targets` (no `--bench`)
-//! every scenario runs briefly against every system, proving the harness works.
+//! (2), `CASCADE_BENCH_BACKLOG` (500,000), `CASCADE_BENCH_STORED` and
+//! `CASCADE_BENCH_PENDING` (the scale scenario's per-user queues and timers, 1,000,000
+//! each). Under `cargo test --all-targets` (no `--bench`) every scenario runs briefly
+//! against every system, proving the harness works.
 
 mod floor;
 mod nats;
 mod postgres;
 mod redis;
+mod scale;
 mod scenarios;
 mod servers;
 mod systems;
@@ -40,7 +45,7 @@ use crate::floor::{GrpcFloor, StockTonic};
 use crate::scenarios::{Lateness, Measured};
 use crate::systems::{Cascade, Peer, Producing};
 
-pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
+pub use cascade_e2e::bench::BoxError;
 
 pub struct Plan {
     warmup: Duration,
@@ -52,6 +57,11 @@ pub struct Plan {
     delayed: usize,
     spread: Duration,
     lead: Duration,
+    /// The scale scenario: per-user queues of one event each, timers pending, and the
+    /// pause before each reading of memory and disk.
+    stored: usize,
+    pending: usize,
+    settle: Duration,
 }
 
 impl Plan {
@@ -75,6 +85,9 @@ impl Plan {
                 delayed: 500,
                 spread: Duration::from_secs(1),
                 lead: Duration::from_secs(1),
+                stored: 2_000,
+                pending: 2_000,
+                settle: Duration::ZERO,
             },
             false => Plan {
                 warmup: Duration::from_secs(env("CASCADE_BENCH_WARMUP_SECS", 2)),
@@ -86,6 +99,9 @@ impl Plan {
                 delayed: 50_000,
                 spread: Duration::from_secs(10),
                 lead: Duration::from_secs(3),
+                stored: env("CASCADE_BENCH_STORED", 1_000_000) as usize,
+                pending: env("CASCADE_BENCH_PENDING", 1_000_000) as usize,
+                settle: Duration::from_secs(5),
             },
         }
     }
@@ -107,7 +123,11 @@ fn main() -> Result<(), BoxError> {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let plan = Plan::from_args(&args);
     let pick = |names: &[&'static str]| cascade_e2e::bench::picked(&args, names);
-    let scenarios = pick(&["enqueue", "take", "delayed"]);
+    let mut scenarios = pick(&["enqueue", "take", "delayed", "scale"]);
+    // The scale scenario takes minutes: a full run has it only when named.
+    let scale = scenarios.contains(&"scale")
+        && (args.iter().all(|a| a != "--bench") || args.iter().any(|a| a == "scale"));
+    scenarios.retain(|&s| s != "scale");
     let systems = pick(&["cascade", "redis", "postgres", "nats"]);
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -117,7 +137,7 @@ fn main() -> Result<(), BoxError> {
     let disk = raw_fsync(dir.path(), plan.probe)?;
     println!("{}", disk_line(&disk, dir.path()));
     let mut rows = Vec::new();
-    for system in systems {
+    for &system in systems.iter().filter(|_| !scenarios.is_empty()) {
         let scratch = tempfile::tempdir_in(dir.path())?;
         match system {
             "cascade" => {
@@ -163,6 +183,10 @@ fn main() -> Result<(), BoxError> {
                 runtime.block_on(run_on(server, &peer, &scenarios, &plan, &mut rows))?;
             }
         }
+    }
+    if scale && systems.contains(&"cascade") {
+        println!();
+        scale::run(&runtime, &plan)?;
     }
     println!();
     print_ratios(&rows);

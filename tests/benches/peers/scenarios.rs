@@ -31,8 +31,9 @@ const TICKS_PER_SECOND: f64 = 100.0;
 pub struct Measured {
     /// Operations (enqueues, or events taken and acked) per second.
     pub rate: f64,
-    /// The median time of one call (an enqueue).
+    /// The median and the 99th percentile of one call (an enqueue).
     pub p50: Option<Duration>,
+    pub p99: Option<Duration>,
     /// CPU time per operation of the server and of the clients (this process), µs.
     pub server_us: f64,
     pub client_us: f64,
@@ -140,6 +141,7 @@ pub async fn enqueue<P: Producing>(
     Ok(Measured {
         rate: ops as f64 / elapsed.as_secs_f64(),
         p50: latencies.get(latencies.len() / 2).copied(),
+        p99: latencies.get(latencies.len() * 99 / 100).copied(),
         server_us,
         client_us,
     })
@@ -148,7 +150,7 @@ pub async fn enqueue<P: Producing>(
 /// Enqueues `count` events in bulk, event `i` due at `due(i)` (`None`: now) into queue
 /// `i % queues.len()`, so that every queue has its share all along; one producer per queue
 /// sends its events in chunks.
-async fn fill<P: Peer>(
+pub async fn fill<P: Peer>(
     peer: &Arc<P>,
     queues: &[String],
     count: usize,
@@ -242,6 +244,7 @@ pub async fn take<P: Peer>(
     Ok(Measured {
         rate: ops as f64 / elapsed.as_secs_f64(),
         p50: None,
+        p99: None,
         server_us,
         client_us,
     })

@@ -179,8 +179,9 @@ impl Shard {
     }
 
     /// Hand-offs waiting for their receivers, oldest first.
-    pub fn outbox(&self, limit: usize) -> Result<Vec<(u64, HandOff)>, StoreError> {
-        let (start, end) = keys::outbox_space();
+    pub fn outbox(&mut self, limit: usize) -> Result<Vec<(u64, HandOff)>, StoreError> {
+        let start = keys::outbox(self.st.outbox_floor);
+        let (_, end) = keys::outbox_space();
         let mut out = Vec::new();
         self.kv.scan(&start, &end, |k, v| {
             let seq = keys::seq_of(k, "outbox key").map_err(|e| State::corrupt(&self.kv, e))?;
@@ -192,6 +193,12 @@ impl Shard {
                 Flow::Continue
             })
         })?;
+        // Nothing below the oldest entry found is left, and new entries take higher
+        // sequences: the next scan starts there.
+        self.st.outbox_floor = match out.first() {
+            Some((seq, _)) => *seq,
+            None => self.st.seqs.seq.saturating_add(1),
+        };
         Ok(out)
     }
 

@@ -83,6 +83,7 @@ impl Shard {
             family_changes: Vec::new(),
             stages: Default::default(),
             lease_cursor: 0,
+            outbox_floor: 0,
             dedup_head_expiry: None,
             unlogged: Vec::new(),
         };

@@ -109,6 +109,11 @@ pub(super) struct State {
     /// Changes to those sums made by the transaction being built, applied by `commit`.
     pub family_changes: Vec<MemberChange>,
     pub lease_cursor: u64,
+    /// Every outbox entry below this sequence is gone. A hand-off acknowledged since the last
+    /// checkpoint leaves a deletion in the in-memory layers, and a scan from the start of the
+    /// outbox would walk all of them (a million after a million delayed enqueues) on every
+    /// call: the scan starts here instead.
+    pub outbox_floor: u64,
     /// When the oldest dedup entry expires, if known: until then only the count bound can
     /// make `prune_dedup` remove anything, so it need not look.
     pub dedup_head_expiry: Option<Timestamp>,

@@ -483,6 +483,51 @@ fn advance_is_local_or_handed_off_and_received_once() {
 }
 
 #[test]
+fn the_outbox_keeps_every_hand_off_not_yet_acknowledged_whatever_the_order_of_acks() {
+    let (dir, mut s) = with_queue(QueueConfig::default());
+    let mut delayed = |s: &mut Shard, name: &str| {
+        let mut c = cmd(name);
+        c.activate_at = Some(at(60));
+        s.enqueue(at(0), c).expect("enqueue");
+    };
+    let seqs = |s: &mut Shard| -> Vec<u64> {
+        s.outbox(10)
+            .expect("outbox")
+            .into_iter()
+            .map(|(seq, _)| seq)
+            .collect()
+    };
+    for name in ["a", "b", "c"] {
+        delayed(&mut s, name);
+    }
+    let [a, b, c] = seqs(&mut s)[..] else {
+        panic!("three schedules expected");
+    };
+    s.outbox_ack(&[b]);
+    assert_eq!(seqs(&mut s), [a, c]);
+    s.outbox_ack(&[a]);
+    assert_eq!(seqs(&mut s), [c]);
+    delayed(&mut s, "d");
+    let d = *seqs(&mut s).last().expect("d's schedule");
+    assert_eq!(seqs(&mut s), [c, d]);
+    s.outbox_ack(&[c, d]);
+    assert!(seqs(&mut s).is_empty());
+    delayed(&mut s, "e");
+    let [e] = seqs(&mut s)[..] else {
+        panic!("one schedule expected");
+    };
+    assert!(e > d);
+    // Reopened over what a checkpoint wrote, it finds the entry again from the start.
+    let layer = s.kv_mut().freeze();
+    crate::kv::checkpoint::write(s.kv().db(), s.kv().dir(), &layer, 1).expect("checkpoint");
+    s.kv_mut().finish_checkpoint();
+    drop(s);
+    let kv = Kv::open(&dir.path().join("state"), 1 << 20).expect("reopen kv");
+    let mut s = Shard::new(kv, ShardSettings::default()).expect("shard");
+    assert_eq!(seqs(&mut s), [e]);
+}
+
+#[test]
 fn take_skips_tombstones_of_events_taken_since_the_checkpoint() {
     let (_d, mut s) = with_queue(QueueConfig::default());
     for i in 0..100 {

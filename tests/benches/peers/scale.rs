@@ -1,0 +1,132 @@
+//! Cascade with a large store, alone (the peers have no per-user queues): an enqueue load on
+//! an empty store; then `plan.stored` per-user queues of one template holding one event
+//! each and `plan.pending` timers due in an hour; after that load, a SIGKILL and restart
+//! (how soon it serves again), the same enqueue load on the full store (its p99 against the
+//! empty store's), the delayed scenario among the pending timers, and a clean restart.
+//! After each step it prints the server's resident memory, the events stored and the data
+//! directory's size per event.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use cascade_client::Client;
+use cascade_e2e::bench::{disk_usage, events_stored, fill_per_user_queues};
+use cascade_e2e::process::{cpu_ticks, http_body, rss_bytes};
+use cascade_e2e::{Cluster, Mode};
+use tokio::runtime::Runtime;
+
+use crate::scenarios::{self, Measured};
+use crate::systems::{Cascade, Peer, now_micros, payload};
+use crate::{BoxError, Plan};
+
+/// Producers of the enqueue load, on the empty and on the full store.
+const PRODUCERS: usize = 16;
+/// The per-user queues are filled by `EnqueueBatch` of this many, this many in flight.
+const FILL: (usize, usize) = (1000, 8);
+/// When the pending timers are due: after the run.
+const PENDING_FOR: Duration = Duration::from_secs(3600);
+
+pub fn run(runtime: &Runtime, plan: &Plan) -> Result<(), BoxError> {
+    let mut cluster = Cluster::start_with(
+        Mode::Standalone,
+        None,
+        &[("CASCADE__CLUSTER__SHARDS", "1")],
+    );
+    let peer = Arc::new(Cascade {
+        addr: cluster.gateway().to_owned(),
+    });
+    let (producing, delayed) = (scenarios::queues("scale"), scenarios::queues("late"));
+    let pending = scenarios::queues("pending");
+    for queues in [&producing, &delayed, &pending] {
+        runtime.block_on(peer.setup(queues))?;
+    }
+    let empty = runtime.block_on(enqueue(&peer, &cluster, &producing, plan))?;
+    print_enqueue("empty store", &empty, None);
+
+    let loading = Instant::now();
+    runtime.block_on(async {
+        let client = Client::connect(&peer.addr).await?;
+        let event = payload(0, 0);
+        fill_per_user_queues(&client, "inbox", plan.stored, &event, FILL).await?;
+        let due = now_micros() + PENDING_FOR.as_micros() as u64;
+        scenarios::fill(&peer, &pending, plan.pending, move |_| Some(due)).await
+    })?;
+    println!(
+        "loaded {} per-user queues (one event each) and {} timers in {:.1} s",
+        plan.stored,
+        plan.pending,
+        loading.elapsed().as_secs_f64()
+    );
+    print_state(&cluster, "after the load", plan.settle)?;
+
+    let crashed = Instant::now();
+    cluster.crash_and_restart_dispatcher(0);
+    println!("SIGKILL, restart: ready after {:?}", crashed.elapsed());
+    print_state(&cluster, "after the SIGKILL restart", plan.settle)?;
+
+    let full = runtime.block_on(enqueue(&peer, &cluster, &producing, plan))?;
+    print_enqueue("full store", &full, Some(&empty));
+    let late = runtime.block_on(scenarios::delayed(&peer, &delayed, plan))?;
+    println!(
+        "{} delayed over {:?} among {} pending timers: lateness p50 {:.1} ms, p99 {:.1} ms, max {:.1} ms",
+        plan.delayed,
+        plan.spread,
+        plan.pending,
+        late.p50.as_secs_f64() * 1e3,
+        late.p99.as_secs_f64() * 1e3,
+        late.max.as_secs_f64() * 1e3
+    );
+
+    let stopped = Instant::now();
+    cluster.restart_standalone();
+    println!("SIGTERM, restart: ready after {:?}", stopped.elapsed());
+    print_state(&cluster, "after the clean restart", plan.settle)?;
+    cluster.stop();
+    Ok(())
+}
+
+/// The enqueue scenario's load, against the process serving now.
+async fn enqueue(
+    peer: &Arc<Cascade>,
+    cluster: &Cluster,
+    queues: &[String],
+    plan: &Plan,
+) -> Result<Measured, BoxError> {
+    let pid = cluster.front_pid();
+    let server = move || cpu_ticks(pid).map(|t| (pid, t)).into_iter().collect();
+    scenarios::enqueue(peer, &server, queues, PRODUCERS, plan).await
+}
+
+fn print_enqueue(store: &str, m: &Measured, empty: Option<&Measured>) {
+    let ms = |d: Option<Duration>| d.map_or(f64::NAN, |d| d.as_secs_f64() * 1e3);
+    let against = empty.map_or(String::new(), |e| {
+        let ratio = ms(m.p99) / ms(e.p99);
+        format!(" = {ratio:.2}x the empty store's p99")
+    });
+    println!(
+        "enqueue, {PRODUCERS} producers, {store}: {:.0}/s, p50 {:.2} ms, p99 {:.2} ms{against}",
+        m.rate,
+        ms(m.p50),
+        ms(m.p99)
+    );
+}
+
+/// After `settle` (the stats round, the allocator): resident memory, events stored (from
+/// `/metrics`) and the data directory's size.
+fn print_state(cluster: &Cluster, when: &str, settle: Duration) -> Result<(), BoxError> {
+    std::thread::sleep(settle);
+    let rss = rss_bytes(cluster.front_pid());
+    let metrics = http_body(cluster.http(), "/metrics").ok_or("no /metrics")?;
+    let events = events_stored(&metrics);
+    let (disk, wal) = disk_usage(&cluster.data_dir())?;
+    let mib = |bytes: u64| bytes as f64 / 1048576.0;
+    println!(
+        "{when}: RSS {:.1} MiB; {events} events stored; data directory {:.1} MiB \
+         ({:.1} MiB of it logs) = {:.0} bytes per event",
+        mib(rss),
+        mib(disk),
+        mib(wal),
+        disk as f64 / events.max(1) as f64
+    );
+    Ok(())
+}
