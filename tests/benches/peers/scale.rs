@@ -77,9 +77,14 @@ pub fn run(runtime: &Runtime, plan: &Plan) -> Result<(), BoxError> {
         late.max.as_secs_f64() * 1e3
     );
 
-    let stopped = Instant::now();
-    cluster.restart_standalone();
-    println!("SIGTERM, restart: ready after {:?}", stopped.elapsed());
+    let (terminated, mut stopped) = (Instant::now(), None);
+    cluster.restart_standalone_with(|| stopped = Some(Instant::now()));
+    let stopped = stopped.expect("stopped before the restart");
+    println!(
+        "SIGTERM: stopped after {:?} (its last checkpoint); restart: ready after {:?}",
+        stopped - terminated,
+        stopped.elapsed()
+    );
     print_state(&cluster, "after the clean restart", plan.settle)?;
     cluster.stop();
     Ok(())
