@@ -25,7 +25,11 @@ pub fn picked(args: &[String], names: &[&'static str]) -> Vec<&'static str> {
 
 /// Runs `request(i)` for `i` in `0..count` with `concurrency` in flight; the first error
 /// ends it.
-pub async fn in_parallel<F, Fut>(count: usize, concurrency: usize, request: F) -> Result<(), BoxError>
+pub async fn in_parallel<F, Fut>(
+    count: usize,
+    concurrency: usize,
+    request: F,
+) -> Result<(), BoxError>
 where
     F: Fn(usize) -> Fut,
     Fut: Future<Output = Result<(), BoxError>> + Send + 'static,

@@ -27,11 +27,8 @@ const FILL: (usize, usize) = (1000, 8);
 const PENDING_FOR: Duration = Duration::from_secs(3600);
 
 pub fn run(runtime: &Runtime, plan: &Plan) -> Result<(), BoxError> {
-    let mut cluster = Cluster::start_with(
-        Mode::Standalone,
-        None,
-        &[("CASCADE__CLUSTER__SHARDS", "1")],
-    );
+    let mut cluster =
+        Cluster::start_with(Mode::Standalone, None, &[("CASCADE__CLUSTER__SHARDS", "1")]);
     let peer = Arc::new(Cascade {
         addr: cluster.gateway().to_owned(),
     });

@@ -485,7 +485,7 @@ fn advance_is_local_or_handed_off_and_received_once() {
 #[test]
 fn the_outbox_keeps_every_hand_off_not_yet_acknowledged_whatever_the_order_of_acks() {
     let (dir, mut s) = with_queue(QueueConfig::default());
-    let mut delayed = |s: &mut Shard, name: &str| {
+    let delayed = |s: &mut Shard, name: &str| {
         let mut c = cmd(name);
         c.activate_at = Some(at(60));
         s.enqueue(at(0), c).expect("enqueue");
