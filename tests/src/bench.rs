@@ -95,6 +95,31 @@ pub fn events_stored(metrics: &str) -> u64 {
         .sum::<f64>() as u64
 }
 
+/// The upper bound of the bucket of histogram `name` in a `/metrics` page that holds the
+/// `q` quantile of its observations (`histogram_quantile` without interpolation), and how
+/// many there were; `None` without observations. Series of every label set are summed.
+pub fn histogram_quantile(metrics: &str, name: &str, q: f64) -> Option<(f64, u64)> {
+    let prefix = format!("{name}_bucket{{");
+    let mut buckets: Vec<(f64, u64)> = Vec::new();
+    for line in metrics.lines().filter(|l| l.starts_with(&prefix)) {
+        let le = line.split("le=\"").nth(1)?.split('"').next()?;
+        let bound = match le {
+            "+Inf" => f64::INFINITY,
+            le => le.parse().ok()?,
+        };
+        let count = line.rsplit(' ').next()?.parse::<f64>().ok()? as u64;
+        match buckets.iter_mut().find(|(b, _)| *b == bound) {
+            Some((_, sum)) => *sum += count,
+            None => buckets.push((bound, count)),
+        }
+    }
+    buckets.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let total = buckets.last()?.1;
+    let wanted = (q * total as f64).ceil() as u64;
+    let (bound, _) = buckets.iter().find(|(_, count)| *count >= wanted.max(1))?;
+    (total > 0).then_some((*bound, total))
+}
+
 /// The disk space the files under `dir` take (allocated blocks, as `du` counts them), and
 /// the part of it in directories named `wal`.
 pub fn disk_usage(dir: &Path) -> std::io::Result<(u64, u64)> {
@@ -119,7 +144,29 @@ pub fn disk_usage(dir: &Path) -> std::io::Result<(u64, u64)> {
 
 #[cfg(test)]
 mod tests {
-    use super::{events_stored, picked};
+    use super::{events_stored, histogram_quantile, picked};
+
+    #[test]
+    fn histogram_quantile_finds_the_bucket_of_the_quantile_over_every_series() {
+        let metrics = "h_bucket{le=\"0.005\",shard=\"0\"} 90\n\
+            h_bucket{le=\"0.005\",shard=\"1\"} 5\n\
+            h_bucket{le=\"0.5\",shard=\"0\"} 99\n\
+            h_bucket{le=\"0.5\",shard=\"1\"} 5\n\
+            h_bucket{le=\"+Inf\",shard=\"0\"} 100\n\
+            h_bucket{le=\"+Inf\",shard=\"1\"} 5\n\
+            h_sum 3.0\nh_count 105\n";
+        assert_eq!(histogram_quantile(metrics, "h", 0.9), Some((0.005, 105)));
+        assert_eq!(histogram_quantile(metrics, "h", 0.99), Some((0.5, 105)));
+        assert_eq!(
+            histogram_quantile(metrics, "h", 0.995),
+            Some((f64::INFINITY, 105))
+        );
+        assert_eq!(
+            histogram_quantile("h_bucket{le=\"+Inf\"} 0\n", "h", 0.5),
+            None
+        );
+        assert_eq!(histogram_quantile(metrics, "other", 0.5), None);
+    }
 
     #[test]
     fn events_stored_sums_every_depth_series_and_nothing_else() {

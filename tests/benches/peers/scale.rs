@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use cascade_client::Client;
-use cascade_e2e::bench::{disk_usage, events_stored, fill_per_user_queues};
+use cascade_e2e::bench::{disk_usage, events_stored, fill_per_user_queues, histogram_quantile};
 use cascade_e2e::process::{cpu_ticks, http_body, rss_bytes};
 use cascade_e2e::{Cluster, Mode};
 use tokio::runtime::Runtime;
@@ -73,6 +73,18 @@ pub fn run(runtime: &Runtime, plan: &Plan) -> Result<(), BoxError> {
         late.p99.as_secs_f64() * 1e3,
         late.max.as_secs_f64() * 1e3
     );
+    // The shard's own view: from each activation's due time to the shard applying it (the
+    // timer's wake-up and the hand-off), which tells that share from the take's.
+    let metrics = http_body(cluster.http(), "/metrics").ok_or("no /metrics")?;
+    for q in [0.5, 0.99] {
+        let lateness = "cascade_activation_lateness_seconds";
+        if let Some((bound, count)) = histogram_quantile(&metrics, lateness, q) {
+            println!(
+                "  {lateness} p{:.0}: ≤ {bound} s ({count} activations)",
+                q * 100.0
+            );
+        }
+    }
 
     let (terminated, mut stopped) = (Instant::now(), None);
     cluster.restart_standalone_with(|| stopped = Some(Instant::now()));
