@@ -192,16 +192,19 @@ impl Timer {
         if queues.is_empty() {
             return Ok(counts);
         }
-        let (start, end) = keys::schedule_range(0, last.as_micros());
+        let last = last.as_micros();
         let mut read = 0usize;
         let mut reached = None;
         let mut bucket = 0usize;
-        self.kv.scan(&start, &end, |key, _| {
+        let mut count = |key: &[u8]| -> Result<Flow, StoreError> {
             if read == limit {
                 return Ok(Flow::Stop);
             }
-            read += 1;
             let entry = decode_entry(key, &self.kv)?;
+            if entry.at.as_micros() > last {
+                return Ok(Flow::Stop);
+            }
+            read += 1;
             while bounds[bucket] < entry.at {
                 bucket += 1;
             }
@@ -215,7 +218,23 @@ impl Timer {
                 .or_insert_with(|| vec![0; bounds.len()]);
             per_bucket[bucket] += 1;
             Ok(Flow::Continue)
-        })?;
+        };
+        // Every entry due before `loaded_until` is in memory: counted from there, in time
+        // order, so that the scan does not walk the deletions that fired entries leave in the
+        // in-memory layers until the next checkpoint.
+        let mut loaded: Vec<&Vec<u8>> = self.near.iter().chain(&self.in_flight).collect();
+        loaded.sort_unstable();
+        let mut flow = Flow::Continue;
+        for key in loaded {
+            flow = count(key)?;
+            if flow == Flow::Stop {
+                break;
+            }
+        }
+        if flow == Flow::Continue {
+            let (start, end) = keys::schedule_range(self.loaded_until, last);
+            self.kv.scan(&start, &end, |key, _| count(key))?;
+        }
         if read == limit
             && let Some(reached) = reached
         {

@@ -111,6 +111,22 @@ fn due_counts_per_queue_and_bucket_with_a_bounded_scan() {
     let counts = t.due_counts(&[secs(60)], &only_mail, 100).expect("counts");
     assert_eq!(
         counts.queues.into_iter().collect::<Vec<_>>(),
-        vec![(mail, vec![1])]
+        vec![(mail.clone(), vec![1])]
     );
+    // Once time moved on, what is due before the loaded horizon (81 s) is counted from
+    // memory: "overdue" fired and was acknowledged, "a" is in flight, "late" is beyond.
+    let fired = t.due(secs(21), 2).expect("due");
+    t.acknowledge(&fired[..1]);
+    let counts = t
+        .due_counts(&[secs(30), secs(600)], &both, 100)
+        .expect("counts");
+    assert_eq!(counts.queues.get(&jobs), Some(&vec![2, 2]));
+    assert_eq!(counts.queues.get(&mail), Some(&vec![0, 1]));
+    // The limit cuts in time order across memory and the store: a, b, m, c.
+    let counts = t
+        .due_counts(&[secs(30), secs(600)], &both, 4)
+        .expect("counts");
+    assert_eq!(counts.bounds, vec![secs(30), secs(45)]);
+    assert_eq!(counts.queues.get(&jobs), Some(&vec![2, 1]));
+    assert_eq!(counts.queues.get(&mail), Some(&vec![0, 1]));
 }
