@@ -124,7 +124,8 @@ impl Shard {
         self.st.dedup_head_expiry = None;
         let mut head_expiry = None;
         let mut doomed = Vec::new();
-        let (start, end) = keys::dedup_age_space();
+        let start = keys::dedup_age(self.st.dedup_floor);
+        let (_, end) = keys::dedup_age_space();
         let kv = &self.kv;
         kv.scan(&start, &end, |age_key, dedup_key| {
             if doomed.len() < over {
@@ -155,9 +156,11 @@ impl Shard {
             return Ok(0);
         }
         let mut txn = self.st.begin(&self.kv);
+        let mut last_age_seq = 0;
         for (age_key, dedup_key) in &doomed {
             let age_seq =
                 keys::seq_of(age_key, "dedup age key").map_err(|e| State::corrupt(&self.kv, e))?;
+            last_age_seq = age_seq;
             // The entry may have been replaced by a newer one with its own age key.
             if let Some(v) = txn.get(dedup_key)? {
                 let rec = records::decode_dedup(&v).map_err(|e| State::corrupt(&self.kv, e))?;
@@ -170,6 +173,9 @@ impl Shard {
         self.st.seqs.add_dedup(-(doomed.len() as i64));
         let batch = self.st.seal(txn);
         self.st.commit(&mut self.kv, batch);
+        // The doomed are the oldest age keys from the floor on, and new ones take higher
+        // sequences: the next scan starts after them.
+        self.st.dedup_floor = last_age_seq.saturating_add(1);
         Ok(doomed.len())
     }
 

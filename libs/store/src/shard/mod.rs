@@ -84,6 +84,7 @@ impl Shard {
             stages: Default::default(),
             lease_cursor: 0,
             outbox_floor: 0,
+            dedup_floor: 0,
             dedup_head_expiry: None,
             unlogged: Vec::new(),
         };

@@ -114,6 +114,9 @@ pub(super) struct State {
     /// outbox would walk all of them (a million after a million delayed enqueues) on every
     /// call: the scan starts here instead.
     pub outbox_floor: u64,
+    /// Every dedup age key below this sequence is gone: pruning starts here, for the same
+    /// reason as the outbox (the entries it pruned since the last checkpoint leave deletions).
+    pub dedup_floor: u64,
     /// When the oldest dedup entry expires, if known: until then only the count bound can
     /// make `prune_dedup` remove anything, so it need not look.
     pub dedup_head_expiry: Option<Timestamp>,

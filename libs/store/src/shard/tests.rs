@@ -317,10 +317,13 @@ fn dedup_entries_stay_within_the_count_bound() {
         s.enqueue(at(0), c).expect("enqueue");
         assert!(s.dedup_entries() <= 51, "{} entries", s.dedup_entries());
     }
-    // The oldest keys aged out; the newest are still remembered.
-    let mut old = cmd("x");
-    old.idempotency_key = Some(IdempotencyKey::parse("k0").expect("key"));
-    assert!(!s.enqueue(at(0), old).expect("enqueue").duplicate);
+    // The oldest keys aged out, whichever pruning round removed them; the newest are still
+    // remembered.
+    for i in [0, 1, 5, 20, 100, 300, 440] {
+        let mut old = cmd("x");
+        old.idempotency_key = Some(IdempotencyKey::parse(&format!("k{i}")).expect("key"));
+        assert!(!s.enqueue(at(0), old).expect("enqueue").duplicate, "k{i}");
+    }
     let mut recent = cmd("x");
     recent.idempotency_key = Some(IdempotencyKey::parse("k499").expect("key"));
     assert!(s.enqueue(at(0), recent).expect("enqueue").duplicate);
