@@ -221,15 +221,23 @@ impl Timer {
         };
         // Every entry due before `loaded_until` is in memory: counted from there, in time
         // order, so that the scan does not walk the deletions that fired entries leave in the
-        // in-memory layers until the next checkpoint.
-        let mut loaded: Vec<&Vec<u8>> = self.near.iter().chain(&self.in_flight).collect();
-        loaded.sort_unstable();
+        // in-memory layers until the next checkpoint. `near` is sorted already; only the few
+        // in flight need sorting before the two are merged.
+        let mut in_flight: Vec<&Vec<u8>> = self.in_flight.iter().collect();
+        in_flight.sort_unstable();
+        let mut in_flight = in_flight.into_iter().peekable();
+        let mut near = self.near.iter().peekable();
         let mut flow = Flow::Continue;
-        for key in loaded {
-            flow = count(key)?;
-            if flow == Flow::Stop {
+        while flow == Flow::Continue {
+            let key = match (near.peek(), in_flight.peek()) {
+                (Some(n), Some(f)) if f < n => in_flight.next(),
+                (Some(_), _) => near.next(),
+                (None, _) => in_flight.next(),
+            };
+            let Some(key) = key else {
                 break;
-            }
+            };
+            flow = count(key)?;
         }
         if flow == Flow::Continue {
             let (start, end) = keys::schedule_range(self.loaded_until, last);
