@@ -2,7 +2,8 @@
 //! an empty store; then `plan.stored` per-user queues of one template holding one event
 //! each and `plan.pending` timers due in an hour; after that load, a SIGKILL and restart
 //! (how soon it serves again), the same enqueue load on the full store (its p99 against the
-//! empty store's), the delayed scenario among the pending timers, and a clean restart.
+//! empty store's), the delayed scenario among the pending timers (with the shard's own
+//! activation lateness from `/metrics` beside the consumers'), and a clean restart.
 //! After each step it prints the server's resident memory, the events stored and the data
 //! directory's size per event.
 
