@@ -397,10 +397,11 @@ impl<S: Maintenance> Writer<S> {
             if self.checkpoint_due() {
                 self.start_checkpoint();
             } else if self.checkpoint.is_some()
-                && self.state.kv().dirty_bytes() >= 2 * self.options.checkpoint_bytes
+                && self.state.kv().memory_bytes() >= 2 * self.options.checkpoint_bytes
             {
                 // sled is not keeping up with the writes: hold new work until the running
-                // checkpoint lands, so memory stays bounded and the rate is a sustainable one.
+                // checkpoint lands, so the layers stay within twice `checkpoint_bytes` (what
+                // the memory sizing in the docs counts on) and the rate is a sustainable one.
                 tracing::debug!("store.checkpoint.backpressure");
                 self.poll_checkpoint(true);
             }

@@ -12,8 +12,6 @@ use crate::kv::{checkpoint, open_sled};
 
 use super::{StoreOptions, recover, verify};
 
-/// Entries per sled batch.
-const BATCH: usize = 4096;
 /// The tools stream; a small cache is enough.
 pub(super) const TOOL_CACHE_BYTES: u64 = 16 << 20;
 
@@ -69,10 +67,8 @@ pub(super) struct NewStore {
     target: PathBuf,
     /// `None` once closed by `finish`.
     db: Option<sled::Db>,
-    batch: sled::Batch,
     /// Moved into place: nothing to clean up.
     done: bool,
-    pending: usize,
     /// Entries put so far (a key put twice counts twice).
     pub puts: u64,
 }
@@ -103,9 +99,7 @@ impl NewStore {
             building,
             target: target.to_path_buf(),
             db: Some(db),
-            batch: sled::Batch::default(),
             done: false,
-            pending: 0,
             puts: 0,
         })
     }
@@ -117,19 +111,9 @@ impl NewStore {
             return Ok(());
         }
         self.puts += 1;
-        self.batch.insert(key, value);
-        self.pending += 1;
-        if self.pending >= BATCH {
-            self.write_batch()?;
-        }
-        Ok(())
-    }
-
-    fn write_batch(&mut self) -> Result<(), StoreError> {
-        let batch = std::mem::take(&mut self.batch);
-        self.pending = 0;
         let db = self.db.as_ref().expect("open until finish");
-        db.apply_batch(batch)
+        db.insert(key, value)
+            .map(drop)
             .map_err(|e| StoreError::sled("write", &self.building, e))
     }
 
@@ -138,7 +122,6 @@ impl NewStore {
     /// `set_aside` (`None`: the target must not exist, or be an empty directory). Returns
     /// what the new store holds.
     pub fn finish(mut self, set_aside: Option<&Path>) -> Result<Contents, StoreError> {
-        self.write_batch()?;
         let db = self.db.take().expect("open until finish");
         db.flush()
             .map_err(|e| StoreError::sled("flush", &self.building, e))?;

@@ -14,29 +14,20 @@ use crate::error::StoreError;
 /// and its log, not part of its contents (an export leaves it out).
 pub(crate) const CHECKPOINT_LSN: &str = "checkpoint_lsn";
 
-/// Entries per sled batch. sled holds a lock that blocks its readers while it applies a
-/// batch, and the shard reads sled while a checkpoint runs: small batches keep those reads
-/// from stalling behind a whole layer.
-const CHUNK: usize = 1024;
-
-/// Writes `layer` into sled in chunks, then the checkpoint's log position, then makes the
-/// store durable. Runs on a background thread; the shard keeps serving meanwhile.
+/// Writes `layer` into sled key by key, then the checkpoint's log position, then makes the
+/// store durable. Runs on a background thread; the shard keeps serving meanwhile, reading
+/// sled as it goes: that is why this never uses a sled batch (see `kv::open_sled`).
 ///
 /// Not atomic, and need not be: until the position is written and durable, recovery replays
 /// the log from the previous checkpoint, which rewrites every key of this layer (whole-key
 /// writes, in order, leaving tombstones; see `Kv::replay`).
 pub fn write(db: &sled::Db, dir: &Path, layer: &Layer, lsn: u64) -> Result<(), StoreError> {
-    let mut entries = layer.iter().peekable();
-    while entries.peek().is_some() {
-        let mut batch = sled::Batch::default();
-        for (key, dirty) in entries.by_ref().take(CHUNK) {
-            match &dirty.value {
-                Some(v) => batch.insert(key.as_slice(), v.as_slice()),
-                None => batch.remove(key.as_slice()),
-            }
+    for (key, dirty) in layer.iter() {
+        match &dirty.value {
+            Some(v) => db.insert(key.as_slice(), v.as_slice()).map(drop),
+            None => db.remove(key.as_slice()).map(drop),
         }
-        db.apply_batch(batch)
-            .map_err(|e| StoreError::sled("apply a checkpoint", dir, e))?;
+        .map_err(|e| StoreError::sled("apply a checkpoint", dir, e))?;
     }
     // Flushed and synced before the position is written: sled must not claim a position
     // whose keys could still be lost.

@@ -27,6 +27,8 @@ pub struct Layers {
     pub active: Layer,
     pub frozen: Option<Arc<Layer>>,
     active_bytes: usize,
+    /// `active_bytes` of the frozen layer when it was frozen.
+    frozen_bytes: usize,
 }
 
 /// A value read from memory or from sled.
@@ -116,11 +118,16 @@ impl Layers {
         self.active_bytes
     }
 
+    /// Approximate memory held by both layers, the frozen one until its checkpoint lands.
+    pub fn bytes(&self) -> usize {
+        self.active_bytes + self.frozen_bytes
+    }
+
     /// Moves the active layer to `frozen` for a checkpoint. Panics (a bug) if one is running.
     pub fn freeze(&mut self) -> Arc<Layer> {
         assert!(self.frozen.is_none(), "one checkpoint at a time");
         let layer = Arc::new(std::mem::take(&mut self.active));
-        self.active_bytes = 0;
+        self.frozen_bytes = std::mem::take(&mut self.active_bytes);
         self.frozen = Some(Arc::clone(&layer));
         layer
     }
@@ -128,5 +135,6 @@ impl Layers {
     /// The frozen layer is in sled now: stop reading it.
     pub fn thaw(&mut self) {
         self.frozen = None;
+        self.frozen_bytes = 0;
     }
 }

@@ -32,6 +32,11 @@ pub struct Kv {
 
 /// Opens sled in `dir` with its own periodic flush off: that flush is no durability
 /// barrier, and checkpoints flush and fsync it themselves.
+///
+/// Stores write sled one key at a time, never through a batch or a transaction: sled 0.34's
+/// first batch or transaction in a process switches every sled tree of the process, each
+/// shard's, to one global reader-writer lock, and each batch then holds it exclusively, so a
+/// checkpoint's batches would stall every shard's reads. (`clippy.toml` forbids both.)
 pub fn open_sled(dir: &Path, cache_bytes: u64) -> Result<sled::Db, StoreError> {
     let config = sled::Config::new()
         .path(dir)
@@ -147,8 +152,14 @@ impl Kv {
         self.layers.apply(batch, true);
     }
 
+    /// Changes not yet checkpointed nor being checkpointed.
     pub fn dirty_bytes(&self) -> usize {
         self.layers.active_bytes()
+    }
+
+    /// Memory held by the changes not yet in sled, those being checkpointed included.
+    pub fn memory_bytes(&self) -> usize {
+        self.layers.bytes()
     }
 
     pub fn checkpoint_running(&self) -> bool {
@@ -270,5 +281,25 @@ mod tests {
         d.delete(b"k".to_vec());
         kv.apply(d);
         assert!(kv.freeze().is_empty());
+    }
+
+    #[test]
+    fn a_frozen_layer_counts_in_memory_until_its_checkpoint_lands() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut kv = Kv::open(dir.path(), 1 << 20).expect("open");
+        let mut b = Batch::default();
+        b.put_fresh(b"k".to_vec(), vec![0; 1000]);
+        kv.apply(b);
+        let held = kv.memory_bytes();
+        assert!(held >= 1000, "{held}");
+        let _frozen = kv.freeze();
+        assert_eq!((kv.dirty_bytes(), kv.memory_bytes()), (0, held));
+        let mut more = Batch::default();
+        more.put_fresh(b"j".to_vec(), vec![0; 500]);
+        kv.apply(more);
+        let dirty = kv.dirty_bytes();
+        assert_eq!(kv.memory_bytes(), held + dirty);
+        kv.finish_checkpoint();
+        assert_eq!(kv.memory_bytes(), dirty);
     }
 }
