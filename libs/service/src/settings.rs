@@ -166,7 +166,7 @@ pub struct StoreSettings {
     pub durability: DurabilityKind,
     #[serde(with = "serde_duration")]
     pub sync_interval: Duration,
-    /// sled's page cache, per shard.
+    /// sled's page cache, per store (each dispatcher shard and each timer shard has one).
     #[serde(with = "serde_size")]
     pub cache: u64,
     #[serde(with = "serde_duration")]
@@ -374,7 +374,7 @@ impl Default for StoreSettings {
         StoreSettings {
             durability: DurabilityKind::Fsync,
             sync_interval: Duration::from_millis(10),
-            cache: 256 << 20,
+            cache: 64 << 20,
             checkpoint_interval: Duration::from_secs(30),
             checkpoint_bytes: 256 << 20,
             dedup_max_entries: 1_000_000,

@@ -3,7 +3,8 @@
 //! each and `plan.pending` timers due in an hour; after that load, a SIGKILL and restart
 //! (how soon it serves again), the same enqueue load on the full store (its p99 against the
 //! empty store's), the delayed scenario among the pending timers (with the shard's own
-//! activation lateness from `/metrics` beside the consumers'), and a clean restart.
+//! activation lateness from `/metrics` beside the consumers'), and a clean restart after
+//! which `plan.backlog` events, all in sled by then, are taken and acked.
 //! After each step it prints the server's resident memory, the events stored and the data
 //! directory's size per event.
 
@@ -22,6 +23,8 @@ use crate::{BoxError, Plan};
 
 /// Producers of the enqueue load, on the empty and on the full store.
 const PRODUCERS: usize = 16;
+/// Consumers of the take+ack load after the clean restart.
+const CONSUMERS: usize = 16;
 /// The per-user queues are filled by `EnqueueBatch` of this many, this many in flight.
 const FILL: (usize, usize) = (1000, 8);
 /// When the pending timers are due: after the run.
@@ -34,8 +37,8 @@ pub fn run(runtime: &Runtime, plan: &Plan) -> Result<(), BoxError> {
         addr: cluster.gateway().to_owned(),
     });
     let (producing, delayed) = (scenarios::queues("scale"), scenarios::queues("late"));
-    let pending = scenarios::queues("pending");
-    for queues in [&producing, &delayed, &pending] {
+    let (pending, backlog) = (scenarios::queues("pending"), scenarios::queues("backlog"));
+    for queues in [&producing, &delayed, &pending, &backlog] {
         runtime.block_on(peer.setup(queues))?;
     }
     let empty = runtime.block_on(enqueue(&peer, &cluster, &producing, plan))?;
@@ -87,6 +90,10 @@ pub fn run(runtime: &Runtime, plan: &Plan) -> Result<(), BoxError> {
         }
     }
 
+    // A backlog to drain after the clean restart, when all of it is in sled: takes that read
+    // their events through sled's page cache (`store.cache`).
+    runtime.block_on(scenarios::fill(&peer, &backlog, plan.backlog, |_| None))?;
+
     let (terminated, mut stopped) = (Instant::now(), None);
     cluster.restart_standalone_with(|| stopped = Some(Instant::now()));
     let stopped = stopped.expect("stopped before the restart");
@@ -96,6 +103,23 @@ pub fn run(runtime: &Runtime, plan: &Plan) -> Result<(), BoxError> {
         stopped.elapsed()
     );
     print_state(&cluster, "after the clean restart", plan.settle)?;
+
+    let drained = runtime.block_on(scenarios::drain(
+        &peer,
+        &server_ticks(&cluster),
+        &backlog,
+        CONSUMERS,
+        plan.backlog,
+        plan.window,
+    ))?;
+    println!(
+        "take+ack, {CONSUMERS} consumers, batches of {}, from a backlog of {} in sled: {:.0} events/s; server {:.1} µs per event",
+        scenarios::BATCH,
+        plan.backlog,
+        drained.rate,
+        drained.server_us
+    );
+    print_state(&cluster, "after that take+ack", plan.settle)?;
     cluster.stop();
     Ok(())
 }
@@ -107,9 +131,13 @@ async fn enqueue(
     queues: &[String],
     plan: &Plan,
 ) -> Result<Measured, BoxError> {
+    scenarios::enqueue(peer, &server_ticks(cluster), queues, PRODUCERS, plan).await
+}
+
+/// The CPU ticks of the process serving now.
+fn server_ticks(cluster: &Cluster) -> impl Fn() -> Vec<(u32, u64)> + use<> {
     let pid = cluster.front_pid();
-    let server = move || cpu_ticks(pid).map(|t| (pid, t)).into_iter().collect();
-    scenarios::enqueue(peer, &server, queues, PRODUCERS, plan).await
+    move || cpu_ticks(pid).map(|t| (pid, t)).into_iter().collect()
 }
 
 fn print_enqueue(store: &str, m: &Measured, empty: Option<&Measured>) {

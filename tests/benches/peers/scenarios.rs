@@ -194,6 +194,19 @@ pub async fn take<P: Peer>(
     plan: &Plan,
 ) -> Result<Measured, BoxError> {
     fill(peer, queues, plan.backlog, |_| None).await?;
+    drain(peer, server, queues, consumers, plan.backlog, plan.window).await
+}
+
+/// `consumers` connections taking and acking batches of [`BATCH`] from the `backlog` events
+/// ready in `queues`, for `window` or until they are gone.
+pub async fn drain<P: Peer>(
+    peer: &Arc<P>,
+    server: ServerTicks<'_>,
+    queues: &[String],
+    consumers: usize,
+    backlog: usize,
+    window: Duration,
+) -> Result<Measured, BoxError> {
     let taken = Arc::new(AtomicU64::new(0));
     let stop = Arc::new(AtomicBool::new(false));
     // Every consumer connected first; they start together once the clock runs.
@@ -228,8 +241,8 @@ pub async fn take<P: Peer>(
     }
     let (before, at) = (cpu(server), Instant::now());
     go.send_replace(true);
-    let total = plan.backlog as u64;
-    while at.elapsed() < plan.window && taken.load(Ordering::Relaxed) < total && !tasks.is_empty() {
+    let total = backlog as u64;
+    while at.elapsed() < window && taken.load(Ordering::Relaxed) < total && !tasks.is_empty() {
         tokio::time::sleep(Duration::from_millis(10)).await;
         if let Some(ended) = tasks.try_join_next() {
             ended??;

@@ -53,7 +53,7 @@ impl Default for StoreOptions {
     fn default() -> Self {
         StoreOptions {
             durability: Durability::Fsync,
-            cache_bytes: 256 << 20,
+            cache_bytes: 64 << 20,
             wal_segment_bytes: 64 << 20,
             checkpoint_bytes: 256 << 20,
             checkpoint_interval: Duration::from_secs(30),
