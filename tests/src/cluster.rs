@@ -7,7 +7,7 @@
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use cascade_client::Client;
 
@@ -274,7 +274,6 @@ impl Cluster {
             .collect()
     }
 
-    /// The gateway's gRPC address (`127.0.0.1:<port>`).
     /// The process ID of standalone, or of the gateway in the distributed mode.
     pub fn front_pid(&self) -> u32 {
         self.front.process.pid()
@@ -285,6 +284,21 @@ impl Cluster {
         self.front.process.log()
     }
 
+    /// The front process's log once it holds `marker`, waiting for it up to `within`: a
+    /// process may log what it did a moment after a client can see it done.
+    pub fn front_log_once(&self, marker: &str, within: Duration) -> String {
+        let deadline = Instant::now() + within;
+        loop {
+            let log = self.front_log();
+            if log.contains(marker) {
+                return log;
+            }
+            assert!(Instant::now() < deadline, "never logged {marker:?}:\n{log}");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// The gateway's gRPC address (`127.0.0.1:<port>`).
     pub fn gateway(&self) -> &str {
         &self.grpc
     }

@@ -440,7 +440,7 @@ async fn callers_do_what_their_grants_and_quotas_allow() {
         .expect_err("revoked");
     assert_eq!(revoked.code(), Code::Unauthenticated);
 
-    let log = cluster.front_log();
+    let log = cluster.front_log_once(r#""action":"credentials.reload""#, WITHIN);
     cluster.stop();
     audit(&log);
 }

@@ -212,7 +212,7 @@ async fn the_grpc_port_speaks_tls_checks_client_certificates_and_reloads_its_own
         .expect("an open connection keeps working");
     first_call(&addr, &options).await.expect("a new connection");
 
-    let log = cluster.front_log();
+    let log = cluster.front_log_once(r#""action":"tls.reload""#, WITHIN);
     cluster.stop();
     assert!(
         log.lines()
