@@ -194,7 +194,7 @@ async fn timer_schedule_survives_a_restart() {
     let (kv, wal) = durable::recover(dir.path(), &options).expect("recover");
     let clock = SimClock::new(Timestamp::from_micros(1_000_000));
     let store = Store::start(
-        Timer::new(kv, Duration::from_secs(60)),
+        Timer::open(kv, Duration::from_secs(60)).expect("open"),
         wal,
         options.clone(),
         Arc::new(clock),
@@ -214,7 +214,7 @@ async fn timer_schedule_survives_a_restart() {
         .expect("join")
         .expect("shutdown");
     let (kv, _wal) = durable::recover(dir.path(), &options).expect("recover");
-    let mut timer = Timer::new(kv, Duration::from_secs(60));
+    let mut timer = Timer::open(kv, Duration::from_secs(60)).expect("open");
     assert_eq!(
         timer
             .due(Timestamp::from_micros(6_000_000), 10)

@@ -17,9 +17,7 @@ use cascade_proto::bus::v1::{
     DueBucket, DueCounts, DueCountsRequest, Empty, QueueDue, ScheduleBatch, TimerReply,
     TimerRequest, timer_reply, timer_request,
 };
-use cascade_proto::convert::{
-    cancel_entry_from_proto, schedule_entry_from_proto, timestamp_from_proto, timestamp_to_proto,
-};
+use cascade_proto::convert::{schedule_entry_from_proto, timestamp_from_proto, timestamp_to_proto};
 
 use crate::TimerError;
 use crate::shard::TimerShard;
@@ -185,17 +183,17 @@ async fn schedule(ctx: &TimerShard, batch: ScheduleBatch) -> Result<(), TimerErr
 }
 
 async fn cancel(ctx: &TimerShard, batch: ScheduleBatch) -> Result<(), TimerError> {
-    let mut keys = Vec::with_capacity(batch.entries.len());
+    let mut entries = Vec::with_capacity(batch.entries.len());
     for (index, entry) in batch.entries.iter().enumerate() {
-        match cancel_entry_from_proto(entry, &format!("entries[{index}]")) {
-            Ok(valid) => keys.push(valid),
+        match schedule_entry_from_proto(entry, &format!("entries[{index}]")) {
+            Ok(valid) => entries.push(valid),
             Err(e) => tracing::warn!(shard = ctx.shard, error = %e, "timer.cancel.invalid"),
         }
     }
     ctx.store
         .run(move |timer, _| {
-            for (queue, id, version) in &keys {
-                timer.cancel(queue, id, *version)?;
+            for entry in &entries {
+                timer.cancel(entry)?;
             }
             Ok(())
         })

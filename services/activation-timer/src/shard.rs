@@ -84,7 +84,7 @@ async fn open(
     let horizon = settings.timer.horizon;
     let commits = observe_commits(metrics, StoreKind::Timer);
     let store = open_shard_store(settings, SERVICE, shard, Some(commits), move |kv| {
-        Ok(Timer::new(kv, horizon))
+        Timer::open(kv, horizon)
     })
     .await?;
     Ok(Arc::new(TimerShard {

@@ -78,17 +78,6 @@ pub fn schedule_entry_from_proto(
     })
 }
 
-/// The `(queue, id, version)` of an entry to cancel (its `at` is not needed), fields under
-/// `prefix` (`entries[i]`).
-pub fn cancel_entry_from_proto(
-    entry: &bus::ScheduleEntry,
-    prefix: &str,
-) -> Result<(QueueName, EventId, u64), ConvertError> {
-    let queue = QueueName::parse_field(&entry.queue, &field_at(prefix, "queue"))?;
-    let id = EventId::parse(&entry.id).map_err(|e| under(prefix, e))?;
-    Ok((queue, id, entry.version))
-}
-
 pub fn activation_to_proto(queue: &QueueName, id: &EventId, version: u64) -> bus::Activation {
     bus::Activation {
         queue: queue.to_string(),
@@ -166,14 +155,6 @@ mod tests {
         assert_eq!(
             schedule_entry_from_proto(&sent, "entries[0]"),
             Ok(entry.clone())
-        );
-        let cancel = bus::ScheduleEntry {
-            at: None,
-            ..sent.clone()
-        };
-        assert_eq!(
-            cancel_entry_from_proto(&cancel, "entries[0]"),
-            Ok((entry.queue.clone(), entry.id.clone(), 9))
         );
         let missing = bus::ScheduleEntry { at: None, ..sent };
         let err = schedule_entry_from_proto(&missing, "entries[4]").expect_err("no time");

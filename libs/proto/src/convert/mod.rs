@@ -24,8 +24,8 @@ mod time;
 mod worker;
 
 pub use bus::{
-    activation_from_proto, activation_to_proto, cancel_entry_from_proto, delivery_from_proto,
-    delivery_to_proto, schedule_entry_from_proto, schedule_entry_to_proto,
+    activation_from_proto, activation_to_proto, delivery_from_proto, delivery_to_proto,
+    schedule_entry_from_proto, schedule_entry_to_proto,
 };
 pub use enqueue::{
     Destination, EnqueueItem, When, enqueue_batch_from_proto, enqueue_from_proto,

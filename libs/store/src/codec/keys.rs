@@ -19,7 +19,9 @@ pub(crate) const DEDUP_AGE: u8 = 0x21;
 pub(crate) const OUTBOX: u8 = 0x30;
 pub(crate) const RECEIVED: u8 = 0x31;
 pub(crate) const SCHEDULE: u8 = 0x40;
-pub(crate) const SCHEDULED_EVENT: u8 = 0x41;
+/// An index of the timer's entries by event, which earlier builds wrote for a cancel that now
+/// names the entry's time: read only to carry such a store forward (`Timer::open`, repair).
+pub(crate) const LEGACY_SCHEDULE_INDEX: u8 = 0x41;
 
 pub fn meta(name: &str) -> Vec<u8> {
     Writer::default().u8(META).raw(name.as_bytes()).finish()
@@ -173,11 +175,17 @@ pub fn schedule(at: u64, queue: &str, id: &str, version: u64) -> Vec<u8> {
         .finish()
 }
 
-/// Where the schedule of `(queue, id, version)` is: its time, for cancel.
-pub fn scheduled_event(queue: &str, id: &str, version: u64) -> Vec<u8> {
+/// The legacy index keyspace (`LEGACY_SCHEDULE_INDEX`), whole.
+pub fn legacy_schedule_index_space() -> (Vec<u8>, Vec<u8>) {
+    (vec![LEGACY_SCHEDULE_INDEX], vec![LEGACY_SCHEDULE_INDEX + 1])
+}
+
+/// A legacy index key as earlier builds wrote it.
+#[cfg(test)]
+pub fn legacy_schedule_index(queue: &str, id: &str, version: u64) -> Vec<u8> {
     let len = u8::try_from(queue.len()).expect("queue names are at most 200 bytes");
     Writer::default()
-        .u8(SCHEDULED_EVENT)
+        .u8(LEGACY_SCHEDULE_INDEX)
         .u8(len)
         .raw(queue.as_bytes())
         .u64(version)
@@ -206,10 +214,11 @@ pub fn decode_schedule(key: &[u8]) -> Result<(u64, String, String, u64), Malform
     Ok((at, queue, id, version))
 }
 
-/// `(queue, id, version)` of a scheduled-event key (`scheduled_event`).
-pub fn decode_scheduled_event(key: &[u8]) -> Result<(String, String, u64), Malformed> {
+/// `(queue, id, version)` of a legacy index key (`LEGACY_SCHEDULE_INDEX`: its prefix, the
+/// queue with its length first, the version, the ID).
+pub fn decode_legacy_schedule_index(key: &[u8]) -> Result<(String, String, u64), Malformed> {
     let mut r = Reader::new(key, "schedule index key");
-    if r.u8()? != SCHEDULED_EVENT {
+    if r.u8()? != LEGACY_SCHEDULE_INDEX {
         return Err(r.malformed("wrong prefix"));
     }
     queue_id_version(&mut r, "schedule index key")

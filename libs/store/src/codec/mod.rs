@@ -23,7 +23,7 @@ pub fn check_entry(key: &[u8], value: &[u8]) -> Result<(), Malformed> {
         keys::META if key == keys::meta("cluster").as_slice() => {
             records::decode_cluster(value).map(drop)
         }
-        keys::META | keys::RECEIVED | keys::SCHEDULED_EVENT => {
+        keys::META | keys::RECEIVED | keys::LEGACY_SCHEDULE_INDEX => {
             records::decode_u64(value, "number").map(drop)
         }
         keys::READY => keys::decode_ready(key).map(drop),

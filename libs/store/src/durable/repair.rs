@@ -286,12 +286,14 @@ impl Rebuild {
             }
             keys::SCHEDULE => {
                 let (at, queue, id, version) = keys::decode_schedule(key)?;
-                schedule_entries(at, &queue, &id, version)?
+                schedule_entry(at, &queue, &id, version)?
             }
-            keys::SCHEDULED_EVENT => {
-                let (queue, id, version) = keys::decode_scheduled_event(key)?;
+            // An earlier build's index of an entry: the entry it names, in case the entry's
+            // own key is what was lost.
+            keys::LEGACY_SCHEDULE_INDEX => {
+                let (queue, id, version) = keys::decode_legacy_schedule_index(key)?;
                 let at = records::decode_u64(value, "schedule index")?;
-                schedule_entries(at, &queue, &id, version)?
+                schedule_entry(at, &queue, &id, version)?
             }
             _ => same(),
         })
@@ -395,17 +397,11 @@ fn is_sequence(key: &[u8]) -> bool {
         .any(|name| key == keys::meta(name).as_slice())
 }
 
-/// Both views of a timer's schedule entry: by time, and by event (for a cancel).
-fn schedule_entries(at: u64, queue: &str, id: &str, version: u64) -> Result<Entries, Malformed> {
+/// A timer's schedule entry, checked.
+fn schedule_entry(at: u64, queue: &str, id: &str, version: u64) -> Result<Entries, Malformed> {
     QueueName::parse(queue).map_err(|e| Malformed(format!("schedule of queue {queue}: {e}")))?;
     EventId::parse(id).map_err(|e| Malformed(format!("schedule of event {id}: {e}")))?;
-    Ok(vec![
-        (keys::schedule(at, queue, id, version), Vec::new()),
-        (
-            keys::scheduled_event(queue, id, version),
-            records::encode_u64(at),
-        ),
-    ])
+    Ok(vec![(keys::schedule(at, queue, id, version), Vec::new())])
 }
 
 /// The queue ID of an event or counters key.

@@ -125,13 +125,13 @@ fn a_forced_repair_of_a_healthy_store_schedules_its_delayed_events_again() {
 }
 
 #[test]
-fn a_timer_store_gets_both_views_of_each_schedule_back() {
+fn a_timer_entry_lost_beside_an_earlier_builds_index_comes_back_from_it() {
     use crate::timer::{ScheduleEntry, Timer};
 
     let dir = tempfile::tempdir().expect("tempdir");
     let source = dir.path().join("timer");
     let (kv, mut wal) = recover(&source, &StoreOptions::default()).expect("recover");
-    let mut timer = Timer::new(kv, std::time::Duration::from_secs(60));
+    let mut timer = Timer::open(kv, std::time::Duration::from_secs(60)).expect("open");
     let entry = |id: &str| ScheduleEntry {
         at: at(100),
         queue: q("jobs"),
@@ -148,26 +148,25 @@ fn a_timer_store_gets_both_views_of_each_schedule_back() {
     export(&source, &file).expect("export");
     let store = dir.path().join("store");
     import(&file, &store).expect("import");
-    // `b` loses its index entry (by event), which a cancel needs.
+    // `b` loses its entry; the index an earlier build kept of it survives.
     let db = open_sled(&store.join("state"), 1 << 20).expect("sled");
-    db.remove(keys::scheduled_event("jobs", "b", 7))
+    db.remove(keys::schedule(at(100).as_micros(), "jobs", "b", 7))
         .expect("remove");
+    db.insert(
+        keys::legacy_schedule_index("jobs", "b", 7),
+        records::encode_u64(at(100).as_micros()),
+    )
+    .expect("insert");
     db.flush().expect("flush");
     drop(db);
 
     let report = repair(&store, true).expect("repair").expect("repaired");
     assert_eq!(report.contents.schedules, 2, "{report:?}");
     let (kv, _wal) = recover(&store, &StoreOptions::default()).expect("recover");
-    let mut timer = Timer::new(kv, std::time::Duration::from_secs(60));
+    let mut timer = Timer::open(kv, std::time::Duration::from_secs(60)).expect("open");
     for id in ["a", "b"] {
-        let cancelled = timer
-            .cancel(
-                &q("jobs"),
-                &cascade_core::EventId::parse(id).expect("id"),
-                7,
-            )
-            .expect("cancel");
-        assert!(cancelled, "{id} has its index again");
+        let cancelled = timer.cancel(&entry(id)).expect("cancel");
+        assert!(cancelled, "{id} is scheduled");
     }
 }
 

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use cascade_core::{EventId, QueueName, Timestamp};
 
-use crate::codec::{keys, records};
+use crate::codec::keys;
 use crate::durable::Maintenance;
 use crate::error::StoreError;
 use crate::kv::{Batch, Flow, Kv, Txn};
@@ -55,15 +55,27 @@ pub struct Timer {
 }
 
 impl Timer {
-    pub fn new(kv: Kv, horizon: Duration) -> Timer {
-        Timer {
+    /// The timer of a recovered store. The index of entries by event that earlier builds kept
+    /// beside the schedule is deleted here, through the log like any change: a cancel names
+    /// the entry's time now, so the index only cost a second key per entry.
+    pub fn open(kv: Kv, horizon: Duration) -> Result<Timer, StoreError> {
+        let mut timer = Timer {
             kv,
             unlogged: Vec::new(),
             horizon,
             near: BTreeSet::new(),
             in_flight: HashSet::new(),
             loaded_until: 0,
-        }
+        };
+        let (start, end) = keys::legacy_schedule_index_space();
+        let mut txn = Txn::new(&timer.kv);
+        timer.kv.scan(&start, &end, |key, _| {
+            txn.delete(key.to_vec());
+            Ok(Flow::Continue)
+        })?;
+        let batch = txn.into_batch();
+        timer.commit(batch);
+        Ok(timer)
     }
 
     /// Stores entries; scheduling one that is already stored changes nothing.
@@ -71,10 +83,6 @@ impl Timer {
         let mut txn = Txn::new(&self.kv);
         for e in entries {
             let key = entry_key(e);
-            txn.put(
-                keys::scheduled_event(e.queue.as_str(), e.id.as_str(), e.version),
-                records::encode_u64(e.at.as_micros()),
-            );
             if e.at.as_micros() < self.loaded_until && !self.in_flight.contains(&key) {
                 self.near.insert(key.clone());
             }
@@ -84,25 +92,16 @@ impl Timer {
         self.commit(batch);
     }
 
-    /// Removes the entry of `(queue, id, version)`; false if there was none.
-    pub fn cancel(
-        &mut self,
-        queue: &QueueName,
-        id: &EventId,
-        version: u64,
-    ) -> Result<bool, StoreError> {
-        let index = keys::scheduled_event(queue.as_str(), id.as_str(), version);
-        let Some(at) = self.kv.get(&index)? else {
+    /// Removes `entry` (as scheduled: its time is part of its key); false if it was not there.
+    pub fn cancel(&mut self, entry: &ScheduleEntry) -> Result<bool, StoreError> {
+        let key = entry_key(entry);
+        if self.kv.get(&key)?.is_none() {
             return Ok(false);
-        };
-        let at = records::decode_u64(&at, "schedule index")
-            .map_err(|e| StoreError::corrupt(self.kv.dir(), e.to_string()))?;
-        let key = keys::schedule(at, queue.as_str(), id.as_str(), version);
-        let mut txn = Txn::new(&self.kv);
-        txn.delete(index);
-        txn.delete(key.clone());
+        }
         self.near.remove(&key);
         self.in_flight.remove(&key);
+        let mut txn = Txn::new(&self.kv);
+        txn.delete(key);
         let batch = txn.into_batch();
         self.commit(batch);
         Ok(true)
@@ -138,11 +137,6 @@ impl Timer {
             self.in_flight.remove(&key);
             self.near.remove(&key);
             txn.delete(key);
-            txn.delete(keys::scheduled_event(
-                e.queue.as_str(),
-                e.id.as_str(),
-                e.version,
-            ));
         }
         let batch = txn.into_batch();
         self.commit(batch);

@@ -6,6 +6,7 @@ use std::time::Duration;
 use cascade_core::{EventId, QueueName, Timestamp};
 
 use super::*;
+use crate::codec::records;
 
 fn entry(secs: u64, id: &str, version: u64) -> ScheduleEntry {
     ScheduleEntry {
@@ -19,7 +20,7 @@ fn entry(secs: u64, id: &str, version: u64) -> ScheduleEntry {
 fn timer() -> (tempfile::TempDir, Timer) {
     let dir = tempfile::tempdir().expect("tempdir");
     let kv = Kv::open(&dir.path().join("state"), 1 << 20).expect("kv");
-    (dir, Timer::new(kv, Duration::from_secs(60)))
+    (dir, Timer::open(kv, Duration::from_secs(60)).expect("open"))
 }
 
 fn secs(s: u64) -> Timestamp {
@@ -42,18 +43,43 @@ fn due_entries_come_in_time_order_and_stay_until_acknowledged() {
 }
 
 #[test]
-fn cancel_by_event_and_version() {
+fn cancel_names_the_entry_as_scheduled() {
     let (_d, mut t) = timer();
     t.schedule(&[entry(10, "a", 1), entry(10, "a", 2)]);
-    assert!(
-        t.cancel(&entry(0, "a", 1).queue, &entry(0, "a", 1).id, 1)
-            .expect("cancel")
-    );
-    assert!(
-        !t.cancel(&entry(0, "a", 1).queue, &entry(0, "a", 1).id, 1)
-            .expect("again")
-    );
+    assert!(!t.cancel(&entry(11, "a", 1)).expect("another time"));
+    assert!(t.cancel(&entry(10, "a", 1)).expect("cancel"));
+    assert!(!t.cancel(&entry(10, "a", 1)).expect("again"));
     assert_eq!(t.due(secs(20), 10).expect("due"), vec![entry(10, "a", 2)]);
+}
+
+#[test]
+fn open_deletes_the_index_earlier_builds_kept_and_logs_that() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut kv = Kv::open(&dir.path().join("state"), 1 << 20).expect("kv");
+    let mut earlier = Batch::default();
+    earlier.put(entry_key(&entry(10, "a", 1)), Vec::new());
+    earlier.put(
+        keys::legacy_schedule_index("jobs", "a", 1),
+        records::encode_u64(secs(10).as_micros()),
+    );
+    kv.apply(earlier);
+    let mut t = Timer::open(kv, Duration::from_secs(60)).expect("open");
+    let (start, end) = keys::legacy_schedule_index_space();
+    let mut left = 0;
+    t.kv.scan(&start, &end, |_, _| {
+        left += 1;
+        Ok(Flow::Continue)
+    })
+    .expect("scan");
+    assert_eq!(left, 0);
+    assert_eq!(t.take_unlogged().len(), 1, "the deletion goes to the log");
+    assert_eq!(t.due(secs(20), 10).expect("due"), vec![entry(10, "a", 1)]);
+
+    let (_d, mut current) = timer();
+    assert!(
+        current.take_unlogged().is_empty(),
+        "nothing to delete, nothing logged"
+    );
 }
 
 #[test]

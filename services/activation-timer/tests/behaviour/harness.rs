@@ -115,16 +115,25 @@ impl Harness {
 
     pub async fn schedule_at(&self, id: &str, at: Timestamp) {
         self.due.lock().expect("due").push((id.to_owned(), at));
-        let entry = entry(id, Some(at));
+        let entry = entry(id, at);
         self.timer_request(timer_request::Op::Schedule(ScheduleBatch {
             entries: vec![entry],
         }))
         .await;
     }
 
+    /// Cancels the entry `schedule` made for `id`, naming it with its time as a cancel must.
     pub async fn cancel(&self, id: &str) {
+        let at = self
+            .due
+            .lock()
+            .expect("due")
+            .iter()
+            .find(|(scheduled, _)| scheduled == id)
+            .map(|(_, at)| *at)
+            .expect("scheduled before it is cancelled");
         self.timer_request(timer_request::Op::Cancel(ScheduleBatch {
-            entries: vec![entry(id, None)],
+            entries: vec![entry(id, at)],
         }))
         .await;
     }
@@ -154,12 +163,12 @@ impl Harness {
     }
 }
 
-fn entry(id: &str, at: Option<Timestamp>) -> ScheduleEntry {
+fn entry(id: &str, at: Timestamp) -> ScheduleEntry {
     ScheduleEntry {
         queue: "jobs".into(),
         id: id.into(),
         version: 1,
-        at: at.map(timestamp_to_proto),
+        at: Some(timestamp_to_proto(at)),
     }
 }
 
