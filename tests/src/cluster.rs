@@ -39,6 +39,8 @@ struct Service {
     process: Process,
     http: String,
     command: Box<dyn Fn() -> Command + Send + Sync>,
+    /// Beyond the defaults, how long a restart may take to be ready, and a clean stop to end.
+    patience: Duration,
 }
 
 impl Service {
@@ -54,13 +56,18 @@ impl Service {
             process,
             http,
             command,
+            patience: Duration::ZERO,
         }
     }
 
     fn restart(&mut self, logs: &Path) {
         let name = self.process.name.clone();
         self.process = Process::start(&name, (self.command)(), logs);
-        wait_ready(&mut self.process, &self.http, READY_WITHIN);
+        wait_ready(
+            &mut self.process,
+            &self.http,
+            READY_WITHIN.max(self.patience),
+        );
     }
 }
 
@@ -313,6 +320,15 @@ impl Cluster {
         self.dir.path().join("data")
     }
 
+    /// Lets the processes that hold state take up to `within` to be ready after a restart,
+    /// and to end after a SIGTERM, for benchmarks whose stores are far larger than a test's.
+    pub fn set_patience(&mut self, within: Duration) {
+        self.front.patience = within;
+        for dispatcher in &mut self.dispatchers {
+            dispatcher.patience = within;
+        }
+    }
+
     /// SIGKILLs the process that owns dispatcher shard `shard` and starts it again on the
     /// same data (standalone: the whole process).
     pub fn crash_and_restart_dispatcher(&mut self, shard: u32) {
@@ -460,7 +476,7 @@ impl Cluster {
             let status = manager.process.terminate(GRACE);
             assert!(status.success(), "resource-manager exited with {status}");
         }
-        let status = self.front.process.terminate(GRACE);
+        let status = self.front.process.terminate(GRACE.max(self.front.patience));
         assert!(
             status.success(),
             "{} exited with {status}",
@@ -483,7 +499,7 @@ impl Cluster {
     /// Like `restart_standalone`, running `while_stopped` between the stop and the start.
     pub fn restart_standalone_with(&mut self, while_stopped: impl FnOnce()) {
         assert_eq!(self.mode, Mode::Standalone);
-        let status = self.front.process.terminate(GRACE);
+        let status = self.front.process.terminate(GRACE.max(self.front.patience));
         assert!(status.success(), "standalone exited with {status}");
         while_stopped();
         let logs = self.dir.path().to_path_buf();

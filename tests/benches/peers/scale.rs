@@ -27,12 +27,17 @@ const PRODUCERS: usize = 16;
 const CONSUMERS: usize = 16;
 /// The per-user queues are filled by `EnqueueBatch` of this many, this many in flight.
 const FILL: (usize, usize) = (1000, 8);
+/// The longest a restart or a clean stop may take before the scenario gives up.
+const PATIENCE: Duration = Duration::from_secs(600);
 /// When the pending timers are due: after the run.
 const PENDING_FOR: Duration = Duration::from_secs(3600);
 
 pub fn run(runtime: &Runtime, plan: &Plan) -> Result<(), BoxError> {
     let mut cluster =
         Cluster::start_with(Mode::Standalone, None, &[("CASCADE__CLUSTER__SHARDS", "1")]);
+    // How long a restart or a clean stop takes is measured, not bounded: at 10M events it
+    // may pass a test's limits.
+    cluster.set_patience(PATIENCE);
     let peer = Arc::new(Cascade {
         addr: cluster.gateway().to_owned(),
     });

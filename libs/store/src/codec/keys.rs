@@ -5,12 +5,22 @@
 use super::bytes::{Malformed, Reader, Writer};
 
 /// Bumped when any key or value layout changes; stored under `meta/format` and checked on open.
-pub const FORMAT_VERSION: u64 = 1;
+/// Format 2 added the template index, the family sums and the queue count, which the shard
+/// keeps in step with every change so that opening a store need not scan every queue.
+pub const FORMAT_VERSION: u64 = 2;
+
+/// Whether this build opens a store of `format`. A format 1 store is carried forward: what
+/// format 2 adds is built when the shard opens it, and the timer drops its legacy index.
+pub fn readable_format(format: u64) -> bool {
+    (1..=FORMAT_VERSION).contains(&format)
+}
 
 pub(crate) const META: u8 = 0x00;
 pub(crate) const QUEUE: u8 = 0x01;
 pub(crate) const PIPELINE: u8 = 0x02;
 pub(crate) const COUNTERS: u8 = 0x03;
+pub(crate) const TEMPLATE: u8 = 0x04;
+pub(crate) const FAMILY: u8 = 0x05;
 pub(crate) const EVENT: u8 = 0x10;
 pub(crate) const READY: u8 = 0x11;
 pub(crate) const LEASE: u8 = 0x12;
@@ -47,6 +57,33 @@ pub fn pipeline(name: &str) -> Vec<u8> {
 
 pub fn pipeline_space() -> (Vec<u8>, Vec<u8>) {
     (vec![PIPELINE], vec![PIPELINE + 1])
+}
+
+/// The index of templates among the queue records: a template's name, no value.
+pub fn template(name: &str) -> Vec<u8> {
+    Writer::default().u8(TEMPLATE).raw(name.as_bytes()).finish()
+}
+
+pub fn template_name_of(key: &[u8]) -> Option<&[u8]> {
+    key.strip_prefix(&[TEMPLATE])
+}
+
+pub fn template_space() -> (Vec<u8>, Vec<u8>) {
+    (vec![TEMPLATE], vec![TEMPLATE + 1])
+}
+
+/// The sums of the queues a template covers, by the family's name (the template's, or its
+/// dead-letter family's).
+pub fn family(name: &str) -> Vec<u8> {
+    Writer::default().u8(FAMILY).raw(name.as_bytes()).finish()
+}
+
+pub fn family_name_of(key: &[u8]) -> Option<&[u8]> {
+    key.strip_prefix(&[FAMILY])
+}
+
+pub fn family_space() -> (Vec<u8>, Vec<u8>) {
+    (vec![FAMILY], vec![FAMILY + 1])
 }
 
 pub fn counters(qid: u64) -> Vec<u8> {

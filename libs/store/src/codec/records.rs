@@ -179,23 +179,52 @@ fn event_id(r: &mut Reader<'_>) -> Result<EventId, Malformed> {
 }
 
 pub fn encode_counters(c: &Counters) -> Vec<u8> {
-    Writer::with_capacity(65)
-        .u8(V1)
-        .u64(c.ready)
+    let mut w = Writer::with_capacity(65);
+    w.u8(V1);
+    write_counters(&mut w, c);
+    w.finish()
+}
+
+pub fn decode_counters(buf: &[u8]) -> Result<Counters, Malformed> {
+    let mut r = Reader::new(buf, "queue counters");
+    r.expect_version(V1)?;
+    let c = read_counters(&mut r)?;
+    r.finish()?;
+    Ok(c)
+}
+
+/// A template family's sums: its members' counters added up, and how many members hold a
+/// counters record.
+pub fn encode_family(counters: &Counters, members: u64) -> Vec<u8> {
+    let mut w = Writer::with_capacity(73);
+    w.u8(V1);
+    write_counters(&mut w, counters);
+    w.u64(members);
+    w.finish()
+}
+
+pub fn decode_family(buf: &[u8]) -> Result<(Counters, u64), Malformed> {
+    let mut r = Reader::new(buf, "family sums");
+    r.expect_version(V1)?;
+    let counters = read_counters(&mut r)?;
+    let members = r.u64()?;
+    r.finish()?;
+    Ok((counters, members))
+}
+
+fn write_counters(w: &mut Writer, c: &Counters) {
+    w.u64(c.ready)
         .u64(c.delayed)
         .u64(c.leased)
         .u64(c.dead_lettered)
         .u64(c.enqueued_total)
         .u64(c.completed_total)
         .u64(c.expired_leases_total)
-        .u64(c.retries_total)
-        .finish()
+        .u64(c.retries_total);
 }
 
-pub fn decode_counters(buf: &[u8]) -> Result<Counters, Malformed> {
-    let mut r = Reader::new(buf, "queue counters");
-    r.expect_version(V1)?;
-    let c = Counters {
+fn read_counters(r: &mut Reader<'_>) -> Result<Counters, Malformed> {
+    Ok(Counters {
         ready: r.u64()?,
         delayed: r.u64()?,
         leased: r.u64()?,
@@ -204,9 +233,7 @@ pub fn decode_counters(buf: &[u8]) -> Result<Counters, Malformed> {
         completed_total: r.u64()?,
         expired_leases_total: r.u64()?,
         retries_total: r.u64()?,
-    };
-    r.finish()?;
-    Ok(c)
+    })
 }
 
 fn encode_state(s: EventState) -> u8 {

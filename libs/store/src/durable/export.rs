@@ -65,11 +65,11 @@ fn read_stopped(dir: &Path) -> Result<Kv, StoreError> {
     let format = kv
         .get(&keys::meta("format"))?
         .and_then(|v| records::decode_u64(&v, "store format").ok());
-    if format != Some(keys::FORMAT_VERSION) {
+    if !format.is_some_and(keys::readable_format) {
         return Err(StoreError::tool(
             dir,
             format!(
-                "store format {}; this build reads format {}",
+                "store format {}; this build reads formats up to {}",
                 format.map_or("unknown".into(), |f| f.to_string()),
                 keys::FORMAT_VERSION
             ),
@@ -180,9 +180,9 @@ pub fn import(file: &Path, dir: &Path) -> Result<Contents, StoreError> {
             version.map_or("unknown".into(), |v| v.to_string())
         )));
     }
-    if format != Some(keys::FORMAT_VERSION) {
+    if !format.is_some_and(keys::readable_format) {
         return Err(bad(format!(
-            "exported from store format {}; this build writes format {}: import it with the build that exported it",
+            "exported from store format {}; this build reads formats up to {}: import it with the build that exported it",
             format.map_or("unknown".into(), |v| v.to_string()),
             keys::FORMAT_VERSION
         )));

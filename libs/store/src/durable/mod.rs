@@ -76,7 +76,9 @@ pub fn recover(dir: &Path, options: &StoreOptions) -> Result<(Kv, Wal), StoreErr
     Ok((kv, wal))
 }
 
-/// A new store gets the format version; an existing one must have this build's.
+/// A new store gets the format version; an existing one must have one this build reads, and
+/// an older one is marked with this build's (what the newer format adds is built when the
+/// shard or timer opens it), so that an older build no longer opens it.
 fn check_format(kv: &Kv) -> Result<(), StoreError> {
     let key = keys::meta("format");
     let db = kv.db();
@@ -87,16 +89,24 @@ fn check_format(kv: &Kv) -> Result<(), StoreError> {
         Some(v) => {
             let found = records::decode_u64(&v, "store format")
                 .map_err(|e| StoreError::corrupt(kv.dir(), e.to_string()))?;
-            if found != keys::FORMAT_VERSION {
+            if !keys::readable_format(found) {
                 return Err(StoreError::corrupt(
                     kv.dir(),
                     format!(
-                        "store format {found}, this build reads format {}",
+                        "store format {found}, this build reads formats up to {}",
                         keys::FORMAT_VERSION
                     ),
                 ));
             }
-            Ok(())
+            if found == keys::FORMAT_VERSION {
+                return Ok(());
+            }
+            write_meta(
+                kv,
+                key,
+                records::encode_u64(keys::FORMAT_VERSION),
+                "write the format",
+            )
         }
         None if db.is_empty() => write_meta(
             kv,
@@ -125,6 +135,39 @@ fn write_meta(kv: &Kv, key: Vec<u8>, value: Vec<u8>, op: &'static str) -> Result
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Writes `format` as the store's format, straight into sled as `check_format` does.
+    fn mark_format(kv: &Kv, format: u64) {
+        let db = kv.db();
+        db.insert(keys::meta("format"), records::encode_u64(format))
+            .expect("insert");
+        db.flush().expect("flush");
+    }
+
+    #[test]
+    fn an_earlier_format_is_carried_forward_and_a_later_one_refused() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let options = StoreOptions::default();
+        let (kv, _wal) = recover(dir.path(), &options).expect("create");
+        mark_format(&kv, 1);
+        drop((kv, _wal));
+        let (kv, _wal) = recover(dir.path(), &options).expect("format 1 opens");
+        let format = kv.db().get(keys::meta("format")).expect("get");
+        let format = format.map(|v| records::decode_u64(&v, "format").expect("format"));
+        assert_eq!(format, Some(keys::FORMAT_VERSION), "marked as this build's");
+        mark_format(&kv, keys::FORMAT_VERSION + 1);
+        drop((kv, _wal));
+        let refused = recover(dir.path(), &options)
+            .err()
+            .expect("a later format is refused")
+            .to_string();
+        let expected = format!(
+            "store format {}, this build reads formats up to {}",
+            keys::FORMAT_VERSION + 1,
+            keys::FORMAT_VERSION
+        );
+        assert!(refused.contains(&expected), "{refused}");
+    }
 
     /// A checkpoint interrupted after writing part of its layer into sled: recovery replays
     /// from the previous position, and a key made fresh and deleted afterwards (absorbed in

@@ -259,6 +259,9 @@ impl Rebuild {
                 Vec::new()
             }
             keys::META if is_sequence(key) => Vec::new(),
+            // Summed from the queues again when the shard opens the repaired store.
+            keys::TEMPLATE | keys::FAMILY => Vec::new(),
+            keys::META if is_summary(key) => Vec::new(),
             keys::QUEUE => {
                 let rec = records::decode_queue(value)?;
                 if self.survey.queues.get(&rec.id) != Some(&rec.name) {
@@ -388,6 +391,14 @@ impl Rebuild {
         }
         Ok(())
     }
+}
+
+/// What marks and counts the shard's summary (templates, families, queues), which the shard
+/// builds again when it opens a store without it.
+fn is_summary(key: &[u8]) -> bool {
+    [crate::shard::SUMMARIZED, "queue_count"]
+        .iter()
+        .any(|name| key == keys::meta(name).as_slice())
 }
 
 /// The shard's sequences, which repair writes itself.

@@ -5,11 +5,11 @@ use cascade_core::{QueueConfig, QueueName, Timestamp};
 use super::events::remove_event;
 use super::families::{Families, covered_prefixes, stats_of};
 use super::state::{State, not_found};
-use super::{FamilyStats, Page, Queue, QueueStats, Shard, sort_templates};
+use super::{FamilyStats, Page, Queue, QueueStats, Shard};
 use crate::codec::keys;
 use crate::codec::records::{self, EventRecord, QueueKind, QueueRecord};
 use crate::error::StoreError;
-use crate::kv::{Batch, Flow, Txn};
+use crate::kv::{Flow, Txn};
 
 impl Shard {
     /// Creates a queue, or a template when the name ends in `*`. Creating it again with the
@@ -37,8 +37,8 @@ impl Shard {
         self.st.check_queue_room("name", 1)?;
         // A queue made from a template or as a dead-letter queue becomes explicit, events kept.
         let rec = self.st.write_queue(&mut txn, now, &name, &config, existing);
-        let batch = self.st.seal(txn);
-        self.commit_queue(batch, rec, 1)?;
+        let batch = self.st.seal_queue_write(&self.kv, txn, rec, 1)?;
+        self.st.commit(&mut self.kv, batch);
         Ok(Queue { name, config })
     }
 
@@ -60,40 +60,9 @@ impl Shard {
         let adding = u64::from(State::adds_queue(existing.as_ref()));
         self.st.check_queue_room("name", adding)?;
         let rec = self.st.write_queue(&mut txn, now, &name, &config, existing);
-        let batch = self.st.seal(txn);
-        self.commit_queue(batch, rec, adding)?;
-        Ok(Queue { name, config })
-    }
-
-    /// Commits a write of `rec` (`adding` to the shard's queue count), keeping the
-    /// in-memory templates and families in step.
-    fn commit_queue(
-        &mut self,
-        batch: Batch,
-        rec: QueueRecord,
-        adding: u64,
-    ) -> Result<(), StoreError> {
-        if rec.kind != QueueKind::Template {
-            self.st.commit(&mut self.kv, batch);
-            self.st.queues += adding;
-            return Ok(());
-        }
-        let mut templates = self.st.templates.clone();
-        let added = !templates.iter().any(|t| t.name == rec.name);
-        templates.retain(|t| t.name != rec.name);
-        templates.push(rec);
-        sort_templates(&mut templates);
-        // Summed again before anything is written: a failed read fails the create.
-        let families = added
-            .then(|| Families::load(&self.kv, &templates, &self.st.stages))
-            .transpose()?;
+        let batch = self.st.seal_queue_write(&self.kv, txn, rec, adding)?;
         self.st.commit(&mut self.kv, batch);
-        self.st.queues += adding;
-        self.st.templates = templates;
-        if let Some(families) = families {
-            self.st.families = families;
-        }
-        Ok(())
+        Ok(Queue { name, config })
     }
 
     /// A queue's config: its own, or that of the template it matches.
@@ -189,14 +158,19 @@ impl Shard {
             .as_ref()
             .map(|left| Families::load(&self.kv, left, &self.st.stages))
             .transpose()?;
-        let batch = self.st.seal(txn);
+        let counted = u64::from(!State::adds_queue(Some(&rec)));
+        let left = self.st.seqs.queue_count.saturating_sub(counted);
+        self.st.seqs.set_queue_count(left);
+        let batch = match (templates, families) {
+            (Some(templates), Some(families)) => {
+                txn.delete(keys::template(name.as_str()));
+                self.st.templates = templates;
+                self.st.seal_rebuilt(txn, families)
+            }
+            _ => self.st.seal(txn),
+        };
         self.st.commit(&mut self.kv, batch);
-        self.st.queues -= u64::from(!State::adds_queue(Some(&rec)));
         self.st.ready_cursor.remove(&rec.id);
-        if let (Some(templates), Some(families)) = (templates, families) {
-            self.st.templates = templates;
-            self.st.families = families;
-        }
         Ok(())
     }
 

@@ -13,6 +13,11 @@
 //! running totals stay in its family's after the member is removed (an emptied per-user queue
 //! is), so a family's totals only grow between rebuilds; a rebuild may lower them to what the
 //! live members hold, which a reader takes as a counter reset.
+//!
+//! The sums are stored too (`keys::family`), written with each transaction that changes them,
+//! so a shard opens with them in one short scan instead of reading every queue: with millions
+//! of per-user queues that read took longer than a restart may. A store written before they
+//! were kept gets them from a rebuild when it opens (`Shard::new`).
 
 use std::borrow::Cow;
 use std::collections::{BTreeSet, HashMap};
@@ -22,10 +27,11 @@ use cascade_core::commands::{FamilyStats, QueueStats};
 use cascade_core::{Pipeline, QueueName};
 
 use super::State;
+use crate::codec::Malformed;
 use crate::codec::keys;
 use crate::codec::records::{self, Counters, QueueRecord};
 use crate::error::StoreError;
-use crate::kv::{Flow, Kv};
+use crate::kv::{Flow, Kv, Txn};
 
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 struct FamilySum {
@@ -83,7 +89,42 @@ impl Families {
         Ok(families)
     }
 
-    /// Applies one committed change.
+    /// The sums as stored.
+    pub fn stored(kv: &Kv) -> Result<Families, StoreError> {
+        let mut families = Families::default();
+        let (start, end) = keys::family_space();
+        kv.scan(&start, &end, |k, v| {
+            let malformed = |e| State::corrupt(kv, e);
+            let name = keys::family_name_of(k).unwrap_or_default();
+            let name = String::from_utf8(name.to_vec())
+                .map_err(|_| malformed(Malformed("family key: name".into())))?;
+            let (counters, queues) = records::decode_family(v).map_err(malformed)?;
+            families.sums.insert(name, FamilySum { counters, queues });
+            Ok(Flow::Continue)
+        })?;
+        Ok(families)
+    }
+
+    /// Stores the sums of `family` as they are now.
+    pub fn write(&self, txn: &mut Txn<'_>, family: &str) {
+        let sum = self.sums.get(family).copied().unwrap_or_default();
+        txn.put(
+            keys::family(family),
+            records::encode_family(&sum.counters, sum.queues),
+        );
+    }
+
+    /// Stores every sum of `self` in place of those of `before`.
+    pub fn write_all(&self, txn: &mut Txn<'_>, before: &Families) {
+        for gone in before.sums.keys().filter(|f| !self.sums.contains_key(*f)) {
+            txn.delete(keys::family(gone));
+        }
+        for family in self.sums.keys() {
+            self.write(txn, family);
+        }
+    }
+
+    /// Applies one change.
     pub fn apply(&mut self, change: MemberChange) {
         let MemberChange {
             family,

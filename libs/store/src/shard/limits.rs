@@ -41,7 +41,7 @@ impl State {
     /// INVALID_ARGUMENT on `field` unless the shard has room for `adding` more queues.
     pub(super) fn check_queue_room(&self, field: &str, adding: u64) -> Result<(), StoreError> {
         let max = self.settings.limits.max_queues;
-        if adding == 0 || self.queues + adding <= max {
+        if adding == 0 || self.seqs.queue_count + adding <= max {
             return Ok(());
         }
         Err(cascade_core::Error::invalid(
@@ -50,7 +50,7 @@ impl State {
                 "this shard holds {} queues and templates, the most limits.max_queues ({max}) allows; \
                  delete queues, use a template (a name ending in '*') for per-user queues, which are \
                  not counted, or raise the limit",
-                self.queues
+                self.seqs.queue_count
             ),
         )
         .into())

@@ -72,11 +72,10 @@ impl Shard {
     /// Builds the state machine over a store whose log has already been replayed into `kv`.
     pub fn new(kv: Kv, settings: ShardSettings) -> Result<Shard, StoreError> {
         let seqs = state::Sequences::load(&kv)?;
-        let mut st = State {
+        let st = State {
             rng: fastrand::Rng::with_seed(settings.jitter_seed),
             settings,
             templates: Vec::new(),
-            queues: 0,
             seqs,
             ready_cursor: HashMap::new(),
             families: families::Families::default(),
@@ -88,12 +87,33 @@ impl Shard {
             dedup_head_expiry: None,
             unlogged: Vec::new(),
         };
-        (st.templates, st.queues) = load_templates(&kv)?;
         let mut shard = Shard { kv, st };
         shard.st.stages = families::stage_queues(&shard.list_pipelines()?);
-        let st = &shard.st;
-        shard.st.families = families::Families::load(&shard.kv, &st.templates, &st.stages)?;
+        if shard.kv.get(&keys::meta(SUMMARIZED))?.is_some() {
+            shard.st.templates = load_templates(&shard.kv)?;
+            shard.st.families = families::Families::stored(&shard.kv)?;
+        } else {
+            shard.summarize()?;
+        }
         Ok(shard)
+    }
+
+    /// Builds what a store written before format 2 lacks, from a scan of every queue record
+    /// (one per per-user queue): the template index, the family sums and the queue count,
+    /// written through the log like any change and kept in step from then on.
+    fn summarize(&mut self) -> Result<(), StoreError> {
+        let (templates, count) = scan_queues(&self.kv)?;
+        let families = families::Families::load(&self.kv, &templates, &self.st.stages)?;
+        let mut txn = self.st.begin(&self.kv);
+        for template in &templates {
+            txn.put(keys::template(template.name.as_str()), Vec::new());
+        }
+        txn.put(keys::meta(SUMMARIZED), records::encode_u64(1));
+        self.st.templates = templates;
+        self.st.seqs.set_queue_count(count);
+        let batch = self.st.seal_rebuilt(txn, families);
+        self.st.commit(&mut self.kv, batch);
+        Ok(())
     }
 
     /// The batches committed since the last call, in order: the caller logs them.
@@ -110,9 +130,28 @@ impl Shard {
     }
 }
 
-/// Templates, longest name first (the most specific match wins), and the count of
-/// queues and templates that `ShardLimits::max_queues` bounds.
-fn load_templates(kv: &Kv) -> Result<(Vec<QueueRecord>, u64), StoreError> {
+/// Present once the store keeps its template index, family sums and queue count (`summarize`).
+pub(crate) const SUMMARIZED: &str = "summarized";
+
+/// Templates, longest name first (the most specific match wins), by their index.
+fn load_templates(kv: &Kv) -> Result<Vec<QueueRecord>, StoreError> {
+    let (start, end) = keys::template_space();
+    let mut templates = Vec::new();
+    kv.scan(&start, &end, |k, _| {
+        let name = keys::template_name_of(k).unwrap_or_default();
+        let missing = || StoreError::corrupt(kv.dir(), "template index: no such template".into());
+        let name = std::str::from_utf8(name).map_err(|_| missing())?;
+        let record = kv.get(&keys::queue(name))?.ok_or_else(missing)?;
+        templates.push(records::decode_queue(&record).map_err(|e| State::corrupt(kv, e))?);
+        Ok(Flow::Continue)
+    })?;
+    sort_templates(&mut templates);
+    Ok(templates)
+}
+
+/// Templates, longest name first, and the count of queues and templates that
+/// `ShardLimits::max_queues` bounds, from every queue record.
+fn scan_queues(kv: &Kv) -> Result<(Vec<QueueRecord>, u64), StoreError> {
     let (start, end) = keys::queue_space();
     let mut templates = Vec::new();
     let mut counted = 0;

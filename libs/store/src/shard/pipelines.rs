@@ -60,13 +60,14 @@ impl Shard {
         let families = (stages != self.st.stages)
             .then(|| Families::load(&self.kv, &self.st.templates, &stages))
             .transpose()?;
-        let batch = self.st.seal(txn);
+        let count = self.st.seqs.queue_count + adding;
+        self.st.seqs.set_queue_count(count);
+        let batch = match families {
+            Some(families) => self.st.seal_rebuilt(txn, families),
+            None => self.st.seal(txn),
+        };
         self.st.commit(&mut self.kv, batch);
-        self.st.queues += adding;
         self.st.stages = stages;
-        if let Some(families) = families {
-            self.st.families = families;
-        }
         Ok(pipeline)
     }
 

@@ -61,6 +61,7 @@ fn a_pipeline_is_stored_whole_and_its_owned_stage_queues_created() {
 #[test]
 fn an_invalid_pipeline_changes_nothing() {
     let (_d, mut s) = open(ShardSettings::default());
+    s.take_unlogged(); // What opening a new store writes (its summary, `Shard::new`).
     let mut bad = pipeline("orders", &["a", "b"]);
     bad.stages[1].next = Some("nowhere".into());
     let err = s.apply_pipeline(at(0), bad).expect_err("invalid");

@@ -24,15 +24,18 @@ pub(super) struct Sequences {
     pub queue_id: u64,
     /// Live dedup entries.
     pub dedup_count: u64,
-    /// Which of the four moved since the last write: only those are written.
-    dirty: [bool; 4],
+    /// Queues and templates stored, those made from a template or as dead-letter queues
+    /// left out (`ShardLimits::max_queues`).
+    pub queue_count: u64,
+    /// Which of the five moved since the last write: only those are written.
+    dirty: [bool; 5],
 }
 
-const META_KEYS: [&str; 4] = ["seq", "epoch", "queue_id", "dedup_count"];
+const META_KEYS: [&str; 5] = ["seq", "epoch", "queue_id", "dedup_count", "queue_count"];
 
 impl Sequences {
     pub fn load(kv: &Kv) -> Result<Sequences, StoreError> {
-        let mut values = [0u64; 4];
+        let mut values = [0u64; 5];
         for (slot, name) in values.iter_mut().zip(META_KEYS) {
             if let Some(v) = kv.get(&keys::meta(name))? {
                 *slot = records::decode_u64(&v, "shard sequence")
@@ -44,7 +47,8 @@ impl Sequences {
             epoch: values[1],
             queue_id: values[2],
             dedup_count: values[3],
-            dirty: [false; 4],
+            queue_count: values[4],
+            dirty: [false; 5],
         })
     }
 
@@ -75,8 +79,21 @@ impl Sequences {
         self.dedup_count = self.dedup_count.saturating_add_signed(delta);
     }
 
+    pub fn set_queue_count(&mut self, count: u64) {
+        if count != self.queue_count {
+            self.dirty[4] = true;
+            self.queue_count = count;
+        }
+    }
+
     fn persist(&mut self, txn: &mut Txn<'_>) {
-        let values = [self.seq, self.epoch, self.queue_id, self.dedup_count];
+        let values = [
+            self.seq,
+            self.epoch,
+            self.queue_id,
+            self.dedup_count,
+            self.queue_count,
+        ];
         for ((v, name), dirty) in values.into_iter().zip(META_KEYS).zip(&mut self.dirty) {
             if std::mem::take(dirty) {
                 txn.put(keys::meta(name), records::encode_u64(v));
@@ -97,16 +114,13 @@ pub(super) struct State {
     pub settings: ShardSettings,
     pub rng: fastrand::Rng,
     pub templates: Vec<QueueRecord>,
-    /// Queues and templates stored, those made from a template or as dead-letter queues
-    /// left out (`ShardLimits::max_queues`).
-    pub queues: u64,
     pub seqs: Sequences,
     pub ready_cursor: HashMap<u64, Vec<u8>>,
     /// The sums of the queues each template covers.
     pub families: Families,
     /// The queues of every stored pipeline's stages: never a family's members.
     pub stages: BTreeSet<QueueName>,
-    /// Changes to those sums made by the transaction being built, applied by `commit`.
+    /// Changes to those sums made by the transaction being built, applied by `seal`.
     pub family_changes: Vec<MemberChange>,
     pub lease_cursor: u64,
     /// Every outbox entry below this sequence is gone. A hand-off acknowledged since the last
@@ -135,9 +149,6 @@ impl State {
 
     /// Applies the transaction to the store and queues it for the log.
     pub fn commit(&mut self, kv: &mut Kv, batch: Batch) {
-        for change in self.family_changes.drain(..) {
-            self.families.apply(change);
-        }
         if batch.is_empty() {
             return;
         }
@@ -146,10 +157,64 @@ impl State {
         kv.apply(batch);
     }
 
-    /// Writes the moved sequences into the transaction; call last, just before commit.
+    /// Writes the moved sequences and the family sums the transaction changed into it, and
+    /// applies those changes to the sums in memory; call last, just before commit (nothing
+    /// between the two can fail).
     pub fn seal(&mut self, mut txn: Txn<'_>) -> Batch {
+        let mut changed: Vec<String> = Vec::new();
+        for change in self.family_changes.drain(..) {
+            if !changed.contains(&change.family) {
+                changed.push(change.family.clone());
+            }
+            self.families.apply(change);
+        }
+        for family in &changed {
+            self.families.write(&mut txn, family);
+        }
         self.seqs.persist(&mut txn);
         txn.into_batch()
+    }
+
+    /// `seal` for a transaction after which the families were summed again from the store
+    /// (`rebuilt`), which then replace the sums in memory and stored.
+    pub fn seal_rebuilt(&mut self, mut txn: Txn<'_>, rebuilt: Families) -> Batch {
+        self.family_changes.clear();
+        rebuilt.write_all(&mut txn, &self.families);
+        self.families = rebuilt;
+        self.seqs.persist(&mut txn);
+        txn.into_batch()
+    }
+
+    /// Seals a transaction that wrote the queue or template `rec`, which adds `adding` to the
+    /// queue count: a new template joins the list and its index, and the families are summed
+    /// again (before anything is written: a failed read fails the write).
+    pub fn seal_queue_write(
+        &mut self,
+        kv: &Kv,
+        mut txn: Txn<'_>,
+        rec: QueueRecord,
+        adding: u64,
+    ) -> Result<Batch, StoreError> {
+        let count = self.seqs.queue_count + adding;
+        if rec.kind != QueueKind::Template {
+            self.seqs.set_queue_count(count);
+            return Ok(self.seal(txn));
+        }
+        let mut templates = self.templates.clone();
+        let added = !templates.iter().any(|t| t.name == rec.name);
+        txn.put(keys::template(rec.name.as_str()), Vec::new());
+        templates.retain(|t| t.name != rec.name);
+        templates.push(rec);
+        super::sort_templates(&mut templates);
+        let families = added
+            .then(|| Families::load(kv, &templates, &self.stages))
+            .transpose()?;
+        self.seqs.set_queue_count(count);
+        self.templates = templates;
+        Ok(match families {
+            Some(families) => self.seal_rebuilt(txn, families),
+            None => self.seal(txn),
+        })
     }
 
     pub fn corrupt(kv: &Kv, e: crate::codec::Malformed) -> StoreError {

@@ -735,6 +735,85 @@ fn template_families_sum_their_queues_and_stats_listing_skips_them() {
     assert_eq!(members(&s), back);
 }
 
+/// A shard with the template `inbox:*` and the queue `jobs`, whose per-user queue
+/// `inbox:bob` held one event, acked, and is gone: its totals stay in the family's.
+fn with_a_family() -> (tempfile::TempDir, Shard) {
+    let (dir, mut s) = open(ShardSettings::default());
+    for name in ["jobs", "inbox:*"] {
+        s.create_queue(at(0), q(name), QueueConfig::default())
+            .expect("create");
+    }
+    for queue in ["inbox:alice", "inbox:alice", "inbox:bob"] {
+        let into = EnqueueCmd {
+            queue: q(queue),
+            ..cmd("x")
+        };
+        s.enqueue(at(1), into).expect("enqueue");
+    }
+    let bob = s.take(at(2), &q("inbox:bob"), 1, None).expect("take");
+    let id = bob[0].event.id.as_str();
+    s.complete(at(2), &q("inbox:bob"), id, bob[0].token, Outcome::Ack)
+        .expect("ack");
+    (dir, s)
+}
+
+/// What a restart keeps of the summary: the templates, the families and the queue count.
+fn summary(s: &Shard) -> (Vec<String>, Vec<FamilyStats>, u64) {
+    let templates = s.st.templates.iter().map(|t| t.name.to_string());
+    (templates.collect(), s.family_stats(), s.st.seqs.queue_count)
+}
+
+fn reopen(s: Shard) -> Shard {
+    let Shard { kv, .. } = s;
+    Shard::new(kv, ShardSettings::default()).expect("reopen")
+}
+
+#[test]
+fn a_shard_opens_with_the_family_sums_it_stored_not_a_rebuild() {
+    let (_d, mut s) = with_a_family();
+    s.take_unlogged();
+    let before = summary(&s);
+    assert_eq!(before.1[0].stats.enqueued_total, 3, "{before:?}");
+    assert_eq!(before.2, 2, "jobs and inbox:*, not the per-user queues");
+    let mut s = reopen(s);
+    assert_eq!(
+        summary(&s),
+        before,
+        "bob's totals kept: nothing was summed again"
+    );
+    assert!(
+        s.take_unlogged().is_empty(),
+        "nothing to build, nothing written"
+    );
+}
+
+#[test]
+fn a_store_written_before_the_summary_gets_it_when_opened() {
+    let (_d, s) = with_a_family();
+    let before = summary(&s);
+    let Shard { mut kv, .. } = s;
+    let mut earlier = crate::kv::Batch::default();
+    for key in [
+        keys::template("inbox:*"),
+        keys::family("inbox:*"),
+        keys::meta(SUMMARIZED),
+        keys::meta("queue_count"),
+    ] {
+        earlier.delete(key);
+    }
+    kv.apply(earlier);
+    let mut s = Shard::new(kv, ShardSettings::default()).expect("open");
+    let (templates, families, count) = summary(&s);
+    assert_eq!((&templates, count), (&before.0, before.2));
+    // Summed from the live members: bob's totals are not among them any more.
+    assert_eq!(
+        (families[0].queues, families[0].stats.enqueued_total),
+        (1, 2)
+    );
+    assert!(!s.take_unlogged().is_empty(), "the summary goes to the log");
+    assert_eq!(summary(&reopen(s)), (templates, families, count));
+}
+
 #[test]
 fn a_queue_holding_events_is_deleted_only_with_force() {
     let (_d, mut s) = with_queue(QueueConfig::default());
