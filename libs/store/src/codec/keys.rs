@@ -33,13 +33,23 @@ pub(crate) const SCHEDULE: u8 = 0x40;
 /// names the entry's time: read only to carry such a store forward (`Timer::open`, repair).
 pub(crate) const LEGACY_SCHEDULE_INDEX: u8 = 0x41;
 
+/// A key of keyspace `prefix` named by `name` alone.
+fn named(prefix: u8, name: &str) -> Vec<u8> {
+    Writer::default().u8(prefix).raw(name.as_bytes()).finish()
+}
+
+/// Every key of keyspace `prefix`.
+fn whole(prefix: u8) -> (Vec<u8>, Vec<u8>) {
+    (vec![prefix], vec![prefix + 1])
+}
+
 pub fn meta(name: &str) -> Vec<u8> {
-    Writer::default().u8(META).raw(name.as_bytes()).finish()
+    named(META, name)
 }
 
 /// Queue and template records, by name (templates included: their name ends in `*`).
 pub fn queue(name: &str) -> Vec<u8> {
-    Writer::default().u8(QUEUE).raw(name.as_bytes()).finish()
+    named(QUEUE, name)
 }
 
 pub fn queue_name_of(key: &[u8]) -> Option<&[u8]> {
@@ -47,21 +57,21 @@ pub fn queue_name_of(key: &[u8]) -> Option<&[u8]> {
 }
 
 pub fn queue_space() -> (Vec<u8>, Vec<u8>) {
-    (vec![QUEUE], vec![QUEUE + 1])
+    whole(QUEUE)
 }
 
 /// Pipeline records, by name. Every shard holds every pipeline.
 pub fn pipeline(name: &str) -> Vec<u8> {
-    Writer::default().u8(PIPELINE).raw(name.as_bytes()).finish()
+    named(PIPELINE, name)
 }
 
 pub fn pipeline_space() -> (Vec<u8>, Vec<u8>) {
-    (vec![PIPELINE], vec![PIPELINE + 1])
+    whole(PIPELINE)
 }
 
 /// The index of templates among the queue records: a template's name, no value.
 pub fn template(name: &str) -> Vec<u8> {
-    Writer::default().u8(TEMPLATE).raw(name.as_bytes()).finish()
+    named(TEMPLATE, name)
 }
 
 pub fn template_name_of(key: &[u8]) -> Option<&[u8]> {
@@ -69,13 +79,13 @@ pub fn template_name_of(key: &[u8]) -> Option<&[u8]> {
 }
 
 pub fn template_space() -> (Vec<u8>, Vec<u8>) {
-    (vec![TEMPLATE], vec![TEMPLATE + 1])
+    whole(TEMPLATE)
 }
 
 /// The sums of the queues a template covers, by the family's name (the template's, or its
 /// dead-letter family's).
 pub fn family(name: &str) -> Vec<u8> {
-    Writer::default().u8(FAMILY).raw(name.as_bytes()).finish()
+    named(FAMILY, name)
 }
 
 pub fn family_name_of(key: &[u8]) -> Option<&[u8]> {
@@ -83,7 +93,7 @@ pub fn family_name_of(key: &[u8]) -> Option<&[u8]> {
 }
 
 pub fn family_space() -> (Vec<u8>, Vec<u8>) {
-    (vec![FAMILY], vec![FAMILY + 1])
+    whole(FAMILY)
 }
 
 pub fn counters(qid: u64) -> Vec<u8> {
@@ -177,7 +187,7 @@ pub fn dedup_age(seq: u64) -> Vec<u8> {
 }
 
 pub fn dedup_age_space() -> (Vec<u8>, Vec<u8>) {
-    (vec![DEDUP_AGE], vec![DEDUP_AGE + 1])
+    whole(DEDUP_AGE)
 }
 
 pub fn outbox(seq: u64) -> Vec<u8> {
@@ -185,7 +195,7 @@ pub fn outbox(seq: u64) -> Vec<u8> {
 }
 
 pub fn outbox_space() -> (Vec<u8>, Vec<u8>) {
-    (vec![OUTBOX], vec![OUTBOX + 1])
+    whole(OUTBOX)
 }
 
 pub fn seq_of(key: &[u8], what: &'static str) -> Result<u64, Malformed> {
@@ -214,7 +224,7 @@ pub fn schedule(at: u64, queue: &str, id: &str, version: u64) -> Vec<u8> {
 
 /// The legacy index keyspace (`LEGACY_SCHEDULE_INDEX`), whole.
 pub fn legacy_schedule_index_space() -> (Vec<u8>, Vec<u8>) {
-    (vec![LEGACY_SCHEDULE_INDEX], vec![LEGACY_SCHEDULE_INDEX + 1])
+    whole(LEGACY_SCHEDULE_INDEX)
 }
 
 /// A legacy index key as earlier builds wrote it.
