@@ -6,18 +6,18 @@
 //!
 //! Membership follows [`cascade_core::queue_family`], by name, except that a pipeline stage's
 //! queue is never a member: stages are published, shown and scaled one by one, even under a
-//! template such as `*`. The sums are rebuilt from the stored counters when the shard opens
-//! and whenever the templates or the set of stages change (that moves queues in or out of
-//! families), before the change is written, so a failed rebuild fails the change; in
-//! between, every counter write applies its difference. A member's
+//! template such as `*`. The sums are rebuilt from the stored counters whenever the templates
+//! or the set of stages change (that moves queues in or out of families), before the change
+//! is written, so a failed rebuild fails the change; in between, every counter write applies
+//! its difference. A member's
 //! running totals stay in its family's after the member is removed (an emptied per-user queue
 //! is), so a family's totals only grow between rebuilds; a rebuild may lower them to what the
 //! live members hold, which a reader takes as a counter reset.
 //!
 //! The sums are stored too (`keys::family`), written with each transaction that changes them,
 //! so a shard opens with them in one short scan instead of reading every queue: with millions
-//! of per-user queues that read took longer than a restart may. A store written before they
-//! were kept gets them from a rebuild when it opens (`Shard::new`).
+//! of per-user queues that read took longer than a restart may. A store without them (written
+//! before they were kept, or repaired) gets them from a rebuild when it opens (`Shard::new`).
 
 use std::borrow::Cow;
 use std::collections::{BTreeSet, HashMap};
