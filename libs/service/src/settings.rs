@@ -389,7 +389,7 @@ impl Default for DispatcherSettings {
             shards: Vec::new(),
             stats_interval: Duration::from_secs(1),
             max_take_wait: Duration::from_secs(60),
-            outbox_batch: 512,
+            outbox_batch: 4096,
             outbox_retry: Duration::from_millis(500),
         }
     }

@@ -269,6 +269,10 @@ fn spawn(name: &str, shared: &Arc<Shared>, f: impl FnOnce() + Send + 'static) ->
 
 struct Running {
     lsn: Lsn,
+    /// What it writes, for the log line that says how fast sled took it.
+    keys: usize,
+    bytes: usize,
+    started: Instant,
     done: Receiver<Result<(), StoreError>>,
     thread: JoinHandle<()>,
 }
@@ -402,8 +406,12 @@ impl<S: Maintenance> Writer<S> {
                 // sled is not keeping up with the writes: hold new work until the running
                 // checkpoint lands, so the layers stay within twice `checkpoint_bytes` (what
                 // the memory sizing in the docs counts on) and the rate is a sustainable one.
-                tracing::debug!("store.checkpoint.backpressure");
+                let waiting = Instant::now();
                 self.poll_checkpoint(true);
+                tracing::debug!(
+                    waited_ms = waiting.elapsed().as_millis() as u64,
+                    "store.checkpoint.backpressure"
+                );
             }
         }
     }
@@ -417,7 +425,9 @@ impl<S: Maintenance> Writer<S> {
     }
 
     fn start_checkpoint(&mut self) {
+        let bytes = self.state.kv().dirty_bytes();
         let layer = self.state.kv_mut().freeze();
+        let keys = layer.len();
         let lsn = self.next_lsn - 1;
         if self.to_syncer.send(ToSyncer::Barrier).is_err() {
             return;
@@ -437,7 +447,14 @@ impl<S: Maintenance> Writer<S> {
             };
             let _ = done_tx.send(result);
         });
-        self.checkpoint = Some(Running { lsn, done, thread });
+        self.checkpoint = Some(Running {
+            lsn,
+            keys,
+            bytes,
+            started: Instant::now(),
+            done,
+            thread,
+        });
     }
 
     /// Finishes a completed checkpoint; with `wait`, waits for a running one.
@@ -460,7 +477,13 @@ impl<S: Maintenance> Writer<S> {
                 self.state.kv_mut().finish_checkpoint();
                 self.last_checkpoint = Instant::now();
                 let _ = self.to_syncer.send(ToSyncer::RemoveThrough(running.lsn));
-                tracing::debug!(lsn = running.lsn, "store.checkpoint");
+                tracing::debug!(
+                    lsn = running.lsn,
+                    keys = running.keys,
+                    bytes = running.bytes,
+                    elapsed_ms = running.started.elapsed().as_millis() as u64,
+                    "store.checkpoint"
+                );
             }
             Err(e) => self
                 .shared

@@ -57,10 +57,12 @@ impl Cluster {
         cluster
     }
 
-    /// The dispatcher alone: schedules wait in its outbox until [`Cluster::start_timer`].
-    pub async fn start_without_timer(shards: u32) -> Cluster {
+    /// The dispatcher alone, its settings changed by `adjust`: schedules wait in its outbox
+    /// until [`Cluster::start_timer`].
+    pub async fn start_without_timer(shards: u32, adjust: impl FnOnce(&mut Settings)) -> Cluster {
         let mut cluster = Cluster::start(shards).await;
         cluster.stop().await;
+        adjust(&mut cluster.settings);
         cluster.run_dispatcher().await;
         cluster
     }

@@ -11,7 +11,7 @@ use crate::cluster::{Cluster, enqueue_request, payload_of};
 
 #[tokio::test]
 async fn schedules_wait_for_the_timer() {
-    let mut cluster = Cluster::start_without_timer(1).await;
+    let mut cluster = Cluster::start_without_timer(1, |_| {}).await;
     cluster.create_queue("jobs", None).await;
     let mut request = enqueue_request("jobs", b"patient");
     request.when = Some(When::Delay(duration_to_proto(Duration::from_millis(100))));
@@ -37,6 +37,48 @@ async fn schedules_wait_for_the_timer() {
         started.elapsed() < Duration::from_secs(3),
         "{:?}",
         started.elapsed()
+    );
+    cluster.stop().await;
+}
+
+/// A backlog of schedules larger than one request goes out in several, each acknowledged
+/// before the next is read, and every event becomes ready exactly once.
+#[tokio::test]
+async fn a_backlog_of_schedules_goes_out_in_several_requests() {
+    const EVENTS: usize = 7;
+    let mut cluster = Cluster::start_without_timer(1, |s| s.dispatcher.outbox_batch = 2).await;
+    cluster.create_queue("jobs", None).await;
+    for i in 0..EVENTS {
+        let mut request = enqueue_request("jobs", format!("event {i}").as_bytes());
+        request.when = Some(When::Delay(duration_to_proto(Duration::from_millis(100))));
+        assert_eq!(cluster.enqueue(request).await.code, 0);
+    }
+    assert_eq!(cluster.stats("jobs").await.delayed, EVENTS as u64);
+
+    cluster.start_timer().await;
+    let mut payloads = Vec::new();
+    while payloads.len() < EVENTS {
+        let taken = cluster
+            .take("jobs", EVENTS as u32, Duration::from_secs(5))
+            .await;
+        assert!(
+            !taken.is_empty(),
+            "only {} of {EVENTS} became ready",
+            payloads.len()
+        );
+        payloads.extend(
+            taken
+                .iter()
+                .map(|t| String::from_utf8_lossy(payload_of(t)).into_owned()),
+        );
+    }
+    payloads.sort();
+    let expected: Vec<String> = (0..EVENTS).map(|i| format!("event {i}")).collect();
+    assert_eq!(payloads, expected);
+    let stats = cluster.stats("jobs").await;
+    assert_eq!(
+        (stats.delayed, stats.ready, stats.leased),
+        (0, 0, EVENTS as u64)
     );
     cluster.stop().await;
 }
