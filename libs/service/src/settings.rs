@@ -173,6 +173,10 @@ pub struct StoreSettings {
     pub checkpoint_interval: Duration,
     #[serde(with = "serde_size")]
     pub checkpoint_bytes: u64,
+    /// Close sled and open it again once checkpoints wrote this much into it: a restart
+    /// after a crash reads about this much of sled's log at most. 0: never.
+    #[serde(with = "serde_size")]
+    pub reopen_bytes: u64,
     /// Live dedup entries per shard at most; the oldest age out first.
     pub dedup_max_entries: u64,
     /// Free space of a shard's filesystem below which it refuses enqueues, updates and
@@ -377,6 +381,7 @@ impl Default for StoreSettings {
             cache: 64 << 20,
             checkpoint_interval: Duration::from_secs(30),
             checkpoint_bytes: 256 << 20,
+            reopen_bytes: 1 << 30,
             dedup_max_entries: 1_000_000,
             min_free_bytes: Watermark::Auto,
         }
@@ -557,6 +562,12 @@ impl Settings {
             return Err(ServiceError::setting(
                 "store.checkpoint_bytes",
                 "must be at least 1MiB",
+            ));
+        }
+        if self.store.reopen_bytes != 0 && self.store.reopen_bytes < self.store.checkpoint_bytes {
+            return Err(ServiceError::setting(
+                "store.reopen_bytes",
+                "must be 0 (never) or at least store.checkpoint_bytes",
             ));
         }
         self.validate_pipelines()?;

@@ -27,6 +27,7 @@ pub fn options(settings: &Settings) -> StoreOptions {
         cache_bytes: s.cache,
         checkpoint_interval: s.checkpoint_interval,
         checkpoint_bytes: usize::try_from(s.checkpoint_bytes).unwrap_or(usize::MAX),
+        reopen_bytes: usize::try_from(s.reopen_bytes).unwrap_or(usize::MAX),
         min_free: s.min_free_bytes,
         cluster: Some(ClusterIdentity {
             name: settings.cluster.name.clone(),

@@ -328,3 +328,76 @@ async fn dedup_stays_bounded_on_disk() {
         "disk use keeps growing: {bytes:?}"
     );
 }
+
+/// The LSN of sled's newest snapshot of its page table in `state` (`snap.<LSN in hex>`),
+/// which sled writes when it opens.
+fn sled_snapshot_lsn(state: &std::path::Path) -> u64 {
+    std::fs::read_dir(state)
+        .expect("read the sled dir")
+        .filter_map(|e| {
+            let name = e.expect("entry").file_name().into_string().ok()?;
+            u64::from_str_radix(name.strip_prefix("snap.")?, 16).ok()
+        })
+        .max()
+        .unwrap_or(0)
+}
+
+/// Checkpoints close sled and open it again now and then, so that it writes a snapshot and a
+/// restart does not read everything written since the process started; no write is lost on
+/// the way.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sled_reopened_between_checkpoints_loses_nothing() {
+    const EVENTS: usize = 3_000;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let options = StoreOptions {
+        durability: Durability::None,
+        wal_segment_bytes: 64 << 10,
+        checkpoint_bytes: 16 << 10,
+        reopen_bytes: 64 << 10,
+        ..StoreOptions::default()
+    };
+    let clock = SimClock::new(Timestamp::from_micros(1_700_000_000_000_000));
+    let (kv, wal) = durable::recover(dir.path(), &options).expect("recover");
+    let shard = Shard::new(kv, ShardSettings::default()).expect("shard");
+    let store = Store::start(shard, wal, options.clone(), Arc::new(clock));
+    let state = dir.path().join("state");
+    let opened_at = sled_snapshot_lsn(&state);
+    store
+        .run(|s, now| s.create_queue(now, q("jobs"), QueueConfig::default()))
+        .await
+        .expect("create");
+    for n in 0..EVENTS {
+        let cmd = enqueue_cmd(format!("e{n}"));
+        store
+            .run(move |s, now| s.enqueue(now, cmd))
+            .await
+            .expect("enqueue");
+    }
+    let reopened_at = sled_snapshot_lsn(&state);
+    assert!(
+        reopened_at > opened_at,
+        "sled was not opened again: its snapshot is still at {opened_at}"
+    );
+    let ready = store
+        .run(|s, now| Ok(s.queue_stats(now, &q("jobs"))?.ready))
+        .await
+        .expect("stats");
+    assert_eq!(ready, EVENTS as u64);
+    tokio::task::spawn_blocking(move || store.shutdown())
+        .await
+        .expect("join")
+        .expect("clean shutdown");
+
+    let shard = reopen(dir.path()).expect("reopen");
+    let stats = shard
+        .queue_stats(Timestamp::from_micros(u64::MAX / 2), &q("jobs"))
+        .expect("stats");
+    assert_eq!(stats.ready, EVENTS as u64);
+    for n in [0, EVENTS / 2, EVENTS - 1] {
+        let id = format!("e{n}");
+        assert_eq!(
+            shard.get(&q("jobs"), &id).expect("get").payload,
+            id.as_bytes()
+        );
+    }
+}

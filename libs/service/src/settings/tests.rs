@@ -124,6 +124,11 @@ fn errors_name_the_key() {
     assert!(e.contains("cluster.name"), "{e}");
     let e = error_of("[store]\ndurability = \"sometimes\"\n", &[]);
     assert!(e.contains("sometimes"), "{e}");
+    let e = error_of("[store]\nreopen_bytes = \"100MiB\"\n", &[]);
+    assert!(
+        e.contains("store.reopen_bytes") && e.contains("at least store.checkpoint_bytes"),
+        "{e}"
+    );
     let e = error_of("", &[("CASCADE__INGEST__REQUESTS_IN_FLIGHT", "0")]);
     assert!(
         e.contains("ingest.requests_in_flight") && e.contains("1 to 64"),

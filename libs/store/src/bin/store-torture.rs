@@ -40,6 +40,8 @@ fn main() -> anyhow::Result<()> {
             durability: Durability::Fsync,
             checkpoint_interval: Duration::from_millis(150),
             checkpoint_bytes: 256 << 10,
+            // sled reopened after every full checkpoint: kills land around reopens too.
+            reopen_bytes: 256 << 10,
             wal_segment_bytes: 64 << 10,
             ..StoreOptions::default()
         }

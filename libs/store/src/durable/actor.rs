@@ -137,6 +137,7 @@ impl<S: Maintenance> Store<S> {
             shared: Arc::clone(&shared),
             checkpoint: None,
             last_checkpoint: Instant::now(),
+            sled_written: 0,
             disk: Arc::clone(&disk),
         };
         let syncer = Syncer {
@@ -286,6 +287,8 @@ struct Writer<S> {
     shared: Arc<Shared>,
     checkpoint: Option<Running>,
     last_checkpoint: Instant,
+    /// What checkpoints wrote into sled since it was last opened.
+    sled_written: usize,
     disk: Arc<DiskWatch>,
 }
 
@@ -484,10 +487,34 @@ impl<S: Maintenance> Writer<S> {
                     elapsed_ms = running.started.elapsed().as_millis() as u64,
                     "store.checkpoint"
                 );
+                self.reopen_sled_when_due(running.bytes);
             }
             Err(e) => self
                 .shared
                 .set_fatal(format!("checkpoint failed: {}", with_causes(&e))),
+        }
+    }
+
+    /// Counts what a checkpoint wrote into sled and reopens sled once that reaches
+    /// `reopen_bytes`: a restart's open of sled reads sled's log since sled was last opened,
+    /// and this bounds it. The writer answers nothing meanwhile (`Kv::reopen_sled`).
+    fn reopen_sled_when_due(&mut self, written: usize) {
+        self.sled_written += written;
+        let due = self.options.reopen_bytes;
+        if due == 0 || self.sled_written < due {
+            return;
+        }
+        self.sled_written = 0;
+        let reopening = Instant::now();
+        match self.state.kv_mut().reopen_sled() {
+            // Operators see the pause it was.
+            Ok(()) => tracing::info!(
+                elapsed_ms = reopening.elapsed().as_millis() as u64,
+                "store.sled.reopened"
+            ),
+            Err(e) => self
+                .shared
+                .set_fatal(format!("reopening the store failed: {}", with_causes(&e))),
         }
     }
 }

@@ -27,6 +27,9 @@ pub struct StoreOptions {
     pub checkpoint_bytes: usize,
     /// ...or this long after the last checkpoint, if anything changed.
     pub checkpoint_interval: Duration,
+    /// Close sled and open it again once checkpoints have written this much into it since
+    /// it was opened (`Kv::reopen_sled`); 0: never.
+    pub reopen_bytes: usize,
     /// Operations waiting for the writer at most; beyond, callers get `Busy`.
     pub inbox_capacity: usize,
     /// How often the writer runs its maintenance (lease expiry, dedup ageing) when idle.
@@ -57,6 +60,7 @@ impl Default for StoreOptions {
             wal_segment_bytes: 64 << 20,
             checkpoint_bytes: 256 << 20,
             checkpoint_interval: Duration::from_secs(30),
+            reopen_bytes: 1 << 30,
             inbox_capacity: 16_384,
             tick: Duration::from_millis(10),
             commit_observer: None,

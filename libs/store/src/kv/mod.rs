@@ -25,8 +25,10 @@ pub enum Flow {
 }
 
 pub struct Kv {
-    db: sled::Db,
+    /// `None` only inside `reopen_sled`, between closing sled and opening it again.
+    db: Option<sled::Db>,
     dir: PathBuf,
+    cache_bytes: u64,
     layers: Layers,
 }
 
@@ -63,10 +65,23 @@ impl Kv {
     /// Opens (or creates) the sled store in `dir`.
     pub fn open(dir: &Path, cache_bytes: u64) -> Result<Kv, StoreError> {
         Ok(Kv {
-            db: open_sled(dir, cache_bytes)?,
+            db: Some(open_sled(dir, cache_bytes)?),
             dir: dir.to_path_buf(),
+            cache_bytes,
             layers: Layers::default(),
         })
+    }
+
+    /// Closes sled and opens it again, which makes it write a snapshot of its page table:
+    /// sled 0.34 writes one only at open, and an open reads its whole log since the last
+    /// snapshot, so without this a restart reads everything written since the process
+    /// started. Only between checkpoints (no other handle may hold sled open). On an error
+    /// the store cannot go on: the caller stops it.
+    pub fn reopen_sled(&mut self) -> Result<(), StoreError> {
+        assert!(self.layers.frozen.is_none(), "no checkpoint may run");
+        self.db = None;
+        self.db = Some(open_sled(&self.dir, self.cache_bytes)?);
+        Ok(())
     }
 
     pub fn dir(&self) -> &Path {
@@ -74,14 +89,16 @@ impl Kv {
     }
 
     pub fn db(&self) -> &sled::Db {
-        &self.db
+        self.db
+            .as_ref()
+            .expect("sled is open: only a failed reopen leaves it closed, and that stops the store")
     }
 
     pub fn get(&self, key: &[u8]) -> Result<Option<Value<'_>>, StoreError> {
         if let Some(mem) = self.layers.get(key) {
             return Ok(mem.map(Value::Mem));
         }
-        self.db
+        self.db()
             .get(key)
             .map(|v| v.map(Value::Disk))
             .map_err(|e| StoreError::sled("read", &self.dir, e))
@@ -104,7 +121,7 @@ impl Kv {
             .frozen
             .as_ref()
             .map(|f| f.range(range.clone()).peekable());
-        let mut disk = self.db.range(range);
+        let mut disk = self.db().range(range);
         let mut disk_head = next_disk(&mut disk, &self.dir)?;
         loop {
             let mut key: Option<&[u8]> = active.peek().map(|(k, _)| k.as_slice());
@@ -281,6 +298,32 @@ mod tests {
         d.delete(b"k".to_vec());
         kv.apply(d);
         assert!(kv.freeze().is_empty());
+    }
+
+    #[test]
+    fn reopening_sled_keeps_what_checkpoints_wrote() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut kv = Kv::open(dir.path(), 1 << 20).expect("open");
+        let mut b = Batch::default();
+        b.put_fresh(b"kept".to_vec(), b"v".to_vec());
+        kv.apply(b);
+        let layer = kv.freeze();
+        checkpoint::write(kv.db(), dir.path(), &layer, 7).expect("checkpoint");
+        kv.finish_checkpoint();
+        let mut above = Batch::default();
+        above.put_fresh(b"in memory".to_vec(), b"m".to_vec());
+        kv.apply(above);
+
+        kv.reopen_sled().expect("reopen");
+        assert_eq!(kv.get(b"kept").expect("get").as_deref(), Some(&b"v"[..]));
+        assert_eq!(
+            kv.get(b"in memory").expect("get").as_deref(),
+            Some(&b"m"[..])
+        );
+        assert_eq!(checkpoint::lsn(kv.db(), dir.path()).expect("lsn"), 7);
+        kv.db()
+            .insert(b"after", b"a")
+            .expect("sled takes writes after the reopen");
     }
 
     #[test]
