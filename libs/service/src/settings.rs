@@ -173,8 +173,9 @@ pub struct StoreSettings {
     pub checkpoint_interval: Duration,
     #[serde(with = "serde_size")]
     pub checkpoint_bytes: u64,
-    /// Close sled and open it again once checkpoints wrote this much into it: a restart
-    /// after a crash reads about this much of sled's log at most. 0: never.
+    /// Close sled and open it again once checkpoints wrote this much into it (counted as the
+    /// changes they carried; sled's own log grows a few times faster): a restart after a
+    /// crash reads only sled's log written since. 0: never.
     #[serde(with = "serde_size")]
     pub reopen_bytes: u64,
     /// Live dedup entries per shard at most; the oldest age out first.

@@ -63,8 +63,10 @@ pub(crate) async fn pump(ctx: Arc<ShardContext>) {
         let read = match read_ahead.take() {
             Some(entries) => Ok(entries),
             None => {
-                let window = window(&ctx, in_flight.len() + resting.len());
-                ctx.store.run(move |shard, _| shard.outbox(window)).await
+                let (entries, bytes) = window(&ctx, in_flight.len() + resting.len());
+                ctx.store
+                    .run(move |shard, _| shard.outbox(entries, bytes))
+                    .await
             }
         };
         match read {
@@ -117,10 +119,11 @@ pub(crate) async fn pump(ctx: Arc<ShardContext>) {
     sends.shutdown().await;
 }
 
-/// How many hand-offs a read of the outbox takes: a batch for each receiver, more while
-/// `busy` receivers hold back their own entries at the head.
-fn window(ctx: &ShardContext, busy: usize) -> usize {
-    ctx.outbox_batch * (1 + busy).min(MAX_WINDOW_BATCHES)
+/// How much a read of the outbox takes, in hand-offs and in bytes: a batch's worth, and one
+/// more for each `busy` receiver whose entries at the head are passed over.
+fn window(ctx: &ShardContext, busy: usize) -> (usize, usize) {
+    let batches = (1 + busy).min(MAX_WINDOW_BATCHES);
+    (ctx.outbox_batch * batches, ctx.reply_budget() * batches)
 }
 
 /// Acknowledges a successful send and, in the same store operation, reads the next window
@@ -136,12 +139,12 @@ async fn finish(
     let Some(reason) = sent.failure else {
         let count = sent.seqs.len();
         let seqs = sent.seqs;
-        let window = window(ctx, in_flight.len() + resting.len());
+        let (entries, bytes) = window(ctx, in_flight.len() + resting.len());
         let acked = ctx
             .store
             .run(move |shard, _| {
                 shard.outbox_ack(&seqs);
-                shard.outbox(window)
+                shard.outbox(entries, bytes)
             })
             .await;
         tracing::trace!(shard = ctx.shard, receiver = ?sent.receiver, count, "dispatcher.outbox.sent");

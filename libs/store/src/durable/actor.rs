@@ -138,6 +138,7 @@ impl<S: Maintenance> Store<S> {
             checkpoint: None,
             last_checkpoint: Instant::now(),
             sled_written: 0,
+            closing: false,
             disk: Arc::clone(&disk),
         };
         let syncer = Syncer {
@@ -287,8 +288,10 @@ struct Writer<S> {
     shared: Arc<Shared>,
     checkpoint: Option<Running>,
     last_checkpoint: Instant,
-    /// What checkpoints wrote into sled since it was last opened.
+    /// What checkpoints wrote into sled since it was last opened (their in-memory bytes).
     sled_written: usize,
+    /// The inbox has closed: the last checkpoints run, sled is not reopened.
+    closing: bool,
     disk: Arc<DiskWatch>,
 }
 
@@ -392,8 +395,13 @@ impl<S: Maintenance> Writer<S> {
                 break;
             }
             self.poll_checkpoint(false);
+            if self.shared.fatal().is_some() {
+                break;
+            }
             if !open {
-                // Shut down: the last checkpoint makes the next start replay nothing.
+                // Shut down: the last checkpoint makes the next start replay nothing, and
+                // reopening sled would only delay the exit.
+                self.closing = true;
                 self.poll_checkpoint(true);
                 if self.state.kv().dirty_bytes() > 0 {
                     self.start_checkpoint();
@@ -501,7 +509,7 @@ impl<S: Maintenance> Writer<S> {
     fn reopen_sled_when_due(&mut self, written: usize) {
         self.sled_written += written;
         let due = self.options.reopen_bytes;
-        if due == 0 || self.sled_written < due {
+        if due == 0 || self.sled_written < due || self.closing {
             return;
         }
         self.sled_written = 0;

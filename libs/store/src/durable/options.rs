@@ -28,7 +28,8 @@ pub struct StoreOptions {
     /// ...or this long after the last checkpoint, if anything changed.
     pub checkpoint_interval: Duration,
     /// Close sled and open it again once checkpoints have written this much into it since
-    /// it was opened (`Kv::reopen_sled`); 0: never.
+    /// it was opened, counted as the in-memory bytes of their layers (`Kv::reopen_sled`);
+    /// 0: never.
     pub reopen_bytes: usize,
     /// Operations waiting for the writer at most; beyond, callers get `Busy`.
     pub inbox_capacity: usize,

@@ -25,7 +25,8 @@ pub enum Flow {
 }
 
 pub struct Kv {
-    /// `None` only inside `reopen_sled`, between closing sled and opening it again.
+    /// `None` between closing sled and opening it again in `reopen_sled`, and after a
+    /// reopen failed: reads then fail with `Stopped` (the store stops on that failure).
     db: Option<sled::Db>,
     dir: PathBuf,
     cache_bytes: u64,
@@ -88,17 +89,25 @@ impl Kv {
         &self.dir
     }
 
+    /// sled itself, for checkpoints and tools. Panics after a failed `reopen_sled`, which
+    /// stops the store before it would start another checkpoint.
     pub fn db(&self) -> &sled::Db {
         self.db
             .as_ref()
             .expect("sled is open: only a failed reopen leaves it closed, and that stops the store")
     }
 
+    fn sled(&self) -> Result<&sled::Db, StoreError> {
+        self.db.as_ref().ok_or_else(|| StoreError::Stopped {
+            reason: "the store could not open sled again".into(),
+        })
+    }
+
     pub fn get(&self, key: &[u8]) -> Result<Option<Value<'_>>, StoreError> {
         if let Some(mem) = self.layers.get(key) {
             return Ok(mem.map(Value::Mem));
         }
-        self.db()
+        self.sled()?
             .get(key)
             .map(|v| v.map(Value::Disk))
             .map_err(|e| StoreError::sled("read", &self.dir, e))
@@ -121,7 +130,7 @@ impl Kv {
             .frozen
             .as_ref()
             .map(|f| f.range(range.clone()).peekable());
-        let mut disk = self.db().range(range);
+        let mut disk = self.sled()?.range(range);
         let mut disk_head = next_disk(&mut disk, &self.dir)?;
         loop {
             let mut key: Option<&[u8]> = active.peek().map(|(k, _)| k.as_slice());
@@ -324,6 +333,20 @@ mod tests {
         kv.db()
             .insert(b"after", b"a")
             .expect("sled takes writes after the reopen");
+    }
+
+    #[test]
+    fn after_a_failed_reopen_reads_answer_stopped() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let state = dir.path().join("state");
+        let mut kv = Kv::open(&state, 1 << 20).expect("open");
+        // sled's directory goes away under it, and a file takes its place: it cannot open.
+        std::fs::rename(&state, dir.path().join("moved")).expect("move sled's directory");
+        std::fs::write(&state, b"not a directory").expect("write");
+        assert!(kv.reopen_sled().is_err());
+        assert!(matches!(kv.get(b"k"), Err(StoreError::Stopped { .. })));
+        let scanned = kv.scan(b"a", b"z", |_, _| Ok(Flow::Continue));
+        assert!(matches!(scanned, Err(StoreError::Stopped { .. })));
     }
 
     #[test]

@@ -184,16 +184,23 @@ impl Shard {
         self.st.seqs.dedup_count
     }
 
-    /// Hand-offs waiting for their receivers, oldest first.
-    pub fn outbox(&mut self, limit: usize) -> Result<Vec<(u64, HandOff)>, StoreError> {
+    /// Hand-offs waiting for their receivers, oldest first: at most `limit` of them, and
+    /// no more once their encoded values reach `max_bytes` (deliveries carry payloads).
+    pub fn outbox(
+        &mut self,
+        limit: usize,
+        max_bytes: usize,
+    ) -> Result<Vec<(u64, HandOff)>, StoreError> {
         let start = keys::outbox(self.st.outbox_floor);
         let (_, end) = keys::outbox_space();
         let mut out = Vec::new();
+        let mut bytes = 0;
         self.kv.scan(&start, &end, |k, v| {
             let seq = keys::seq_of(k, "outbox key").map_err(|e| State::corrupt(&self.kv, e))?;
             let h = records::decode_hand_off(v).map_err(|e| State::corrupt(&self.kv, e))?;
             out.push((seq, h));
-            Ok(if out.len() >= limit {
+            bytes += v.len();
+            Ok(if out.len() >= limit || bytes >= max_bytes {
                 Flow::Stop
             } else {
                 Flow::Continue

@@ -117,7 +117,7 @@ fn delayed_event_waits_for_its_activation_of_the_current_version() {
             .expect("take")
             .is_empty()
     );
-    let outbox = s.outbox(10).expect("outbox");
+    let outbox = s.outbox(10, usize::MAX).expect("outbox");
     let [
         (
             _,
@@ -452,7 +452,7 @@ fn advance_is_local_or_handed_off_and_received_once() {
         payloads(&s.take(at(2), &q("p.next"), 10, None).expect("take")),
         ["p.next"]
     );
-    let outbox = s.outbox(10).expect("outbox");
+    let outbox = s.outbox(10, usize::MAX).expect("outbox");
     let [(seq, HandOff::Deliver(d))] = outbox.as_slice() else {
         panic!("expected one delivery, got {outbox:?}");
     };
@@ -482,7 +482,7 @@ fn advance_is_local_or_handed_off_and_received_once() {
         1
     );
     s.outbox_ack(&[*seq]);
-    assert!(s.outbox(10).expect("outbox").is_empty());
+    assert!(s.outbox(10, usize::MAX).expect("outbox").is_empty());
 }
 
 #[test]
@@ -494,7 +494,7 @@ fn the_outbox_keeps_every_hand_off_not_yet_acknowledged_whatever_the_order_of_ac
         s.enqueue(at(0), c).expect("enqueue");
     };
     let seqs = |s: &mut Shard| -> Vec<u64> {
-        s.outbox(10)
+        s.outbox(10, usize::MAX)
             .expect("outbox")
             .into_iter()
             .map(|(seq, _)| seq)
@@ -560,7 +560,7 @@ fn schedule_of_a_deleted_event_never_activates_its_successor_with_the_same_id() 
     first.id = Some(EventId::parse("x").expect("id"));
     first.activate_at = Some(at(20));
     s.enqueue(at(0), first.clone()).expect("enqueue");
-    let outbox = s.outbox(10).expect("outbox");
+    let outbox = s.outbox(10, usize::MAX).expect("outbox");
     let [(_, HandOff::Schedule { version, .. })] = outbox.as_slice() else {
         panic!("expected one schedule, got {outbox:?}");
     };
