@@ -175,7 +175,7 @@ pub struct StoreSettings {
     pub checkpoint_bytes: u64,
     /// Close sled and open it again once checkpoints wrote this much into it (counted as the
     /// changes they carried; sled's own log grows a few times faster): a restart after a
-    /// crash reads only sled's log written since. 0: never.
+    /// crash reads only sled's log written since. 0 (the default): never.
     #[serde(with = "serde_size")]
     pub reopen_bytes: u64,
     /// Live dedup entries per shard at most; the oldest age out first.
@@ -382,7 +382,7 @@ impl Default for StoreSettings {
             cache: 64 << 20,
             checkpoint_interval: Duration::from_secs(30),
             checkpoint_bytes: 256 << 20,
-            reopen_bytes: 1 << 30,
+            reopen_bytes: 0,
             dedup_max_entries: 1_000_000,
             min_free_bytes: Watermark::Auto,
         }

@@ -61,7 +61,7 @@ impl Default for StoreOptions {
             wal_segment_bytes: 64 << 20,
             checkpoint_bytes: 256 << 20,
             checkpoint_interval: Duration::from_secs(30),
-            reopen_bytes: 1 << 30,
+            reopen_bytes: 0,
             inbox_capacity: 16_384,
             tick: Duration::from_millis(10),
             commit_observer: None,
