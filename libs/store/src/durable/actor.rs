@@ -507,9 +507,12 @@ impl<S: Maintenance> Writer<S> {
     /// `reopen_bytes`: a restart's open of sled reads sled's log since sled was last opened,
     /// and this bounds it. The writer answers nothing meanwhile (`Kv::reopen_sled`).
     fn reopen_sled_when_due(&mut self, written: usize) {
-        self.sled_written += written;
         let due = self.options.reopen_bytes;
-        if due == 0 || self.sled_written < due || self.closing {
+        if due == 0 {
+            return;
+        }
+        self.sled_written += written;
+        if self.sled_written < due || self.closing {
             return;
         }
         self.sled_written = 0;

@@ -106,6 +106,21 @@ fn enqueue_take_ack_round_trip_with_stats() {
     ));
 }
 
+/// A read of the outbox stops at its count or at its bytes, whichever comes first, and
+/// always returns at least one hand-off.
+#[test]
+fn outbox_reads_stop_at_their_count_or_their_bytes() {
+    let (_d, mut s) = with_queue(QueueConfig::default());
+    for i in 0..5 {
+        let mut c = cmd(&format!("later-{i}"));
+        c.activate_at = Some(at(60));
+        s.enqueue(at(1), c).expect("enqueue");
+    }
+    assert_eq!(s.outbox(10, usize::MAX).expect("outbox").len(), 5);
+    assert_eq!(s.outbox(2, usize::MAX).expect("outbox").len(), 2);
+    assert_eq!(s.outbox(10, 1).expect("outbox").len(), 1);
+}
+
 #[test]
 fn delayed_event_waits_for_its_activation_of_the_current_version() {
     let (_d, mut s) = with_queue(QueueConfig::default());
