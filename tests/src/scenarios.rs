@@ -11,8 +11,10 @@ use tonic::Code;
 use crate::Cluster;
 use crate::cluster::SHARDS;
 
+mod carried;
 mod pipelines;
 
+pub use carried::*;
 pub use pipelines::*;
 
 pub fn seconds(s: f64) -> prost_types::Duration {

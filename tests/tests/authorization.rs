@@ -239,6 +239,12 @@ async fn callers_do_what_their_grants_and_quotas_allow() {
             })),
         }],
     };
+    let carrying = api::TakeRequest {
+        queue: "orders.new".into(),
+        max_events: 10,
+        completions: advance.completions.clone(),
+        ..Default::default()
+    };
     let moved = consumer
         .worker()
         .complete(advance)
@@ -246,6 +252,23 @@ async fn callers_do_what_their_grants_and_quotas_allow() {
         .expect_err("refused");
     assert_eq!(moved.code(), Code::PermissionDenied);
     assert!(moved.message().starts_with("completions[0].advance.to: identity 'orders-consumer' may not produce to queue 'orders.other'"), "{moved:?}");
+    // Carried by a take, the same advance refuses the whole take: nothing is leased.
+    enqueue(&producer, "orders.new", "still ready")
+        .await
+        .expect("enqueue");
+    let moved = consumer.worker().take(carrying).await.expect_err("refused");
+    assert_eq!(moved.code(), Code::PermissionDenied);
+    assert!(
+        moved.message().starts_with("completions[0].advance.to"),
+        "{moved:?}"
+    );
+    let still = take_one(&consumer, "orders.new").await.expect("take");
+    let payload = &still[0].event.as_ref().expect("an event").payload;
+    assert_eq!(
+        payload.as_slice(),
+        b"still ready",
+        "the refused take leased it"
+    );
     // The headers Cascade sets on dead letters are its own.
     let mut planted = item("orders.new", "x");
     planted

@@ -22,4 +22,6 @@ cascade_e2e::scenario_tests!(
     pipeline_walks_its_stages_and_acks_after_the_last,
     advance_to_a_named_stage_jumps,
     reapplied_pipeline_keeps_its_events,
+    a_take_carries_the_completions_of_the_last,
+    a_failed_take_applies_none_of_its_completions,
 );

@@ -9,7 +9,8 @@
 //! Size: events are leased, measured, and those that do not fit in the bus's `max_payload`
 //! are released in the same writer closure, so no one ever holds a lease on them. A release
 //! still counts an attempt (the store's rule), so the shard remembers for a while how many
-//! events of that queue fit in one reply and asks for no more.
+//! events of that queue fit in one reply and asks for no more. A take carrying completions
+//! keeps room in its reply for their results.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -18,11 +19,15 @@ use std::time::{Duration, Instant};
 use cascade_core::{EventId, Outcome, QueueName};
 use cascade_proto::convert::{TakeItem, leased_event_into_proto};
 use cascade_proto::v1;
+use cascade_store::Shard;
 use cascade_store::shard::LeaseToken;
 use prost::Message;
 
 use crate::DispatcherError;
 use crate::context::ShardContext;
+use crate::requests::worker::{
+    CompletionItems, CompletionOutcomes, apply_completions, completion_results,
+};
 
 /// How often a waiting take looks again without being woken.
 const RECHECK: Duration = Duration::from_millis(100);
@@ -67,15 +72,19 @@ impl TakeLimits {
     }
 }
 
-/// Leases up to `max_events` ready events, waiting for them as the request asks.
+/// Leases up to `max_events` ready events, waiting for them as the request asks, and
+/// applies `completions` once the first attempt has chosen its events.
 pub(crate) async fn take(
     ctx: &ShardContext,
     request: TakeItem,
+    completions: CompletionItems,
 ) -> Result<v1::TakeResponse, DispatcherError> {
     ctx.check_owned(&request.queue)?;
     let wait = request.wait.unwrap_or_default().min(ctx.max_take_wait);
     let deadline = Instant::now() + wait;
     let waiter = (!wait.is_zero()).then(|| ctx.wakeups.register(&request.queue));
+    let mut completions = Some(completions);
+    let mut completed = Vec::new();
     loop {
         let woken = waiter.as_ref().map(|w| w.notify().notified());
         tokio::pin!(woken);
@@ -83,13 +92,18 @@ pub(crate) async fn take(
         if let Some(woken) = woken.as_mut().as_pin_mut() {
             woken.enable();
         }
-        let events = take_once(ctx, &request).await?;
-        let now = Instant::now();
-        if !events.is_empty() || now >= deadline || ctx.stopping.is_triggered() {
-            return Ok(v1::TakeResponse { events });
+        let items = completions.take().unwrap_or_default();
+        let (events, outcomes) = take_once(ctx, &request, items).await?;
+        if !outcomes.is_empty() {
+            completed = completion_results(ctx, outcomes);
         }
-        let Some(woken) = woken.as_mut().as_pin_mut() else {
-            return Ok(v1::TakeResponse { events });
+        let now = Instant::now();
+        let done = !events.is_empty() || now >= deadline || ctx.stopping.is_triggered();
+        let (Some(woken), false) = (woken.as_mut().as_pin_mut(), done) else {
+            return Ok(v1::TakeResponse {
+                events,
+                completions: completed,
+            });
         };
         tokio::select! {
             () = woken => {}
@@ -104,59 +118,77 @@ struct Taken {
     released: usize,
     /// The first event, alone larger than a reply may be: (id, encoded bytes).
     too_large: Option<(EventId, usize)>,
+    completed: CompletionOutcomes,
 }
 
-/// One attempt: lease, keep what fits, release the rest — all in one writer closure.
+/// One attempt: lease, keep what fits, release the rest, then apply `completions` — all in
+/// one writer closure. A take that fails applies none of them.
 async fn take_once(
     ctx: &ShardContext,
     request: &TakeItem,
-) -> Result<Vec<v1::LeasedEvent>, DispatcherError> {
+    completions: CompletionItems,
+) -> Result<(Vec<v1::LeasedEvent>, CompletionOutcomes), DispatcherError> {
     let queue = request.queue.clone();
     let max = ctx.takes.cap(&queue, request.max_events);
     let lease = request.lease;
-    let budget = ctx.takes.budget();
-    // Answered before its fsync: a take lost in a crash only gives its events back, and no
-    // lease token is handed out twice (the store's `begin_run`).
-    let taken = ctx
-        .store
-        .run_unsynced(move |shard, now| {
-            let leased = shard.take(now, &queue, max, lease)?;
-            let mut events = Vec::with_capacity(leased.len());
-            let mut used = 0usize;
-            let mut overflow: Vec<(EventId, LeaseToken)> = Vec::new();
-            let mut too_large = None;
-            for item in leased {
-                if !overflow.is_empty() {
-                    overflow.push((item.event.id, item.token));
-                    continue;
-                }
-                let (id, token) = (item.event.id.clone(), item.token);
-                let event = leased_event_into_proto(item);
-                let cost = repeated_field_cost(event.encoded_len());
-                if used.saturating_add(cost) > budget {
-                    if events.is_empty() {
-                        too_large = Some((id.clone(), cost));
-                    }
-                    overflow.push((id, token));
-                    continue;
-                }
-                used += cost;
-                events.push(event);
+    // The completions' results travel in the same reply.
+    let budget = ctx
+        .takes
+        .budget()
+        .saturating_sub(results_reserve(&completions));
+    let synced = !completions.is_empty();
+    let op = move |shard: &mut Shard, now| {
+        let leased = shard.take(now, &queue, max, lease)?;
+        let mut events = Vec::with_capacity(leased.len());
+        let mut used = 0usize;
+        let mut overflow: Vec<(EventId, LeaseToken)> = Vec::new();
+        let mut too_large = None;
+        for item in leased {
+            if !overflow.is_empty() {
+                overflow.push((item.event.id, item.token));
+                continue;
             }
-            for (id, token) in &overflow {
-                // Failing here would drop the events that fit, leased to no one; the one
-                // not released is taken again when its lease expires.
-                if let Err(e) = shard.complete(now, &queue, id.as_str(), *token, Outcome::Release) {
-                    tracing::warn!(queue = %queue, id = %id, error = %e, "dispatcher.take.release");
+            let (id, token) = (item.event.id.clone(), item.token);
+            let event = leased_event_into_proto(item);
+            let cost = repeated_field_cost(event.encoded_len());
+            if used.saturating_add(cost) > budget {
+                if events.is_empty() {
+                    too_large = Some((id.clone(), cost));
                 }
+                overflow.push((id, token));
+                continue;
             }
-            Ok(Taken {
-                events,
-                released: overflow.len(),
-                too_large,
-            })
+            used += cost;
+            events.push(event);
+        }
+        for (id, token) in &overflow {
+            // Failing here would drop the events that fit, leased to no one; the one
+            // not released is taken again when its lease expires.
+            if let Err(e) = shard.complete(now, &queue, id.as_str(), *token, Outcome::Release) {
+                tracing::warn!(queue = %queue, id = %id, error = %e, "dispatcher.take.release");
+            }
+        }
+        // With completions, the room kept for their results may be what the first event
+        // lacked: they apply, and the next attempt, without them, has the whole budget.
+        let too_large = too_large.filter(|_| !synced);
+        let completed = match too_large {
+            Some(_) => Vec::new(),
+            None => apply_completions(shard, now, completions),
+        };
+        Ok(Taken {
+            events,
+            released: overflow.len(),
+            too_large,
+            completed,
         })
-        .await?;
+    };
+    // A plain take is answered before its fsync: a take lost in a crash only gives its events
+    // back, and no lease token is handed out twice (the store's `begin_run`). Completions
+    // are answered once durable, and the events with them.
+    let taken = match synced {
+        true => ctx.store.run(op).await?,
+        false => ctx.store.run_unsynced(op).await?,
+    };
     if taken.released > 0 {
         ctx.takes.learn(&request.queue, taken.events.len());
         ctx.wakeups.wake(&request.queue);
@@ -175,7 +207,21 @@ async fn take_once(
             max: budget,
         });
     }
-    Ok(taken.events)
+    Ok((taken.events, taken.completed))
+}
+
+/// Bytes a reply keeps for the results of `completions`: a failure's message names at most
+/// the queue and the event (twice, with the field) in a sentence.
+fn results_reserve(completions: &CompletionItems) -> usize {
+    const SENTENCE: usize = 256;
+    completions
+        .iter()
+        .map(|item| match item {
+            Ok(item) => SENTENCE + 2 * (item.queue.as_str().len() + item.id.as_str().len()),
+            Err(e) => SENTENCE + e.to_string().len(),
+        })
+        .map(repeated_field_cost)
+        .sum()
 }
 
 /// Bytes one element of a repeated message field takes: tag, length, body.

@@ -16,6 +16,7 @@ mod advance;
 mod audit;
 mod auth;
 mod authorize;
+mod carried;
 mod client_errors;
 mod coalesce;
 mod error;

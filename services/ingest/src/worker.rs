@@ -9,7 +9,8 @@
 //! the poll's events leased to nobody until their lease ends: each poll runs on a task of its
 //! own, which releases what it took if no one is left to answer.
 //! `Complete` is split by shard, coalesced like enqueues, and answered per item in order; an
-//! advance reaches its shard with its target resolved (`advance`).
+//! advance reaches its shard with its target resolved (`advance`). A `Take` may carry
+//! completions too (`carried`).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -35,8 +36,9 @@ use crate::admission::with_reservation;
 use crate::advance::Target;
 use crate::auth::caller;
 use crate::authorize::{allowed, no_reserved_headers, payload_quota, refuse_whole};
+use crate::carried::{Carried, number_as_asked};
 use crate::coalesce::{Batch, Sized};
-use crate::gateway::{Gateway, Prepared, field, renumber, scatter};
+use crate::gateway::{Gateway, Prepared, field, scatter};
 use crate::ingest::item_len;
 use crate::limits::TAKE_POLL_SLICE;
 use crate::peer::Peer;
@@ -142,6 +144,27 @@ impl Gateway {
     }
 }
 
+impl Gateway {
+    /// Each completion of a request prepared (see `prepare_completion`) under
+    /// `completions[i]`; the whole request is refused if one is outside the caller's grants.
+    async fn prepare_completions(
+        &self,
+        caller: &Caller,
+        completions: Vec<Completion>,
+    ) -> Result<Vec<Prepared<Completion>>, IngestError> {
+        let prefixes: Vec<String> = (0..completions.len())
+            .map(|i| format!("completions[{i}]"))
+            .collect();
+        let preparing = completions
+            .into_iter()
+            .zip(&prefixes)
+            .map(|(completion, prefix)| self.prepare_completion(caller, completion, prefix));
+        let mut prepared = futures::future::join_all(preparing).await;
+        refuse_whole(&mut prepared)?;
+        Ok(prepared)
+    }
+}
+
 /// One shard poll of a `Take`, on a task of its own. If the client goes away while the shard
 /// holds the poll, tonic drops the RPC's future, not this task: the events the poll brings
 /// are then released at once (their attempt stays counted) instead of staying leased to
@@ -206,13 +229,21 @@ impl Worker for Gateway {
     async fn take(&self, request: Request<TakeRequest>) -> Result<Response<TakeResponse>, Status> {
         let caller = caller(&request)?;
         let peer = Peer::of(request.extensions()).cloned();
-        let request = request.into_inner();
+        let mut request = request.into_inner();
         let item = take_from_proto(&request).map_err(IngestError::from)?;
         allowed(&caller, Permission::Consume, item.queue.as_str(), "queue")?;
+        self.limits
+            .check_batch_bytes("completions", prost::Message::encoded_len(&request))?;
+        let mut completions = std::mem::take(&mut request.completions);
+        self.limits.check_items("completions", completions.len())?;
+        // Alive until the shards answered: each covers its advance's commit.
+        let _advances = trace::advance_spans(&mut completions);
+        let prepared = self.prepare_completions(&caller, completions).await?;
         // Checked before any event is leased: a refusal after the poll would cost the
         // events an attempt.
         self.admission.room(peer.as_ref())?;
         let shard = self.shards.owner(&item.queue);
+        let mut carried = Carried::split(shard, prepared);
         let deadline = Instant::now() + self.limits.take_wait(item.wait);
         loop {
             let asked_at = Instant::now();
@@ -221,10 +252,28 @@ impl Worker for Gateway {
                 .min(TAKE_POLL_SLICE);
             let ask = TakeRequest {
                 wait: (!poll.is_zero()).then(|| duration_to_proto(poll)),
+                completions: std::mem::take(&mut carried.with_take),
                 ..request.clone()
             };
             let timeout = self.limits.take_timeout(poll);
-            let taken = poll_shard(&self.shards, shard, ask, timeout).await?;
+            let mut taken = match poll_shard(&self.shards, shard, ask, timeout).await {
+                Ok(taken) => taken,
+                // The completions were applied and their results are owed: a later poll that
+                // fails ends the take empty instead.
+                Err(err) if carried.owed() => {
+                    tracing::debug!(shard, error = %err, "take.poll_failed_after_completions");
+                    let results = carried.into_results();
+                    return Ok(Response::new(TakeResponse {
+                        events: Vec::new(),
+                        completions: results,
+                    }));
+                }
+                Err(err) => return Err(err.into()),
+            };
+            let answered = std::mem::take(&mut taken.completions);
+            carried
+                .poll_answered(shard, answered, &self.complete)
+                .await?;
             let now = Instant::now();
             // A shard answers empty before the poll's wait is over only when it is stopping
             // (or caps waits lower than this gateway): asking it again would spin, so the
@@ -233,6 +282,7 @@ impl Worker for Gateway {
             if !taken.events.is_empty() || now >= deadline || early || self.stopping.is_triggered()
             {
                 trace::record_take(item.queue.as_str(), &taken.events);
+                taken.completions = carried.into_results();
                 let size = prost::Message::encoded_len(&taken);
                 let reserved = self.admission.reserve_anyway(peer.as_ref(), size);
                 return Ok(with_reservation(taken, reserved));
@@ -252,22 +302,9 @@ impl Worker for Gateway {
         self.limits.check_items("completions", completions.len())?;
         // Alive until the shards answered: each covers its advance's commit.
         let _advances = trace::advance_spans(&mut completions);
-        let prefixes: Vec<String> = (0..completions.len())
-            .map(|i| format!("completions[{i}]"))
-            .collect();
-        let preparing = completions
-            .into_iter()
-            .zip(&prefixes)
-            .map(|(completion, prefix)| self.prepare_completion(&caller, completion, prefix));
-        let mut prepared = futures::future::join_all(preparing).await;
-        refuse_whole(&mut prepared)?;
+        let prepared = self.prepare_completions(&caller, completions).await?;
         let mut results = scatter(&self.complete, prepared).await;
-        for (index, result) in results.iter_mut().enumerate() {
-            if result.code != 0 {
-                let message = std::mem::take(&mut result.message);
-                result.message = renumber(message, "completions", &format!("completions[{index}]"));
-            }
-        }
+        number_as_asked(&mut results);
         Ok(Response::new(CompleteResponse { results }))
     }
 

@@ -236,6 +236,7 @@ pub async fn drain<P: Peer>(
                 }
                 taken.fetch_add(batch.len() as u64, Ordering::Relaxed);
             }
+            P::finish(&mut consumer).await?;
             Ok::<_, BoxError>(())
         });
     }
@@ -248,11 +249,13 @@ pub async fn drain<P: Peer>(
             ended??;
         }
     }
-    let (after, ops, elapsed) = (cpu(server), taken.load(Ordering::Relaxed), at.elapsed());
+    // The window closes once every consumer stopped and sent its last acks (Cascade's go
+    // with a consumer's next take, so its last batch's go at its end).
     stop.store(true, Ordering::Relaxed);
     while let Some(ended) = tasks.join_next().await {
         ended??;
     }
+    let (after, ops, elapsed) = (cpu(server), taken.load(Ordering::Relaxed), at.elapsed());
     let (server_us, client_us) = per_op(&before, &after, ops);
     Ok(Measured {
         rate: ops as f64 / elapsed.as_secs_f64(),
@@ -305,6 +308,7 @@ pub async fn delayed<P: Peer>(
                 }
                 delivered.fetch_add(batch.len() as u64, Ordering::Relaxed);
             }
+            P::finish(&mut consumer).await?;
             Ok::<_, BoxError>((late, early))
         });
     }

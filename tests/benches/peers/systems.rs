@@ -76,18 +76,37 @@ pub trait Peer: Producing {
         items: Vec<Item>,
     ) -> impl Future<Output = Result<(), BoxError>> + Send;
     /// Takes up to `max` due events of `queue` under a lease and acknowledges them (done):
-    /// their payloads. Empty when none is due; it may wait a moment for one.
+    /// their payloads. Empty when none is due; it may wait a moment for one. An ack may go
+    /// with the consumer's next request, if the system has one that carries it.
     fn take_ack(
         consumer: &mut Self::Consumer,
         queue: &str,
         max: usize,
     ) -> impl Future<Output = Result<Vec<Vec<u8>>, BoxError>> + Send;
+    /// Sends the acks still held for a next request; the consumer is done.
+    fn finish(_consumer: &mut Self::Consumer) -> impl Future<Output = Result<(), BoxError>> + Send {
+        async { Ok(()) }
+    }
 }
 
-/// Cascade, through `cascade-client`: `Enqueue`, `EnqueueBatch`, `Take` and one `Complete`
-/// acking the batch.
+/// Cascade, through `cascade-client`: `Enqueue`, `EnqueueBatch`, and a `Take` that carries
+/// the acks of the consumer's previous batch (its last acks go in one `Complete`).
 pub struct Cascade {
     pub addr: String,
+}
+
+/// A Cascade consumer: its connection and the acks its next take carries.
+pub struct CascadeConsumer {
+    client: Client,
+    acks: Vec<api::Completion>,
+}
+
+/// Fails if one of `results` refused its ack.
+fn all_acked(results: &[api::CompletionResult]) -> Result<(), BoxError> {
+    match results.iter().find(|r| r.code != 0) {
+        Some(refused) => Err(format!("an ack was refused: {}", refused.message).into()),
+        None => Ok(()),
+    }
 }
 
 fn timestamp(micros: u64) -> prost_types::Timestamp {
@@ -123,7 +142,7 @@ impl Producing for Cascade {
 }
 
 impl Peer for Cascade {
-    type Consumer = Client;
+    type Consumer = CascadeConsumer;
     const DELAYS: bool = true;
 
     async fn setup(&self, queues: &[String]) -> Result<(), BoxError> {
@@ -138,8 +157,11 @@ impl Peer for Cascade {
         Ok(())
     }
 
-    async fn consumer(&self) -> Result<Client, BoxError> {
-        Ok(Client::connect(&self.addr).await?)
+    async fn consumer(&self) -> Result<CascadeConsumer, BoxError> {
+        Ok(CascadeConsumer {
+            client: Client::connect(&self.addr).await?,
+            acks: Vec::new(),
+        })
     }
 
     async fn enqueue_many(
@@ -159,7 +181,7 @@ impl Peer for Cascade {
     }
 
     async fn take_ack(
-        client: &mut Client,
+        consumer: &mut CascadeConsumer,
         queue: &str,
         max: usize,
     ) -> Result<Vec<Vec<u8>>, BoxError> {
@@ -168,17 +190,15 @@ impl Peer for Cascade {
         let take = api::TakeRequest {
             queue: queue.to_owned(),
             max_events: max as u32,
+            completions: std::mem::take(&mut consumer.acks),
             ..api::TakeRequest::default()
         };
-        let taken = client.worker().take(take).await?.into_inner().events;
-        if taken.is_empty() {
-            return Ok(Vec::new());
-        }
-        let mut payloads = Vec::with_capacity(taken.len());
-        let mut completions = Vec::with_capacity(taken.len());
-        for leased in taken {
+        let answer = consumer.client.worker().take(take).await?.into_inner();
+        all_acked(&answer.completions)?;
+        let mut payloads = Vec::with_capacity(answer.events.len());
+        for leased in answer.events {
             let event = leased.event.unwrap_or_default();
-            completions.push(api::Completion {
+            consumer.acks.push(api::Completion {
                 queue: queue.to_owned(),
                 id: event.id,
                 lease_token: leased.lease_token,
@@ -186,15 +206,16 @@ impl Peer for Cascade {
             });
             payloads.push(event.payload);
         }
-        let results = client
-            .worker()
-            .complete(api::CompleteRequest { completions })
-            .await?
-            .into_inner()
-            .results;
-        match results.iter().find(|r| r.code != 0) {
-            Some(refused) => Err(format!("an ack was refused: {}", refused.message).into()),
-            None => Ok(payloads),
+        Ok(payloads)
+    }
+
+    async fn finish(consumer: &mut CascadeConsumer) -> Result<(), BoxError> {
+        if consumer.acks.is_empty() {
+            return Ok(());
         }
+        let completions = std::mem::take(&mut consumer.acks);
+        let request = api::CompleteRequest { completions };
+        let answer = consumer.client.worker().complete(request).await?;
+        all_acked(&answer.into_inner().results)
     }
 }

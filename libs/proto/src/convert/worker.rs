@@ -149,10 +149,9 @@ pub fn completion_from_proto(
 
 /// Each completion validated on its own, under `completions[i]`.
 pub fn completions_from_proto(
-    request: v1::CompleteRequest,
+    completions: Vec<v1::Completion>,
 ) -> Vec<Result<CompletionItem, ConvertError>> {
-    request
-        .completions
+    completions
         .into_iter()
         .enumerate()
         .map(|(index, c)| completion_from_proto(c, &format!("completions[{index}]")))

@@ -35,6 +35,9 @@ impl<H: Handler> State<H> {
             lease: config.lease.map(duration_to_proto),
             wait: Some(duration_to_proto(config.poll_wait)),
             worker_id: config.worker_id.clone(),
+            // Completions go their own way (`complete`): a handler's outcome is sent as soon
+            // as it is known, not held for the next take.
+            completions: Vec::new(),
         };
         let limit = config.poll_wait + TAKE_SLACK;
         let mut client = self.ctx.client.clone();

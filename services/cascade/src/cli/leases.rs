@@ -121,6 +121,7 @@ pub async fn take(args: TakeArgs) -> Result<(), CliError> {
             .map(|v| super::duration_proto("wait", v))
             .transpose()?,
         worker_id: "cascade-cli".into(),
+        completions: Vec::new(),
     };
     let s = args.opts.session().await?;
     let taken = s

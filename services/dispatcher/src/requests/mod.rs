@@ -8,7 +8,7 @@ mod events;
 mod handoffs;
 mod pipelines;
 mod queues;
-mod worker;
+pub(crate) mod worker;
 
 use cascade_bus::BusError;
 use cascade_proto::bus::v1::dispatcher_reply::Result as Answer;
@@ -68,7 +68,8 @@ async fn dispatch(ctx: &ShardContext, op: Op) -> Result<Answer, DispatcherError>
         Op::Delete(r) => Answer::Done(events::delete(ctx, r).await?),
         Op::Take(r) => {
             let item = cascade_proto::convert::take_from_proto(&r)?;
-            Answer::Take(take::take(ctx, item).await?)
+            let completions = worker::completion_items(ctx, r.completions);
+            Answer::Take(take::take(ctx, item, completions).await?)
         }
         Op::Complete(r) => Answer::Complete(worker::complete(ctx, r).await?),
         Op::Extend(r) => Answer::Extend(worker::extend(ctx, r).await?),

@@ -191,16 +191,30 @@ impl Cluster {
     }
 
     pub async fn take(&self, queue: &str, max: u32, wait: Duration) -> Vec<v1::LeasedEvent> {
+        self.take_completing(queue, max, wait, Vec::new())
+            .await
+            .events
+    }
+
+    /// A take that carries `completions`.
+    pub async fn take_completing(
+        &self,
+        queue: &str,
+        max: u32,
+        wait: Duration,
+        completions: Vec<v1::Completion>,
+    ) -> v1::TakeResponse {
         let op = Op::Take(v1::TakeRequest {
             queue: queue.into(),
             max_events: max,
             lease: None,
             wait: Some(cascade_proto::convert::duration_to_proto(wait)),
             worker_id: "test".into(),
+            completions,
         });
         let shard = self.shard_of(queue);
         match self.call_shard(shard, op, wait + PATIENCE).await {
-            Answer::Take(response) => response.events,
+            Answer::Take(response) => response,
             other => panic!("take from {queue}: {other:?}"),
         }
     }
@@ -210,17 +224,11 @@ impl Cluster {
         leased: &v1::LeasedEvent,
         outcome: v1::completion::Outcome,
     ) -> v1::CompletionResult {
-        let event = leased.event.as_ref().expect("an event");
-        let completion = v1::Completion {
-            queue: event.queue.clone(),
-            id: event.id.clone(),
-            lease_token: leased.lease_token.clone(),
-            outcome: Some(outcome),
-        };
+        let queue = leased.event.as_ref().expect("an event").queue.clone();
         let op = Op::Complete(v1::CompleteRequest {
-            completions: vec![completion],
+            completions: vec![completion(leased, outcome)],
         });
-        match self.call(&event.queue, op).await {
+        match self.call(&queue, op).await {
             Answer::Complete(mut response) => response.results.pop().expect("one result"),
             other => panic!("complete: {other:?}"),
         }
@@ -240,6 +248,17 @@ pub fn enqueue_request(queue: &str, payload: &[u8]) -> v1::EnqueueRequest {
         queue: queue.into(),
         payload: payload.to_vec(),
         ..v1::EnqueueRequest::default()
+    }
+}
+
+/// The completion of a leased event with `outcome`.
+pub fn completion(leased: &v1::LeasedEvent, outcome: v1::completion::Outcome) -> v1::Completion {
+    let event = leased.event.as_ref().expect("an event");
+    v1::Completion {
+        queue: event.queue.clone(),
+        id: event.id.clone(),
+        lease_token: leased.lease_token.clone(),
+        outcome: Some(outcome),
     }
 }
 

@@ -4,7 +4,7 @@
 
 use std::time::{Duration, Instant};
 
-use crate::cluster::{Cluster, payload_of};
+use crate::cluster::{Cluster, completion, payload_of};
 
 #[tokio::test]
 async fn long_poll() {
@@ -78,4 +78,31 @@ async fn long_poll() {
         .expect("join")
         .expect("the long poll was answered");
     assert!(reply.result.is_some());
+}
+
+/// A long poll carrying the release of the only event it could take: the take finds nothing,
+/// the release makes the event ready, and the poll answers with it and with the release's
+/// result, kept across its waits.
+#[tokio::test]
+async fn a_long_poll_takes_what_its_own_completion_released() {
+    let cluster = Cluster::start(1).await;
+    cluster.create_queue("inbox", None).await;
+    cluster.enqueue_now("inbox", b"again").await;
+    let first = cluster.take("inbox", 1, Duration::ZERO).await;
+    assert_eq!(first.len(), 1);
+    let release = cascade_proto::v1::completion::Outcome::Release(cascade_proto::v1::Release {});
+    let answer = cluster
+        .take_completing(
+            "inbox",
+            1,
+            Duration::from_secs(30),
+            vec![completion(&first[0], release)],
+        )
+        .await;
+    assert_eq!(answer.completions.len(), 1);
+    assert_eq!(answer.completions[0].code, 0, "{:?}", answer.completions);
+    assert_eq!(answer.events.len(), 1);
+    assert_eq!(payload_of(&answer.events[0]), b"again");
+    let event = answer.events[0].event.as_ref().expect("an event");
+    assert_eq!(event.attempts, 2);
 }

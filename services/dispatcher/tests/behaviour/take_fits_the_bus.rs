@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use cascade_bus::Bus;
 
-use crate::cluster::Cluster;
+use crate::cluster::{Cluster, ack, completion, payload_of};
 
 const MAX_PAYLOAD: usize = 64 * 1024;
 const EVENT_BYTES: usize = 20 * 1024;
@@ -51,5 +51,40 @@ async fn take_fits_the_bus() {
     assert_eq!(seen.len(), EVENTS);
     let stats = cluster.stats("big").await;
     assert_eq!((stats.leased, stats.ready), (EVENTS as u64, 0));
+    cluster.stop().await;
+}
+
+/// A take carrying completions keeps room in its reply for their results. When that room is
+/// what the next event lacks, the completions still apply and the event waits for the next
+/// take, which has the whole reply: the take does not fail.
+#[tokio::test]
+async fn completions_carried_make_room_for_their_results() {
+    let mut cluster = Cluster::start_on(1, Bus::local_with_max_payload(MAX_PAYLOAD)).await;
+    cluster.create_queue("mixed", None).await;
+    cluster.enqueue_now("mixed", b"small").await;
+    let big = vec![7u8; MAX_PAYLOAD - 14 * 1024];
+    cluster.enqueue_now("mixed", &big).await;
+    let small = cluster.take("mixed", 1, Duration::ZERO).await;
+    assert_eq!(small.len(), 1);
+    // The first acks it; the others find its lease gone. Their results need more room than
+    // the big event leaves.
+    let acks = vec![completion(&small[0], ack()); 40];
+    let answer = cluster
+        .take_completing("mixed", 1, Duration::ZERO, acks)
+        .await;
+    assert!(answer.events.is_empty(), "took {}", answer.events.len());
+    let codes: Vec<i32> = answer.completions.iter().map(|r| r.code).collect();
+    let stale = 9; // FAILED_PRECONDITION
+    assert_eq!(codes[0], 0, "{:?}", answer.completions[0]);
+    assert!(codes[1..].iter().all(|&c| c == stale), "{codes:?}");
+    assert_eq!(codes.len(), 40);
+    let next = cluster.take("mixed", 1, Duration::ZERO).await;
+    assert_eq!(next.len(), 1);
+    assert_eq!(payload_of(&next[0]), big.as_slice());
+    let stats = cluster.stats("mixed").await;
+    assert_eq!(
+        (stats.completed_total, stats.leased, stats.ready),
+        (1, 1, 0)
+    );
     cluster.stop().await;
 }

@@ -108,6 +108,7 @@ async fn the_events_of_a_poll_whose_client_went_away_are_released() {
             DispatcherReply {
                 result: Some(Reply::Take(TakeResponse {
                     events: vec![leased],
+                    completions: Vec::new(),
                 })),
             }
         })

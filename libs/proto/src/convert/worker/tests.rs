@@ -27,6 +27,7 @@ fn takes_default_and_bound_their_fields() {
         lease: Some(duration_to_proto(Duration::from_secs(5))),
         wait: Some(duration_to_proto(Duration::from_secs(20))),
         worker_id: "w1".into(),
+        completions: Vec::new(),
     };
     let take = take_from_proto(&request).expect("valid");
     assert_eq!(take.max_events, 100);
@@ -139,34 +140,32 @@ fn completions_convert_every_outcome() {
 
 #[test]
 fn bad_completions_name_their_field() {
-    let results = completions_from_proto(v1::CompleteRequest {
-        completions: vec![
-            completion(Some(ProtoOutcome::Ack(v1::Ack {}))),
-            completion(None),
-            v1::Completion {
-                lease_token: "xyz".into(),
-                ..completion(Some(ProtoOutcome::Ack(v1::Ack {})))
-            },
-            completion(Some(ProtoOutcome::Reschedule(v1::Reschedule {
-                activate_at: None,
-            }))),
-            completion(Some(ProtoOutcome::Advance(v1::Advance {
-                to: "a b".into(),
-                ..v1::Advance::default()
-            }))),
-            completion(Some(ProtoOutcome::Retry(v1::Retry {
-                delay: Some(prost_types::Duration {
-                    seconds: -1,
-                    nanos: 0,
-                }),
-                reason: String::new(),
-            }))),
-            v1::Completion {
-                id: String::new(),
-                ..completion(Some(ProtoOutcome::Ack(v1::Ack {})))
-            },
-        ],
-    });
+    let results = completions_from_proto(vec![
+        completion(Some(ProtoOutcome::Ack(v1::Ack {}))),
+        completion(None),
+        v1::Completion {
+            lease_token: "xyz".into(),
+            ..completion(Some(ProtoOutcome::Ack(v1::Ack {})))
+        },
+        completion(Some(ProtoOutcome::Reschedule(v1::Reschedule {
+            activate_at: None,
+        }))),
+        completion(Some(ProtoOutcome::Advance(v1::Advance {
+            to: "a b".into(),
+            ..v1::Advance::default()
+        }))),
+        completion(Some(ProtoOutcome::Retry(v1::Retry {
+            delay: Some(prost_types::Duration {
+                seconds: -1,
+                nanos: 0,
+            }),
+            reason: String::new(),
+        }))),
+        v1::Completion {
+            id: String::new(),
+            ..completion(Some(ProtoOutcome::Ack(v1::Ack {})))
+        },
+    ]);
     assert!(results[0].is_ok());
     let messages: Vec<String> = results[1..]
         .iter()

@@ -1,0 +1,118 @@
+//! Completions a `Take` carries: those of the take's own shard go with its first poll (the
+//! shard applies them once the take has chosen its events, in the same writer step); those
+//! of other shards go through the complete coalescer once that poll has answered. So a take
+//! that fails has applied none of them, and one that answers has applied them all, each
+//! with its own result.
+
+use cascade_proto::v1::{Completion, CompletionResult};
+
+use crate::IngestError;
+use crate::coalesce::{Batch, Coalescer};
+use crate::gateway::{Prepared, renumber, scatter};
+use crate::worker::CompleteBatch;
+
+pub(crate) struct Carried {
+    /// For the take's shard, with its first poll; `at_take` their places in the request.
+    pub with_take: Vec<Completion>,
+    at_take: Vec<usize>,
+    /// For other shards (or refused already), with their places in the request.
+    elsewhere: Vec<Prepared<Completion>>,
+    at_elsewhere: Vec<usize>,
+    results: Vec<Option<CompletionResult>>,
+    /// The take's first poll answered: every completion has been sent.
+    sent: bool,
+}
+
+impl Carried {
+    pub fn split(shard: u32, prepared: Vec<Prepared<Completion>>) -> Carried {
+        let mut carried = Carried {
+            with_take: Vec::new(),
+            at_take: Vec::new(),
+            elsewhere: Vec::new(),
+            at_elsewhere: Vec::new(),
+            results: (0..prepared.len()).map(|_| None).collect(),
+            sent: false,
+        };
+        for (index, item) in prepared.into_iter().enumerate() {
+            match item {
+                Ok((owner, sized)) if owner == shard => {
+                    carried.with_take.push(sized.item);
+                    carried.at_take.push(index);
+                }
+                other => {
+                    carried.elsewhere.push(other);
+                    carried.at_elsewhere.push(index);
+                }
+            }
+        }
+        carried
+    }
+
+    /// Whether results are owed: completions were sent, so a later failed poll must still
+    /// answer them (with no events) rather than fail the request.
+    pub fn owed(&self) -> bool {
+        self.sent && !self.results.is_empty()
+    }
+
+    /// The take's poll answered with `answered` for the completions it carried (none after
+    /// the first poll); after the first, sends the other shards' completions.
+    pub async fn poll_answered(
+        &mut self,
+        shard: u32,
+        answered: Vec<CompletionResult>,
+        complete: &Coalescer<CompleteBatch>,
+    ) -> Result<(), IngestError> {
+        if self.sent {
+            return Ok(());
+        }
+        self.sent = true;
+        if answered.len() != self.at_take.len() {
+            return Err(IngestError::BadReply {
+                shard,
+                asked: "a take with completions",
+                got: format!(
+                    "{} completion results for {} completions",
+                    answered.len(),
+                    self.at_take.len()
+                ),
+            });
+        }
+        for (index, result) in std::mem::take(&mut self.at_take).into_iter().zip(answered) {
+            self.results[index] = Some(result);
+        }
+        let elsewhere = std::mem::take(&mut self.elsewhere);
+        let outcomes = scatter(complete, elsewhere).await;
+        for (index, result) in std::mem::take(&mut self.at_elsewhere)
+            .into_iter()
+            .zip(outcomes)
+        {
+            self.results[index] = Some(result);
+        }
+        Ok(())
+    }
+
+    /// Every completion's result, in request order, numbered as the client asked.
+    pub fn into_results(self) -> Vec<CompletionResult> {
+        let mut results: Vec<CompletionResult> = self
+            .results
+            .into_iter()
+            .map(|result| {
+                // Every place is filled once sent (`scatter` answers every item it is given).
+                result.unwrap_or_else(|| CompleteBatch::failed(&IngestError::ShuttingDown))
+            })
+            .collect();
+        number_as_asked(&mut results);
+        results
+    }
+}
+
+/// A shard numbers the completions of the request it received (a coalesced one, or a
+/// take's share): renames them to the client's `completions[i]`.
+pub(crate) fn number_as_asked(results: &mut [CompletionResult]) {
+    for (index, result) in results.iter_mut().enumerate() {
+        if result.code != 0 {
+            let message = std::mem::take(&mut result.message);
+            result.message = renumber(message, "completions", &format!("completions[{index}]"));
+        }
+    }
+}
