@@ -87,33 +87,13 @@ pub(crate) async fn run_completer(
 
 async fn send(client: WorkerClient<Connection>, batch: Vec<v1::Completion>, stats: Arc<Stats>) {
     let count = batch.len() as u64;
-    let releases = batch
-        .iter()
-        .filter(|c| matches!(c.outcome, Some(v1::completion::Outcome::Release(_))))
-        .count() as u64;
     let request = v1::CompleteRequest { completions: batch };
     let mut pause = FIRST_RETRY_PAUSE;
     for attempt in 1..=TRIES {
         let answer = client.clone().complete(request.clone()).await;
         match answer {
             Ok(response) => {
-                let results = response.into_inner().results;
-                let mut refused = 0;
-                for (completion, result) in request.completions.iter().zip(&results) {
-                    if result.code != 0 {
-                        refused += 1;
-                        tracing::warn!(
-                            queue = %completion.queue,
-                            id = %completion.id,
-                            code = result.code,
-                            message = %result.message,
-                            "worker.complete.refused"
-                        );
-                    }
-                }
-                stats.add(Counter::Completed, count - refused);
-                stats.add(Counter::Released, releases);
-                stats.add(Counter::CompleteFailures, refused);
+                record_results(&request.completions, &response.into_inner().results, &stats);
                 return;
             }
             Err(status) if attempt < TRIES && may_pass(status.code()) => {
@@ -133,6 +113,41 @@ async fn send(client: WorkerClient<Connection>, batch: Vec<v1::Completion>, stat
             }
         }
     }
+}
+
+/// Counts the answers to `completions` (sent by `Complete` or carried by a take), and logs
+/// each refused one.
+pub(crate) fn record_results(
+    completions: &[v1::Completion],
+    results: &[v1::CompletionResult],
+    stats: &Stats,
+) {
+    let mut refused = 0;
+    for (completion, result) in completions.iter().zip(results) {
+        if result.code != 0 {
+            refused += 1;
+            tracing::warn!(
+                queue = %completion.queue,
+                id = %completion.id,
+                code = result.code,
+                message = %result.message,
+                "worker.complete.refused"
+            );
+        }
+    }
+    let releases = completions
+        .iter()
+        .filter(|c| matches!(c.outcome, Some(v1::completion::Outcome::Release(_))))
+        .count() as u64;
+    stats.add(Counter::Completed, completions.len() as u64 - refused);
+    stats.add(Counter::Released, releases);
+    stats.add(Counter::CompleteFailures, refused);
+}
+
+/// Whether `completions` may go with a take: within the completer's own batch bounds.
+pub(crate) fn fits_one_request(completions: &[v1::Completion], max_batch: usize) -> bool {
+    let bytes: usize = completions.iter().map(Message::encoded_len).sum();
+    completions.len() <= max_batch && bytes <= MAX_REQUEST_BYTES
 }
 
 /// Failures that retrying the same request may get past.

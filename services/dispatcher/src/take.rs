@@ -25,9 +25,7 @@ use prost::Message;
 
 use crate::DispatcherError;
 use crate::context::ShardContext;
-use crate::requests::worker::{
-    CompletionItems, CompletionOutcomes, apply_completions, completion_results,
-};
+use crate::requests::worker::{Completed, CompletionItems, apply_completions};
 
 /// How often a waiting take looks again without being woken.
 const RECHECK: Duration = Duration::from_millis(100);
@@ -73,7 +71,8 @@ impl TakeLimits {
 }
 
 /// Leases up to `max_events` ready events, waiting for them as the request asks, and
-/// applies `completions` once the first attempt has chosen its events.
+/// applies `completions` once the first attempt has chosen its events. Once they are
+/// applied, their results are answered whatever a later attempt meets.
 pub(crate) async fn take(
     ctx: &ShardContext,
     request: TakeItem,
@@ -84,7 +83,7 @@ pub(crate) async fn take(
     let deadline = Instant::now() + wait;
     let waiter = (!wait.is_zero()).then(|| ctx.wakeups.register(&request.queue));
     let mut completions = Some(completions);
-    let mut completed = Vec::new();
+    let mut results = Vec::new();
     loop {
         let woken = waiter.as_ref().map(|w| w.notify().notified());
         tokio::pin!(woken);
@@ -93,16 +92,23 @@ pub(crate) async fn take(
             woken.enable();
         }
         let items = completions.take().unwrap_or_default();
-        let (events, outcomes) = take_once(ctx, &request, items).await?;
-        if !outcomes.is_empty() {
-            completed = completion_results(ctx, outcomes);
-        }
+        let attempt = match take_once(ctx, &request, items, &mut results).await {
+            Ok(attempt) => attempt,
+            Err(err) if !results.is_empty() => {
+                tracing::debug!(shard = ctx.shard, queue = %request.queue, error = %err, "dispatcher.take.failed_after_completions");
+                Attempt::default()
+            }
+            Err(err) => return Err(err),
+        };
         let now = Instant::now();
-        let done = !events.is_empty() || now >= deadline || ctx.stopping.is_triggered();
+        let done = !attempt.events.is_empty()
+            || attempt.ended
+            || now >= deadline
+            || ctx.stopping.is_triggered();
         let (Some(woken), false) = (woken.as_mut().as_pin_mut(), done) else {
             return Ok(v1::TakeResponse {
-                events,
-                completions: completed,
+                events: attempt.events,
+                completions: results,
             });
         };
         tokio::select! {
@@ -113,32 +119,45 @@ pub(crate) async fn take(
     }
 }
 
+/// What one attempt leased, and whether the take should answer now even without events.
+#[derive(Default)]
+struct Attempt {
+    events: Vec<v1::LeasedEvent>,
+    /// The first event did not fit beside the completions' results (a later attempt would
+    /// find it so again): the results go now, and the next take, without them, has room.
+    ended: bool,
+}
+
 struct Taken {
     events: Vec<v1::LeasedEvent>,
     released: usize,
-    /// The first event, alone larger than a reply may be: (id, encoded bytes).
+    /// The first event, alone larger than what the reply had room for: (id, encoded bytes).
     too_large: Option<(EventId, usize)>,
-    completed: CompletionOutcomes,
+    completed: Completed,
+    /// Bytes of the reply kept for the completions' results.
+    reserved: usize,
 }
 
-/// One attempt: lease, keep what fits, release the rest, then apply `completions` — all in
-/// one writer closure. A take that fails applies none of them.
+/// One attempt, in one writer closure: lease, apply `completions` (so a take that fails
+/// applies none), keep the events that fit in the reply beside every result in `results`,
+/// and release the rest. The new results are added to `results`.
 async fn take_once(
     ctx: &ShardContext,
     request: &TakeItem,
     completions: CompletionItems,
-) -> Result<(Vec<v1::LeasedEvent>, CompletionOutcomes), DispatcherError> {
+    results: &mut Vec<v1::CompletionResult>,
+) -> Result<Attempt, DispatcherError> {
     let queue = request.queue.clone();
     let max = ctx.takes.cap(&queue, request.max_events);
     let lease = request.lease;
-    // The completions' results travel in the same reply.
-    let budget = ctx
-        .takes
-        .budget()
-        .saturating_sub(results_reserve(&completions));
+    let held = reply_bytes(results);
+    let budget = ctx.takes.budget();
     let synced = !completions.is_empty();
     let op = move |shard: &mut Shard, now| {
         let leased = shard.take(now, &queue, max, lease)?;
+        let completed = apply_completions(shard, now, completions);
+        let reserved = held + reply_bytes(&completed.results);
+        let room = budget.saturating_sub(reserved);
         let mut events = Vec::with_capacity(leased.len());
         let mut used = 0usize;
         let mut overflow: Vec<(EventId, LeaseToken)> = Vec::new();
@@ -151,7 +170,7 @@ async fn take_once(
             let (id, token) = (item.event.id.clone(), item.token);
             let event = leased_event_into_proto(item);
             let cost = repeated_field_cost(event.encoded_len());
-            if used.saturating_add(cost) > budget {
+            if used.saturating_add(cost) > room {
                 if events.is_empty() {
                     too_large = Some((id.clone(), cost));
                 }
@@ -168,18 +187,12 @@ async fn take_once(
                 tracing::warn!(queue = %queue, id = %id, error = %e, "dispatcher.take.release");
             }
         }
-        // With completions, the room kept for their results may be what the first event
-        // lacked: they apply, and the next attempt, without them, has the whole budget.
-        let too_large = too_large.filter(|_| !synced);
-        let completed = match too_large {
-            Some(_) => Vec::new(),
-            None => apply_completions(shard, now, completions),
-        };
         Ok(Taken {
             events,
             released: overflow.len(),
             too_large,
             completed,
+            reserved,
         })
     };
     // A plain take is answered before its fsync: a take lost in a crash only gives its events
@@ -189,8 +202,13 @@ async fn take_once(
         true => ctx.store.run(op).await?,
         false => ctx.store.run_unsynced(op).await?,
     };
+    taken.completed.wake(ctx);
+    results.extend(taken.completed.results);
     if taken.released > 0 {
-        ctx.takes.learn(&request.queue, taken.events.len());
+        // Only a cut of the whole reply says how many of this queue's events fit in one.
+        if taken.reserved == 0 {
+            ctx.takes.learn(&request.queue, taken.events.len());
+        }
         ctx.wakeups.wake(&request.queue);
         tracing::debug!(
             shard = ctx.shard,
@@ -200,27 +218,28 @@ async fn take_once(
             "dispatcher.take.cut_to_bus_size"
         );
     }
-    if let Some((id, size)) = taken.too_large {
-        return Err(DispatcherError::TooLarge {
+    match taken.too_large {
+        Some(_) if taken.reserved > 0 => Ok(Attempt {
+            events: Vec::new(),
+            ended: true,
+        }),
+        Some((id, size)) => Err(DispatcherError::TooLarge {
             what: format!("event '{id}' of queue '{}'", request.queue),
             size,
             max: budget,
-        });
+        }),
+        None => Ok(Attempt {
+            events: taken.events,
+            ended: false,
+        }),
     }
-    Ok((taken.events, taken.completed))
 }
 
-/// Bytes a reply keeps for the results of `completions`: a failure's message names at most
-/// the queue and the event (twice, with the field) in a sentence.
-fn results_reserve(completions: &CompletionItems) -> usize {
-    const SENTENCE: usize = 256;
-    completions
+/// Bytes `results` take in a reply.
+fn reply_bytes(results: &[v1::CompletionResult]) -> usize {
+    results
         .iter()
-        .map(|item| match item {
-            Ok(item) => SENTENCE + 2 * (item.queue.as_str().len() + item.id.as_str().len()),
-            Err(e) => SENTENCE + e.to_string().len(),
-        })
-        .map(repeated_field_cost)
+        .map(|result| repeated_field_cost(result.encoded_len()))
         .sum()
 }
 

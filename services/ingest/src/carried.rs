@@ -1,8 +1,9 @@
-//! Completions a `Take` carries: those of the take's own shard go with its first poll (the
-//! shard applies them once the take has chosen its events, in the same writer step); those
-//! of other shards go through the complete coalescer once that poll has answered. So a take
-//! that fails has applied none of them, and one that answers has applied them all, each
-//! with its own result.
+//! Completions a `Take` carries: those of the take's own shard go with its first poll, as
+//! many as fit in its bus message (the shard applies them once the take has chosen its
+//! events, in the same writer step); the others go through the complete coalescer once that
+//! poll has answered, and that poll then does not wait, so they are not held back by a long
+//! poll. So a take that fails has applied none of them, and one that answers has applied
+//! them all, each with its own result.
 
 use cascade_proto::v1::{Completion, CompletionResult};
 
@@ -15,7 +16,7 @@ pub(crate) struct Carried {
     /// For the take's shard, with its first poll; `at_take` their places in the request.
     pub with_take: Vec<Completion>,
     at_take: Vec<usize>,
-    /// For other shards (or refused already), with their places in the request.
+    /// For other shards, beyond the take's room, or refused already; with their places.
     elsewhere: Vec<Prepared<Completion>>,
     at_elsewhere: Vec<usize>,
     results: Vec<Option<CompletionResult>>,
@@ -24,7 +25,8 @@ pub(crate) struct Carried {
 }
 
 impl Carried {
-    pub fn split(shard: u32, prepared: Vec<Prepared<Completion>>) -> Carried {
+    /// `room`: bytes the take's bus message has for the completions it carries.
+    pub fn split(shard: u32, prepared: Vec<Prepared<Completion>>, room: usize) -> Carried {
         let mut carried = Carried {
             with_take: Vec::new(),
             at_take: Vec::new(),
@@ -33,9 +35,11 @@ impl Carried {
             results: (0..prepared.len()).map(|_| None).collect(),
             sent: false,
         };
+        let mut room = room;
         for (index, item) in prepared.into_iter().enumerate() {
             match item {
-                Ok((owner, sized)) if owner == shard => {
+                Ok((owner, sized)) if owner == shard && sized.bytes <= room => {
+                    room -= sized.bytes;
                     carried.with_take.push(sized.item);
                     carried.at_take.push(index);
                 }
@@ -46,6 +50,12 @@ impl Carried {
             }
         }
         carried
+    }
+
+    /// Whether completions still go elsewhere once the take's first poll answers: that poll
+    /// should not wait.
+    pub fn sends_elsewhere(&self) -> bool {
+        !self.sent && !self.elsewhere.is_empty()
     }
 
     /// Whether results are owed: completions were sent, so a later failed poll must still

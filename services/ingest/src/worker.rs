@@ -243,13 +243,20 @@ impl Worker for Gateway {
         // events an attempt.
         self.admission.room(peer.as_ref())?;
         let shard = self.shards.owner(&item.queue);
-        let mut carried = Carried::split(shard, prepared);
+        let room = self
+            .limits
+            .bus_room
+            .saturating_sub(prost::Message::encoded_len(&request));
+        let mut carried = Carried::split(shard, prepared, room);
         let deadline = Instant::now() + self.limits.take_wait(item.wait);
         loop {
             let asked_at = Instant::now();
-            let poll = deadline
-                .saturating_duration_since(asked_at)
-                .min(TAKE_POLL_SLICE);
+            let poll = match carried.sends_elsewhere() {
+                true => Duration::ZERO,
+                false => deadline
+                    .saturating_duration_since(asked_at)
+                    .min(TAKE_POLL_SLICE),
+            };
             let ask = TakeRequest {
                 wait: (!poll.is_zero()).then(|| duration_to_proto(poll)),
                 completions: std::mem::take(&mut carried.with_take),

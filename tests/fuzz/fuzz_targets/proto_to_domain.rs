@@ -30,10 +30,11 @@ fuzz_target!(|input: &[u8]| {
             }
         }),
         1 => decoded(bytes, |r: v1::TakeRequest| {
-            drop(convert::take_from_proto(&r))
+            drop(convert::take_from_proto(&r));
+            drop(convert::completions_from_proto(r.completions))
         }),
         2 => decoded(bytes, |r: v1::CompleteRequest| {
-            drop(convert::completions_from_proto(r))
+            drop(convert::completions_from_proto(r.completions))
         }),
         3 => decoded(bytes, |request: v1::UpdateRequest| {
             if let Ok(item) = convert::update_from_proto(request) {

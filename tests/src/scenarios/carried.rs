@@ -43,52 +43,60 @@ pub async fn a_take_carries_the_completions_of_the_last(cluster: &mut Cluster) {
     create(&c, &there, config(30.0, 5)).await;
     let mut ids = Vec::new();
     for i in 0..4 {
-        ids.push(enqueue(&c, item(&here, &format!("e{i}"))).await.id);
+        let mut event = item(&here, &format!("e{i}"));
+        if i == 1 {
+            event.headers = (0..40).map(|h| (format!("h{h}"), "x".into())).collect();
+        }
+        ids.push(enqueue(&c, event).await.id);
     }
     enqueue(&c, item(&there, "o")).await;
-    let first = take(&c, &here, 2, 0.0).await;
-    assert_eq!(first.iter().map(id).collect::<Vec<_>>(), ids[..2]);
+    let first = take(&c, &here, 3, 0.0).await;
+    assert_eq!(first.iter().map(id).collect::<Vec<_>>(), ids[..3]);
     let elsewhere = take(&c, &there, 1, 0.0).await;
     assert_eq!(elsewhere.len(), 1);
 
-    let release = api::completion::Outcome::Release(api::Release {});
     let unreadable = api::Completion {
         lease_token: "not a token".into(),
-        ..completion(&first[1], ack())
+        ..completion(&first[2], ack())
     };
+    // Valid alone; its shard finds 70 headers once merged with the event's 40.
+    let crowded = api::completion::Outcome::Advance(api::Advance {
+        to: there.clone(),
+        headers: (0..30).map(|h| (format!("a{h}"), "y".into())).collect(),
+        ..Default::default()
+    });
+    let release = api::completion::Outcome::Release(api::Release {});
     let carried = vec![
         completion(&first[0], ack()),
-        completion(&first[1], release),
         completion(&elsewhere[0], ack()),
         unreadable,
-        // Acked already, by the first one: its shard numbered it 2, the client 4.
-        completion(&first[0], ack()),
+        // The take's shard gets only the first, this and the last: to it this is 1.
+        completion(&first[1], crowded),
+        completion(&first[2], release),
     ];
     let answer = take_carrying(&c, &here, 2, carried)
         .await
         .expect("a take carrying completions");
-    // The take chose its events before the release made the second event ready again.
-    assert_eq!(answer.events.iter().map(id).collect::<Vec<_>>(), ids[2..]);
+    // The take chose its events before the release made the third event ready again.
+    assert_eq!(answer.events.iter().map(id).collect::<Vec<_>>(), ids[3..]);
     let codes: Vec<i32> = answer.completions.iter().map(|r| r.code).collect();
-    let (ok, invalid, stale) = (
-        Code::Ok as i32,
-        Code::InvalidArgument as i32,
-        Code::FailedPrecondition as i32,
-    );
+    let (ok, invalid) = (Code::Ok as i32, Code::InvalidArgument as i32);
     assert_eq!(
         codes,
-        [ok, ok, ok, invalid, stale],
+        [ok, ok, invalid, invalid, ok],
         "{:?}",
         answer.completions
     );
-    let refused = &answer.completions[3].message;
+    let refused = &answer.completions[2].message;
     assert!(
-        refused.starts_with("completions[3].lease_token"),
+        refused.starts_with("completions[2].lease_token"),
         "{refused}"
     );
+    let crowded = &answer.completions[3].message;
+    assert!(crowded.starts_with("completions[3].headers"), "{crowded}");
 
     let released = take(&c, &here, 10, 0.0).await;
-    assert_eq!(released.iter().map(id).collect::<Vec<_>>(), ids[1..2]);
+    assert_eq!(released.iter().map(id).collect::<Vec<_>>(), ids[2..3]);
     assert_eq!(released[0].event.as_ref().expect("event").attempts, 2);
     let s = stats(&c, &there).await;
     assert_eq!((s.ready, s.leased, s.completed_total), (0, 0, 1), "{s:?}");

@@ -11,7 +11,8 @@
 //! - **Extend**: every held event, waiting or running, is extended half-way through its
 //!   lease. A lease found gone (FAILED_PRECONDITION, NOT_FOUND) is counted and the event
 //!   is let go: not started if it waited, not completed if it ran.
-//! - **Complete**: outcomes go to the completer task, which batches them.
+//! - **Complete**: the outcomes known when a take goes out go with it (one call completes a
+//!   batch and takes the next); the others go to the completer task, which batches them.
 //! - **Drain** (shutdown): no more takes, waiting events released, running handlers given
 //!   `drain_grace`, then abandoned and their events released too.
 
@@ -161,6 +162,9 @@ struct State<H> {
     take_pause_until: Option<Instant>,
     take_failures: u32,
     completions: mpsc::Sender<v1::Completion>,
+    /// Outcomes known since the loop last waited: the next take carries them if it goes out
+    /// now (`maybe_take`), the completer gets them if not.
+    carried: Vec<v1::Completion>,
     stopping: bool,
     grace_over_at: Option<Instant>,
     fatal: Option<WorkerError>,
@@ -189,6 +193,7 @@ impl<H: Handler> State<H> {
             take_pause_until: None,
             take_failures: 0,
             completions,
+            carried: Vec::new(),
             stopping: false,
             grace_over_at: None,
             fatal: None,
@@ -199,6 +204,7 @@ impl<H: Handler> State<H> {
         loop {
             self.start_handlers().await;
             self.maybe_take();
+            self.send_uncarried().await;
             self.ctx
                 .shared
                 .stats
@@ -316,19 +322,28 @@ impl<H: Handler> State<H> {
             tracing::debug!(id = %held.id, "worker.outcome.dropped; the lease was lost");
             return;
         }
-        self.complete(&held, outcome).await;
+        self.complete(&held, outcome);
     }
 
-    async fn complete(&self, held: &Held, outcome: Outcome) {
-        let completion = completion_to_proto(
+    /// Holds the outcome for the next take, if one goes out before the loop waits again, or
+    /// else for the completer (`send_uncarried`).
+    fn complete(&mut self, held: &Held, outcome: Outcome) {
+        self.carried.push(completion_to_proto(
             self.ctx.config.queue.as_str(),
             &held.id,
             &held.token,
             outcome,
-        );
-        if self.completions.send(completion).await.is_err() {
-            // Only if the completer died; the lease will expire.
-            tracing::error!(id = %held.id, "worker.complete.unsent");
+        ));
+    }
+
+    /// Hands what no take carries to the completer, so that no outcome waits for a take.
+    async fn send_uncarried(&mut self) {
+        for completion in std::mem::take(&mut self.carried) {
+            let id = completion.id.clone();
+            if self.completions.send(completion).await.is_err() {
+                // Only if the completer died; the lease will expire.
+                tracing::error!(id = %id, "worker.complete.unsent");
+            }
         }
     }
 
@@ -369,7 +384,7 @@ impl<H: Handler> State<H> {
     async fn release_waiting(&mut self) {
         while let Some(key) = self.waiting.pop_front() {
             if let Some(held) = self.held.remove(&key) {
-                self.complete(&held, Outcome::Release).await;
+                self.complete(&held, Outcome::Release);
             }
         }
     }

@@ -1,8 +1,10 @@
 //! Taking: one long-poll `Take` at a time, when no taken event waits and a handler slot is
-//! free. It runs in its own task so that the loop never drops it while it may still lease
-//! events; failures that may pass are retried after a pause that doubles.
+//! free, carrying the outcomes known by then. It runs in its own task so that the loop never
+//! drops it while it may still lease events; failures that may pass are retried after a
+//! pause that doubles, and the outcomes a failed take carried go to the completer.
 
 use std::cmp::Reverse;
+use std::sync::Arc;
 use std::time::SystemTime;
 
 use cascade_core::Outcome;
@@ -13,7 +15,7 @@ use tokio::time::Instant;
 use tracing::Instrument;
 
 use super::{Held, State, TAKE_PAUSE_FIRST, TAKE_PAUSE_MAX, TAKE_SLACK, Took};
-use crate::complete::may_pass;
+use crate::complete::{fits_one_request, may_pass, record_results};
 use crate::lease::{extend_at, remaining_lease};
 use crate::stats::Counter;
 use crate::trace;
@@ -29,19 +31,23 @@ impl<H: Handler> State<H> {
             return;
         }
         let config = &self.ctx.config;
+        let carried = match fits_one_request(&self.carried, config.completion_batch) {
+            true => std::mem::take(&mut self.carried),
+            false => Vec::new(),
+        };
         let request = v1::TakeRequest {
             queue: config.queue.as_str().to_owned(),
             max_events: self.knobs.batch,
             lease: config.lease.map(duration_to_proto),
             wait: Some(duration_to_proto(config.poll_wait)),
             worker_id: config.worker_id.clone(),
-            // Completions go their own way (`complete`): a handler's outcome is sent as soon
-            // as it is known, not held for the next take.
-            completions: Vec::new(),
+            completions: carried.clone(),
         };
         let limit = config.poll_wait + TAKE_SLACK;
         let mut client = self.ctx.client.clone();
         let queue = config.queue.clone();
+        let completer = self.completions.clone();
+        let stats = Arc::clone(&self.ctx.shared.stats);
         let taking = async move {
             let answer = match tokio::time::timeout(limit, client.take(request)).await {
                 Ok(answer) => answer.map(tonic::Response::into_inner),
@@ -49,8 +55,20 @@ impl<H: Handler> State<H> {
                     "no answer to the take within its long poll",
                 )),
             };
-            if let Ok(taken) = &answer {
-                trace::record_take(queue.as_str(), taken);
+            match &answer {
+                Ok(taken) => {
+                    trace::record_take(queue.as_str(), taken);
+                    record_results(&carried, &taken.completions, &stats);
+                }
+                // A take that fails applies none of its completions (or, unanswered, maybe
+                // some: a retry of one that applied is refused and changes nothing).
+                Err(_) => {
+                    for completion in carried {
+                        if completer.send(completion).await.is_err() {
+                            tracing::error!("worker.complete.unsent");
+                        }
+                    }
+                }
             }
             Took {
                 received: Instant::now(),
@@ -102,7 +120,7 @@ impl<H: Handler> State<H> {
                 lost: false,
             };
             if self.stopping || self.knobs.concurrency == 0 {
-                self.complete(&held, Outcome::Release).await;
+                self.complete(&held, Outcome::Release);
                 continue;
             }
             let key = self.next_key;

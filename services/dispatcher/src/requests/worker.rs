@@ -15,20 +15,18 @@ pub(super) async fn complete(
     request: v1::CompleteRequest,
 ) -> Result<v1::CompleteResponse, DispatcherError> {
     let items = completion_items(ctx, request.completions);
-    let outcomes = ctx
+    let completed = ctx
         .store
         .run(move |shard, now| Ok(apply_completions(shard, now, items)))
         .await?;
+    completed.wake(ctx);
     Ok(v1::CompleteResponse {
-        results: completion_results(ctx, outcomes),
+        results: completed.results,
     })
 }
 
 /// A request's completions as items of this shard, each valid or why not.
 pub(crate) type CompletionItems = Vec<Result<CompletionItem, DispatcherError>>;
-
-/// What applying each completion woke, or why it failed.
-pub(crate) type CompletionOutcomes = Vec<Result<Vec<QueueName>, DispatcherError>>;
 
 pub(crate) fn completion_items(
     ctx: &ShardContext,
@@ -44,41 +42,45 @@ pub(crate) fn completion_items(
         .collect()
 }
 
+/// What a request's completions did: a result each, in order, and the queues they may have
+/// made ready.
+#[derive(Default)]
+pub(crate) struct Completed {
+    pub results: Vec<v1::CompletionResult>,
+    woken: Vec<QueueName>,
+}
+
+impl Completed {
+    /// Wakes the takes waiting on what the completions made ready, and the outbox if they
+    /// handed anything off.
+    pub fn wake(&self, ctx: &ShardContext) {
+        for queue in &self.woken {
+            ctx.wakeups.wake(queue);
+        }
+        if !self.woken.is_empty() {
+            ctx.wake_outbox();
+        }
+    }
+}
+
 /// In the writer: each completion applied on its own, a failure its result alone.
 pub(crate) fn apply_completions(
     shard: &mut Shard,
     now: Timestamp,
     items: CompletionItems,
-) -> CompletionOutcomes {
-    items
-        .into_iter()
-        .enumerate()
-        .map(|(index, item)| {
-            let item = item?;
+) -> Completed {
+    let mut completed = Completed::default();
+    for (index, item) in items.into_iter().enumerate() {
+        let applied = item.and_then(|item| {
             let woken = woken_by(&item);
             shard
                 .complete(now, &item.queue, item.id.as_str(), item.token, item.outcome)
                 .map_err(|e| item_error(&format!("completions[{index}]"), e))?;
             Ok(woken)
-        })
-        .collect()
-}
-
-/// Wakes what the completions made ready (and the outbox if they handed anything off), and
-/// answers each.
-pub(crate) fn completion_results(
-    ctx: &ShardContext,
-    outcomes: CompletionOutcomes,
-) -> Vec<v1::CompletionResult> {
-    let mut results = Vec::with_capacity(outcomes.len());
-    let mut handed_off = false;
-    for outcome in outcomes {
-        let result = match outcome {
+        });
+        let result = match applied {
             Ok(woken) => {
-                handed_off |= !woken.is_empty();
-                for queue in &woken {
-                    ctx.wakeups.wake(queue);
-                }
+                completed.woken.extend(woken);
                 v1::CompletionResult {
                     code: 0,
                     message: String::new(),
@@ -92,12 +94,9 @@ pub(crate) fn completion_results(
                 }
             }
         };
-        results.push(result);
+        completed.results.push(result);
     }
-    if handed_off {
-        ctx.wake_outbox();
-    }
-    results
+    completed
 }
 
 /// Queues where an outcome may make an event ready, now or through the timer. Every outcome
