@@ -96,7 +96,10 @@ pub(crate) async fn take(
             Ok(attempt) => attempt,
             Err(err) if !results.is_empty() => {
                 tracing::debug!(shard = ctx.shard, queue = %request.queue, error = %err, "dispatcher.take.failed_after_completions");
-                Attempt::default()
+                Attempt {
+                    events: Vec::new(),
+                    ended: true,
+                }
             }
             Err(err) => return Err(err),
         };
@@ -120,17 +123,19 @@ pub(crate) async fn take(
 }
 
 /// What one attempt leased, and whether the take should answer now even without events.
-#[derive(Default)]
 struct Attempt {
     events: Vec<v1::LeasedEvent>,
     /// The first event did not fit beside the completions' results (a later attempt would
-    /// find it so again): the results go now, and the next take, without them, has room.
+    /// find it so again), or an attempt failed after they were applied: the results go now,
+    /// and the next take, without them, has room.
     ended: bool,
 }
 
 struct Taken {
     events: Vec<v1::LeasedEvent>,
     released: usize,
+    /// Events that a reply with no results would have held.
+    fit_whole: usize,
     /// The first event, alone larger than what the reply had room for: (id, encoded bytes).
     too_large: Option<(EventId, usize)>,
     completed: Completed,
@@ -162,22 +167,23 @@ async fn take_once(
         let mut used = 0usize;
         let mut overflow: Vec<(EventId, LeaseToken)> = Vec::new();
         let mut too_large = None;
+        // How many would have fitted a reply of the whole budget: what the queue's cap learns.
+        let mut fit_whole = 0;
         for item in leased {
-            if !overflow.is_empty() {
-                overflow.push((item.event.id, item.token));
-                continue;
-            }
             let (id, token) = (item.event.id.clone(), item.token);
             let event = leased_event_into_proto(item);
             let cost = repeated_field_cost(event.encoded_len());
-            if used.saturating_add(cost) > room {
-                if events.is_empty() {
+            used = used.saturating_add(cost);
+            if used <= budget {
+                fit_whole += 1;
+            }
+            if !overflow.is_empty() || used > room {
+                if events.is_empty() && overflow.is_empty() {
                     too_large = Some((id.clone(), cost));
                 }
                 overflow.push((id, token));
                 continue;
             }
-            used += cost;
             events.push(event);
         }
         for (id, token) in &overflow {
@@ -190,6 +196,7 @@ async fn take_once(
         Ok(Taken {
             events,
             released: overflow.len(),
+            fit_whole,
             too_large,
             completed,
             reserved,
@@ -205,10 +212,7 @@ async fn take_once(
     taken.completed.wake(ctx);
     results.extend(taken.completed.results);
     if taken.released > 0 {
-        // Only a cut of the whole reply says how many of this queue's events fit in one.
-        if taken.reserved == 0 {
-            ctx.takes.learn(&request.queue, taken.events.len());
-        }
+        ctx.takes.learn(&request.queue, taken.fit_whole);
         ctx.wakeups.wake(&request.queue);
         tracing::debug!(
             shard = ctx.shard,

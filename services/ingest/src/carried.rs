@@ -8,9 +8,13 @@
 use cascade_proto::v1::{Completion, CompletionResult};
 
 use crate::IngestError;
-use crate::coalesce::{Batch, Coalescer};
+use crate::coalesce::{Batch, Coalescer, Sized};
 use crate::gateway::{Prepared, renumber, scatter};
 use crate::worker::CompleteBatch;
+
+/// Bytes a completion's result may take in a reply: a failure's message names at most the
+/// queue and the event, in a sentence.
+const RESULT_ROOM: usize = 1024;
 
 pub(crate) struct Carried {
     /// For the take's shard, with its first poll; `at_take` their places in the request.
@@ -37,9 +41,12 @@ impl Carried {
         };
         let mut room = room;
         for (index, item) in prepared.into_iter().enumerate() {
+            // Its result comes back in the take's reply, which has the same room: a failure's
+            // message may be longer than the completion.
+            let cost = |sized: &Sized<Completion>| sized.bytes.max(RESULT_ROOM);
             match item {
-                Ok((owner, sized)) if owner == shard && sized.bytes <= room => {
-                    room -= sized.bytes;
+                Ok((owner, sized)) if owner == shard && cost(&sized) <= room => {
+                    room -= cost(&sized);
                     carried.with_take.push(sized.item);
                     carried.at_take.push(index);
                 }

@@ -165,6 +165,8 @@ struct State<H> {
     /// Outcomes known since the loop last waited: the next take carries them if it goes out
     /// now (`maybe_take`), the completer gets them if not.
     carried: Vec<v1::Completion>,
+    /// What the take out carries, until its answer says what became of them.
+    take_carried: Vec<v1::Completion>,
     stopping: bool,
     grace_over_at: Option<Instant>,
     fatal: Option<WorkerError>,
@@ -194,6 +196,7 @@ impl<H: Handler> State<H> {
             take_failures: 0,
             completions,
             carried: Vec::new(),
+            take_carried: Vec::new(),
             stopping: false,
             grace_over_at: None,
             fatal: None,
@@ -338,7 +341,12 @@ impl<H: Handler> State<H> {
 
     /// Hands what no take carries to the completer, so that no outcome waits for a take.
     async fn send_uncarried(&mut self) {
-        for completion in std::mem::take(&mut self.carried) {
+        let uncarried = std::mem::take(&mut self.carried);
+        self.send_to_completer(uncarried).await;
+    }
+
+    pub(super) async fn send_to_completer(&self, completions: Vec<v1::Completion>) {
+        for completion in completions {
             let id = completion.id.clone();
             if self.completions.send(completion).await.is_err() {
                 // Only if the completer died; the lease will expire.
@@ -400,6 +408,9 @@ impl<H: Handler> State<H> {
         self.handlers.abort_all();
         if let Some(take) = self.take.take() {
             take.abort();
+            // Its answer will not be read: what it carried goes on its own (one that did
+            // apply is refused as stale).
+            self.carried.append(&mut self.take_carried);
         }
     }
 }

@@ -4,7 +4,6 @@
 //! pause that doubles, and the outcomes a failed take carried go to the completer.
 
 use std::cmp::Reverse;
-use std::sync::Arc;
 use std::time::SystemTime;
 
 use cascade_core::Outcome;
@@ -31,23 +30,20 @@ impl<H: Handler> State<H> {
             return;
         }
         let config = &self.ctx.config;
-        let carried = match fits_one_request(&self.carried, config.completion_batch) {
-            true => std::mem::take(&mut self.carried),
-            false => Vec::new(),
-        };
+        if fits_one_request(&self.carried, config.completion_batch) {
+            self.take_carried = std::mem::take(&mut self.carried);
+        }
         let request = v1::TakeRequest {
             queue: config.queue.as_str().to_owned(),
             max_events: self.knobs.batch,
             lease: config.lease.map(duration_to_proto),
             wait: Some(duration_to_proto(config.poll_wait)),
             worker_id: config.worker_id.clone(),
-            completions: carried.clone(),
+            completions: self.take_carried.clone(),
         };
         let limit = config.poll_wait + TAKE_SLACK;
         let mut client = self.ctx.client.clone();
         let queue = config.queue.clone();
-        let completer = self.completions.clone();
-        let stats = Arc::clone(&self.ctx.shared.stats);
         let taking = async move {
             let answer = match tokio::time::timeout(limit, client.take(request)).await {
                 Ok(answer) => answer.map(tonic::Response::into_inner),
@@ -55,20 +51,8 @@ impl<H: Handler> State<H> {
                     "no answer to the take within its long poll",
                 )),
             };
-            match &answer {
-                Ok(taken) => {
-                    trace::record_take(queue.as_str(), taken);
-                    record_results(&carried, &taken.completions, &stats);
-                }
-                // A take that fails applies none of its completions (or, unanswered, maybe
-                // some: a retry of one that applied is refused and changes nothing).
-                Err(_) => {
-                    for completion in carried {
-                        if completer.send(completion).await.is_err() {
-                            tracing::error!("worker.complete.unsent");
-                        }
-                    }
-                }
+            if let Ok(taken) = &answer {
+                trace::record_take(queue.as_str(), taken);
             }
             Took {
                 received: Instant::now(),
@@ -80,6 +64,7 @@ impl<H: Handler> State<H> {
     }
 
     pub(super) async fn on_took(&mut self, took: Result<Took, JoinError>) {
+        let carried = std::mem::take(&mut self.take_carried);
         let took = match took {
             Ok(took) => took,
             Err(err) => Took {
@@ -90,9 +75,23 @@ impl<H: Handler> State<H> {
                 ))),
             },
         };
+        let carried_any = !carried.is_empty();
+        match &took.answer {
+            Ok(response) if response.completions.len() == carried.len() => {
+                record_results(&carried, &response.completions, &self.ctx.shared.stats);
+            }
+            _ if !carried_any => {}
+            // Not applied (a take that fails applies none), or not known to be (no answer, or
+            // one from a gateway that does not carry completions): sent on their own, where
+            // one that did apply is refused as stale and changes nothing.
+            _ => {
+                tracing::debug!(count = carried.len(), "worker.take.completions_sent_alone");
+                self.send_to_completer(carried).await;
+            }
+        }
         let response = match took.answer {
             Ok(response) => response,
-            Err(status) => return self.on_take_failed(status).await,
+            Err(status) => return self.on_take_failed(status, carried_any).await,
         };
         self.take_failures = 0;
         self.ctx
@@ -131,10 +130,20 @@ impl<H: Handler> State<H> {
         }
     }
 
-    pub(super) async fn on_take_failed(&mut self, status: tonic::Status) {
+    /// `carried`: the take carried completions, which may be what was refused (a grant, a
+    /// limit): they went on their own, and the take is tried again without them.
+    pub(super) async fn on_take_failed(&mut self, status: tonic::Status, carried: bool) {
         if self.stopping {
             // No more takes anyway; a gateway that is stopping too may have cut this one.
             tracing::debug!(code = ?status.code(), "worker.take.failed while draining");
+            return;
+        }
+        if carried && !may_pass(status.code()) {
+            tracing::warn!(
+                code = ?status.code(),
+                message = %status.message(),
+                "worker.take.refused with completions; they went alone, taking again"
+            );
             return;
         }
         if may_pass(status.code()) {

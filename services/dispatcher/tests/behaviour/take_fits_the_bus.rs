@@ -90,3 +90,44 @@ async fn completions_carried_make_room_for_their_results() {
     );
     cluster.stop().await;
 }
+
+/// Takes that carry the acks of the last batch learn how many events fit a reply like any
+/// other: an event is cut from a reply (and released, its attempt counted) at most once.
+#[tokio::test]
+async fn takes_carrying_acks_learn_what_fits() {
+    let mut cluster = Cluster::start_on(1, Bus::local_with_max_payload(MAX_PAYLOAD)).await;
+    cluster.create_queue("carry", None).await;
+    cluster.enqueue_now("carry", b"small").await;
+    for i in 0..EVENTS {
+        cluster
+            .enqueue_now("carry", &vec![i as u8; EVENT_BYTES])
+            .await;
+    }
+    let mut held = cluster.take("carry", 1, Duration::ZERO).await;
+    let mut attempts = Vec::new();
+    for _ in 0..EVENTS {
+        let acks = held
+            .iter()
+            .map(|leased| completion(leased, ack()))
+            .collect();
+        let answer = cluster
+            .take_completing("carry", EVENTS as u32, Duration::ZERO, acks)
+            .await;
+        assert!(
+            answer.completions.iter().all(|r| r.code == 0),
+            "{:?}",
+            answer.completions
+        );
+        held = answer.events;
+        attempts.extend(
+            held.iter()
+                .map(|leased| leased.event.as_ref().expect("event").attempts),
+        );
+        if attempts.len() == EVENTS {
+            break;
+        }
+    }
+    assert_eq!(attempts.len(), EVENTS);
+    assert!(attempts.iter().all(|&a| a <= 2), "attempts: {attempts:?}");
+    cluster.stop().await;
+}
