@@ -58,6 +58,15 @@ impl DispatcherError {
     }
 
     /// The status a requester receives.
+    /// The field of the request the error is about, as its message names it; empty if none.
+    pub fn field(&self) -> &str {
+        match self {
+            DispatcherError::Convert(ConvertError::Invalid(e))
+            | DispatcherError::Store(StoreError::Invalid(e)) => e.field(),
+            _ => "",
+        }
+    }
+
     pub fn to_status(&self) -> bus::Status {
         match self {
             // A store error's message carries every cause, down to the OS's word for it.

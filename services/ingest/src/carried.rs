@@ -3,13 +3,13 @@
 //! events, in the same writer step); the others go through the complete coalescer once that
 //! poll has answered, and that poll then does not wait, so they are not held back by a long
 //! poll. So a take that fails has applied none of them, and one that answers has applied
-//! them all, each with its own result.
+//! them all, each with its own result, placed in the client's request.
 
 use cascade_proto::v1::{Completion, CompletionResult};
 
 use crate::IngestError;
 use crate::coalesce::{Batch, Coalescer, Sized};
-use crate::gateway::{Prepared, renumber, scatter};
+use crate::gateway::{Prepared, scatter};
 use crate::worker::CompleteBatch;
 
 /// Bytes a completion's result may take in a reply: a failure's message names at most the
@@ -94,7 +94,8 @@ impl Carried {
                 ),
             });
         }
-        for (index, result) in std::mem::take(&mut self.at_take).into_iter().zip(answered) {
+        for (index, mut result) in std::mem::take(&mut self.at_take).into_iter().zip(answered) {
+            CompleteBatch::place(&mut result, &format!("completions[{index}]"));
             self.results[index] = Some(result);
         }
         let elsewhere = std::mem::take(&mut self.elsewhere);
@@ -108,28 +109,14 @@ impl Carried {
         Ok(())
     }
 
-    /// Every completion's result, in request order, numbered as the client asked.
+    /// Every completion's result, in request order.
     pub fn into_results(self) -> Vec<CompletionResult> {
-        let mut results: Vec<CompletionResult> = self
-            .results
+        self.results
             .into_iter()
             .map(|result| {
                 // Every place is filled once sent (`scatter` answers every item it is given).
                 result.unwrap_or_else(|| CompleteBatch::failed(&IngestError::ShuttingDown))
             })
-            .collect();
-        number_as_asked(&mut results);
-        results
-    }
-}
-
-/// A shard numbers the completions of the request it received (a coalesced one, or a
-/// take's share): renames them to the client's `completions[i]`.
-pub(crate) fn number_as_asked(results: &mut [CompletionResult]) {
-    for (index, result) in results.iter_mut().enumerate() {
-        if result.code != 0 {
-            let message = std::mem::take(&mut result.message);
-            result.message = renumber(message, "completions", &format!("completions[{index}]"));
-        }
+            .collect()
     }
 }

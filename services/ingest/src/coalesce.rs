@@ -46,6 +46,10 @@ pub(crate) trait Batch: Send + Sync + 'static {
     fn outcomes(shard: u32, reply: Reply) -> Result<Vec<Self::Outcome>, IngestError>;
     /// The outcome of an item whose request failed.
     fn failed(err: &IngestError) -> Self::Outcome;
+    /// The client request's list of items, e.g. `items`.
+    const LIST: &'static str;
+    /// Places a shard's failure of an item under the item's `prefix` (`gateway::place`).
+    fn place(outcome: &mut Self::Outcome, prefix: &str);
 }
 
 /// An item with its size in bytes inside the bus request.

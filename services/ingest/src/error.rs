@@ -107,6 +107,17 @@ impl IngestError {
         }
     }
 
+    /// The field of the request the error is about, as its message names it; empty if none.
+    pub fn field(&self) -> &str {
+        match self {
+            IngestError::Invalid(ConvertError::Invalid(e)) => e.field(),
+            IngestError::TooLarge { field, .. }
+            | IngestError::NoSuchPipeline { field, .. }
+            | IngestError::Security { field, .. } => field,
+            _ => "",
+        }
+    }
+
     /// The per-item `code` of a batch result (same numbers as gRPC).
     pub fn item_code(&self) -> i32 {
         self.code() as i32

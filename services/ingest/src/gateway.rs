@@ -86,8 +86,8 @@ impl<I> Default for Share<I> {
 }
 
 /// Sends the prepared items of one client request, each shard's share at once through
-/// `coalescer`, and returns the outcomes in request order: an item that failed to prepare
-/// gets its error as its outcome.
+/// `coalescer`, and returns the outcomes in request order, each shard's failures placed in
+/// the request: an item that failed to prepare gets its error as its outcome.
 pub(crate) async fn scatter<B: Batch>(
     coalescer: &Coalescer<B>,
     prepared: Vec<Prepared<B::Item>>,
@@ -109,7 +109,8 @@ pub(crate) async fn scatter<B: Batch>(
         (share.indexes, coalescer.submit(shard, share.items).await)
     });
     for (indexes, answers) in futures::future::join_all(sends).await {
-        for (index, answer) in indexes.into_iter().zip(answers) {
+        for (index, mut answer) in indexes.into_iter().zip(answers) {
+            B::place(&mut answer, &format!("{}[{index}]", B::LIST));
             outcomes[index] = Some(answer);
         }
     }
@@ -130,17 +131,15 @@ pub(crate) fn field(prefix: &str, name: &str) -> String {
     }
 }
 
-/// A shard numbers the items of the request it received (`items[37].id: ...`), which is a
-/// coalesced one: renames that to the client's own `prefix` (`items[2]`, or nothing).
-pub(crate) fn renumber(message: String, list: &str, prefix: &str) -> String {
-    let Some(rest) = message.strip_prefix(list).and_then(|r| r.strip_prefix('[')) else {
-        return message;
-    };
-    let digits = rest.bytes().take_while(u8::is_ascii_digit).count();
-    match rest[digits..].strip_prefix("].") {
-        Some(tail) if digits > 0 => field(prefix, tail),
-        _ => message,
+/// A failure a shard reports for one item names its field from the item (`id: must be…`,
+/// field `id`): placed under the item's `prefix` in the client's request (`items[2].id`).
+/// The unary calls keep it as it is.
+pub(crate) fn place(prefix: &str, field: &mut String, message: &mut String) {
+    if prefix.is_empty() || field.is_empty() || !message.starts_with(field.as_str()) {
+        return;
     }
+    *message = format!("{prefix}.{message}");
+    *field = format!("{prefix}.{field}");
 }
 
 #[cfg(test)]
@@ -148,17 +147,22 @@ mod tests {
     use super::*;
 
     #[test]
-    fn shard_item_numbers_become_the_clients() {
-        let shard = "items[37].id: must be 1-128 bytes".to_owned();
+    fn a_shards_item_failure_is_placed_in_the_clients_request() {
+        let (mut named, mut message) = ("id".to_owned(), "id: must be 1-128 bytes".to_owned());
+        place("items[2]", &mut named, &mut message);
         assert_eq!(
-            renumber(shard.clone(), "items", "items[2]"),
-            "items[2].id: must be 1-128 bytes"
+            (named.as_str(), message.as_str()),
+            ("items[2].id", "items[2].id: must be 1-128 bytes")
         );
-        assert_eq!(renumber(shard, "items", ""), "id: must be 1-128 bytes");
-        let plain = "queue \"jobs\" does not exist".to_owned();
-        assert_eq!(renumber(plain.clone(), "items", "items[1]"), plain);
-        let odd = "items[x].id: y".to_owned();
-        assert_eq!(renumber(odd.clone(), "items", ""), odd);
+        let (mut none, mut plain) = (String::new(), "queue 'jobs' does not exist".to_owned());
+        place("items[1]", &mut none, &mut plain);
+        assert_eq!(
+            (none.as_str(), plain.as_str()),
+            ("", "queue 'jobs' does not exist")
+        );
+        let (mut unary, mut kept) = ("id".to_owned(), "id: must be 1-128 bytes".to_owned());
+        place("", &mut unary, &mut kept);
+        assert_eq!(kept, "id: must be 1-128 bytes");
         assert_eq!(
             field("completions[0]", "lease_token"),
             "completions[0].lease_token"

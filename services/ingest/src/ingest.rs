@@ -26,7 +26,7 @@ use crate::admission::respond;
 use crate::auth::caller;
 use crate::authorize::{allowed, no_reserved_headers, payload_quota, refuse_whole};
 use crate::coalesce::{Batch, Sized};
-use crate::gateway::{Gateway, Prepared, field, renumber, scatter};
+use crate::gateway::{Gateway, Prepared, field, place, scatter};
 use crate::peer::Peer;
 use crate::pipelines::no_such_pipeline;
 use crate::route::unexpected;
@@ -56,7 +56,14 @@ impl Batch for EnqueueBatch {
             ok: None,
             code: err.item_code(),
             message: err.to_string(),
+            field: err.field().to_owned(),
         }
+    }
+
+    const LIST: &'static str = "items";
+
+    fn place(result: &mut EnqueueResult, prefix: &str) {
+        place(prefix, &mut result.field, &mut result.message);
     }
 }
 
@@ -142,9 +149,7 @@ impl Gateway {
                 got: "a result with neither a response nor an error".to_owned(),
             }
             .into()),
-            Some(failed) => {
-                Err(IngestError::shard(failed.code, renumber(failed.message, "items", "")).into())
-            }
+            Some(failed) => Err(IngestError::shard(failed.code, failed.message).into()),
         }
     }
 }
@@ -210,16 +215,10 @@ impl Ingest for Gateway {
         self.enqueue_quota(&caller, prepared.iter().filter(|p| p.is_ok()).count())?;
         // Created inside the request's span, to be its child.
         let persist = span.in_scope(|| trace::persist_span(None));
-        let mut results = scatter(&self.enqueue, prepared)
+        let results = scatter(&self.enqueue, prepared)
             .instrument(persist)
             .instrument(span)
             .await;
-        for (index, result) in results.iter_mut().enumerate() {
-            if result.code != 0 {
-                let message = std::mem::take(&mut result.message);
-                result.message = renumber(message, "items", &format!("items[{index}]"));
-            }
-        }
         for (span, result) in item_spans.iter().zip(&results) {
             if let Some(span) = span {
                 record_result(span, result);

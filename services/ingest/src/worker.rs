@@ -36,9 +36,9 @@ use crate::admission::with_reservation;
 use crate::advance::Target;
 use crate::auth::caller;
 use crate::authorize::{allowed, no_reserved_headers, payload_quota, refuse_whole};
-use crate::carried::{Carried, number_as_asked};
+use crate::carried::Carried;
 use crate::coalesce::{Batch, Sized};
-use crate::gateway::{Gateway, Prepared, field, scatter};
+use crate::gateway::{Gateway, Prepared, field, place, scatter};
 use crate::ingest::item_len;
 use crate::limits::TAKE_POLL_SLICE;
 use crate::peer::Peer;
@@ -68,7 +68,14 @@ impl Batch for CompleteBatch {
         CompletionResult {
             code: err.item_code(),
             message: err.to_string(),
+            field: err.field().to_owned(),
         }
+    }
+
+    const LIST: &'static str = "completions";
+
+    fn place(result: &mut CompletionResult, prefix: &str) {
+        place(prefix, &mut result.field, &mut result.message);
     }
 }
 
@@ -310,8 +317,7 @@ impl Worker for Gateway {
         // Alive until the shards answered: each covers its advance's commit.
         let _advances = trace::advance_spans(&mut completions);
         let prepared = self.prepare_completions(&caller, completions).await?;
-        let mut results = scatter(&self.complete, prepared).await;
-        number_as_asked(&mut results);
+        let results = scatter(&self.complete, prepared).await;
         Ok(Response::new(CompleteResponse { results }))
     }
 

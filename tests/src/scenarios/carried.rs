@@ -94,6 +94,21 @@ pub async fn a_take_carries_the_completions_of_the_last(cluster: &mut Cluster) {
     );
     let crowded = &answer.completions[3].message;
     assert!(crowded.starts_with("completions[3].headers"), "{crowded}");
+    let fields: Vec<&str> = answer
+        .completions
+        .iter()
+        .map(|r| r.field.as_str())
+        .collect();
+    assert_eq!(
+        fields,
+        [
+            "",
+            "",
+            "completions[2].lease_token",
+            "completions[3].headers",
+            ""
+        ]
+    );
 
     let released = take(&c, &here, 10, 0.0).await;
     assert_eq!(released.iter().map(id).collect::<Vec<_>>(), ids[2..3]);

@@ -175,15 +175,15 @@ pub fn enqueue_from_proto(
     })
 }
 
-/// Each item validated on its own, under `items[i]`: one bad item fails only itself.
+/// Each item validated on its own, one bad item failing only itself; an error names the
+/// field from the item (`id`): whoever numbered the items places it (`items[2].id`).
 pub fn enqueue_batch_from_proto(
     request: v1::EnqueueBatchRequest,
 ) -> Vec<Result<EnqueueItem, ConvertError>> {
     request
         .items
         .into_iter()
-        .enumerate()
-        .map(|(index, item)| enqueue_from_proto(item, &format!("items[{index}]")))
+        .map(|item| enqueue_from_proto(item, ""))
         .collect()
 }
 
@@ -193,24 +193,6 @@ pub fn enqueued_to_proto(enqueued: &Enqueued) -> v1::EnqueueResponse {
         duplicate: enqueued.duplicate,
         queue: enqueued.queue.to_string(),
         activate_at: Some(timestamp_to_proto(enqueued.activate_at)),
-    }
-}
-
-/// One item of an `EnqueueBatchResponse`: the response, or the failure's code and message.
-pub fn enqueue_result_to_proto(
-    result: Result<v1::EnqueueResponse, &ConvertError>,
-) -> v1::EnqueueResult {
-    match result {
-        Ok(response) => v1::EnqueueResult {
-            ok: Some(response),
-            code: 0,
-            message: String::new(),
-        },
-        Err(err) => v1::EnqueueResult {
-            ok: None,
-            code: err.code().grpc_code(),
-            message: err.to_string(),
-        },
     }
 }
 
@@ -303,32 +285,32 @@ mod tests {
             .map(|r| r.as_ref().expect_err("invalid").to_string())
             .collect();
         assert!(
-            messages[0].starts_with("items[1].queue: must be 1-200 bytes"),
+            messages[0].starts_with("queue: must be 1-200 bytes"),
             "{}",
             messages[0]
         );
         assert!(
-            messages[1].starts_with("items[2].id: must be 1-128 bytes"),
+            messages[1].starts_with("id: must be 1-128 bytes"),
             "{}",
             messages[1]
         );
         assert!(
-            messages[2].starts_with("items[3].delay: must not be negative"),
+            messages[2].starts_with("delay: must not be negative"),
             "{}",
             messages[2]
         );
         assert!(
-            messages[3].starts_with("items[4].headers: a header name"),
+            messages[3].starts_with("headers: a header name"),
             "{}",
             messages[3]
         );
         assert!(
-            messages[4].starts_with("items[5].queue: must name a queue"),
+            messages[4].starts_with("queue: must name a queue"),
             "{}",
             messages[4]
         );
         assert!(
-            messages[5].starts_with("items[6].queue: 'inbox:*' is a template"),
+            messages[5].starts_with("queue: 'inbox:*' is a template"),
             "{}",
             messages[5]
         );
@@ -385,27 +367,5 @@ mod tests {
                 .starts_with("items[1].pipeline: must be 1-100 bytes of [A-Za-z0-9_-]"),
             "{err}"
         );
-    }
-
-    #[test]
-    fn results_carry_codes() {
-        let enqueued = Enqueued {
-            id: EventId::parse("e1").expect("id"),
-            duplicate: true,
-            queue: QueueName::parse("jobs").expect("queue"),
-            activate_at: Timestamp::from_micros(1_000_000),
-        };
-        let ok = enqueue_result_to_proto(Ok(enqueued_to_proto(&enqueued)));
-        assert_eq!(ok.code, 0);
-        let response = ok.ok.expect("response");
-        assert!(response.duplicate);
-        assert_eq!(response.id, "e1");
-        let err = ConvertError::from(cascade_core::Error::invalid("items[0].queue", "bad"));
-        let failed = enqueue_result_to_proto(Err(&err));
-        assert_eq!(
-            (failed.code, failed.message.as_str()),
-            (3, "items[0].queue: bad")
-        );
-        assert!(failed.ok.is_none());
     }
 }

@@ -28,8 +28,7 @@ pub use bus::{
     schedule_entry_from_proto, schedule_entry_to_proto,
 };
 pub use enqueue::{
-    Destination, EnqueueItem, When, enqueue_batch_from_proto, enqueue_from_proto,
-    enqueue_result_to_proto, enqueued_to_proto,
+    Destination, EnqueueItem, When, enqueue_batch_from_proto, enqueue_from_proto, enqueued_to_proto,
 };
 pub use error::ConvertError;
 pub use event::{

@@ -147,14 +147,14 @@ pub fn completion_from_proto(
     })
 }
 
-/// Each completion validated on its own, under `completions[i]`.
+/// Each completion validated on its own; an error names the field from the completion
+/// (`lease_token`): whoever numbered them places it (`completions[2].lease_token`).
 pub fn completions_from_proto(
     completions: Vec<v1::Completion>,
 ) -> Vec<Result<CompletionItem, ConvertError>> {
     completions
         .into_iter()
-        .enumerate()
-        .map(|(index, c)| completion_from_proto(c, &format!("completions[{index}]")))
+        .map(|c| completion_from_proto(c, ""))
         .collect()
 }
 

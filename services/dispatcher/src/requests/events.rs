@@ -34,14 +34,10 @@ pub(super) async fn enqueue(
         .run(move |shard, now| {
             let outcomes = items
                 .into_iter()
-                .enumerate()
-                .map(|(index, item)| {
-                    let prefix = format!("items[{index}]");
-                    let command = item?.into_command(now, &prefix)?;
+                .map(|item| {
+                    let command = item?.into_command(now, "")?;
                     let delayed = command.activate_at.is_some_and(|at| at > now);
-                    let enqueued = shard
-                        .enqueue(now, command)
-                        .map_err(|e| item_error(&prefix, e))?;
+                    let enqueued = shard.enqueue(now, command).map_err(item_error)?;
                     Ok((enqueued, delayed))
                 })
                 .collect::<Vec<Result<(Enqueued, bool), DispatcherError>>>();
@@ -64,8 +60,7 @@ pub(super) async fn enqueue(
                 }
                 v1::EnqueueResult {
                     ok: Some(enqueued_to_proto(&enqueued)),
-                    code: 0,
-                    message: String::new(),
+                    ..v1::EnqueueResult::default()
                 }
             }
             Err(e) => {
@@ -74,6 +69,7 @@ pub(super) async fn enqueue(
                     ok: None,
                     code: status.code,
                     message: status.message,
+                    field: e.field().to_owned(),
                 }
             }
         };

@@ -89,14 +89,11 @@ async fn dispatch(ctx: &ShardContext, op: Op) -> Result<Answer, DispatcherError>
     })
 }
 
-/// A store error of item `prefix` of a batch: a field it names is put under the item's path
-/// (`advance.to` → `completions[2].advance.to`).
-fn item_error(prefix: &str, err: StoreError) -> DispatcherError {
+/// A store error of one item of a batch: a field it names is the item's (`advance.to`), which
+/// the gateway places in its client's request (`completions[2].advance.to`).
+fn item_error(err: StoreError) -> DispatcherError {
     match err {
-        StoreError::Invalid(invalid) => {
-            let field = format!("{prefix}.{}", invalid.field());
-            DispatcherError::Convert(invalid.with_field(field).into())
-        }
+        StoreError::Invalid(invalid) => DispatcherError::Convert(invalid.into()),
         other => DispatcherError::Store(other),
     }
 }

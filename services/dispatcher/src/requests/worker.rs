@@ -70,27 +70,25 @@ pub(crate) fn apply_completions(
     items: CompletionItems,
 ) -> Completed {
     let mut completed = Completed::default();
-    for (index, item) in items.into_iter().enumerate() {
+    for item in items {
         let applied = item.and_then(|item| {
             let woken = woken_by(&item);
             shard
                 .complete(now, &item.queue, item.id.as_str(), item.token, item.outcome)
-                .map_err(|e| item_error(&format!("completions[{index}]"), e))?;
+                .map_err(item_error)?;
             Ok(woken)
         });
         let result = match applied {
             Ok(woken) => {
                 completed.woken.extend(woken);
-                v1::CompletionResult {
-                    code: 0,
-                    message: String::new(),
-                }
+                v1::CompletionResult::default()
             }
             Err(e) => {
                 let status = e.to_status();
                 v1::CompletionResult {
                     code: status.code,
                     message: status.message,
+                    field: e.field().to_owned(),
                 }
             }
         };

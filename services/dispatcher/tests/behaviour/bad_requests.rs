@@ -31,16 +31,20 @@ async fn bad_requests() {
     };
     let codes: Vec<i32> = response.results.iter().map(|r| r.code).collect();
     assert_eq!(codes, [0, 3, 3]);
+    // Each failure names its field from the item; the gateway places it in its client's
+    // request.
     assert!(
-        response.results[1].message.starts_with("items[1].queue: "),
+        response.results[1].message.starts_with("queue: "),
         "{}",
         response.results[1].message
     );
     assert!(
-        response.results[2].message.starts_with("items[2].id: "),
+        response.results[2].message.starts_with("id: "),
         "{}",
         response.results[2].message
     );
+    let fields: Vec<&str> = response.results.iter().map(|r| r.field.as_str()).collect();
+    assert_eq!(fields, ["", "queue", "id"]);
     assert_eq!(
         cluster.stats(&jobs).await.ready,
         1,

@@ -31,10 +31,11 @@ async fn stale_token() {
     let result = cluster.complete(&malformed, ack()).await;
     assert_eq!(result.code, 3);
     assert!(
-        result.message.starts_with("completions[0].lease_token: "),
+        result.message.starts_with("lease_token: "),
         "{}",
         result.message
     );
+    assert_eq!(result.field, "lease_token");
 
     assert_eq!(cluster.complete(&taken[0], ack()).await.code, 0);
     let again = cluster.complete(&taken[0], ack()).await;

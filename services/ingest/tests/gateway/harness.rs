@@ -232,8 +232,7 @@ pub fn enqueued(queue: &str, id: &str) -> EnqueueResult {
             queue: queue.to_owned(),
             activate_at: None,
         }),
-        code: 0,
-        message: String::new(),
+        ..EnqueueResult::default()
     }
 }
 

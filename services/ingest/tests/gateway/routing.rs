@@ -1,5 +1,5 @@
 //! Each queue goes to `shard_of(queue, shards)`; a batch is split by shard, one request per
-//! shard, and its results come back in request order (shard failures renumbered to the
+//! shard, and its results come back in request order (a shard's failures placed under the
 //! client's item).
 
 use cascade_core::{QueueName, shard_of};
@@ -82,7 +82,8 @@ async fn every_request_goes_to_the_queues_owner() {
     assert!(later.iter().all(|(shard, _)| *shard == owner(queue)));
 }
 
-/// Echoes, except that queue "missing" is NOT_FOUND, numbered as the shard's batch numbers it.
+/// Echoes, except that queue "missing" is NOT_FOUND, its field named from the item, as a shard
+/// names it.
 fn echo_with_missing(shard: u32, request: DispatcherRequest) -> DispatcherReply {
     let Some(Op::Enqueue(batch)) = &request.op else {
         return echo(shard, request);
@@ -90,12 +91,12 @@ fn echo_with_missing(shard: u32, request: DispatcherRequest) -> DispatcherReply 
     let results = batch
         .items
         .iter()
-        .enumerate()
-        .map(|(index, item)| match item.queue.as_str() {
+        .map(|item| match item.queue.as_str() {
             "missing" => EnqueueResult {
                 ok: None,
                 code: 5,
-                message: format!("items[{index}].queue: queue 'missing' does not exist; create it with CreateQueue"),
+                message: "queue: queue 'missing' does not exist; create it with CreateQueue".into(),
+                field: "queue".into(),
             },
             queue => enqueued(queue, &item.id),
         })
@@ -132,6 +133,7 @@ async fn a_batch_is_split_by_shard_and_answered_in_request_order() {
                     "{}",
                     result.message
                 );
+                assert_eq!(result.field, "items[5].queue");
             }
             9 => {
                 assert_eq!(result.code, 5);
@@ -142,6 +144,7 @@ async fn a_batch_is_split_by_shard_and_answered_in_request_order() {
                     "{}",
                     result.message
                 );
+                assert_eq!(result.field, "items[9].queue");
             }
             _ => {
                 let ok = result.ok.as_ref().expect("enqueued");

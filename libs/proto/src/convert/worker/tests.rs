@@ -172,12 +172,12 @@ fn bad_completions_name_their_field() {
         .map(|r| r.as_ref().expect_err("invalid").to_string())
         .collect();
     let expected_starts = [
-        "completions[1].outcome: must be one of ack, advance",
-        "completions[2].lease_token: must be the 16 hex digits returned by Take, got 3 bytes",
-        "completions[3].reschedule.activate_at: must be set",
-        "completions[4].advance.to: must be 1-200 bytes",
-        "completions[5].retry.delay: must not be negative",
-        "completions[6].id: must be 1-128 bytes",
+        "outcome: must be one of ack, advance",
+        "lease_token: must be the 16 hex digits returned by Take, got 3 bytes",
+        "reschedule.activate_at: must be set",
+        "advance.to: must be 1-200 bytes",
+        "retry.delay: must not be negative",
+        "id: must be 1-128 bytes",
     ];
     for (message, start) in messages.iter().zip(expected_starts) {
         assert!(
