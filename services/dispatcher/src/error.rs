@@ -57,7 +57,6 @@ impl DispatcherError {
         }
     }
 
-    /// The status a requester receives.
     /// The field of the request the error is about, as its message names it; empty if none.
     pub fn field(&self) -> &str {
         match self {
@@ -67,6 +66,7 @@ impl DispatcherError {
         }
     }
 
+    /// The status a requester receives.
     pub fn to_status(&self) -> bus::Status {
         match self {
             // A store error's message carries every cause, down to the OS's word for it.

@@ -21,8 +21,7 @@ pub(crate) struct Carried {
     pub with_take: Vec<Completion>,
     at_take: Vec<usize>,
     /// For other shards, beyond the take's room, or refused already; with their places.
-    elsewhere: Vec<Prepared<Completion>>,
-    at_elsewhere: Vec<usize>,
+    elsewhere: Vec<(usize, Prepared<Completion>)>,
     results: Vec<Option<CompletionResult>>,
     /// The take's first poll answered: every completion has been sent.
     sent: bool,
@@ -35,7 +34,6 @@ impl Carried {
             with_take: Vec::new(),
             at_take: Vec::new(),
             elsewhere: Vec::new(),
-            at_elsewhere: Vec::new(),
             results: (0..prepared.len()).map(|_| None).collect(),
             sent: false,
         };
@@ -50,10 +48,7 @@ impl Carried {
                     carried.with_take.push(sized.item);
                     carried.at_take.push(index);
                 }
-                other => {
-                    carried.elsewhere.push(other);
-                    carried.at_elsewhere.push(index);
-                }
+                other => carried.elsewhere.push((index, other)),
             }
         }
         carried
@@ -99,11 +94,9 @@ impl Carried {
             self.results[index] = Some(result);
         }
         let elsewhere = std::mem::take(&mut self.elsewhere);
+        let places: Vec<usize> = elsewhere.iter().map(|(index, _)| *index).collect();
         let outcomes = scatter(complete, elsewhere).await;
-        for (index, result) in std::mem::take(&mut self.at_elsewhere)
-            .into_iter()
-            .zip(outcomes)
-        {
+        for (index, result) in places.into_iter().zip(outcomes) {
             self.results[index] = Some(result);
         }
         Ok(())

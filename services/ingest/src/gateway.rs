@@ -70,48 +70,50 @@ impl Gateway {
 /// An item of a client's batch, ready for its shard, or why it is not.
 pub(crate) type Prepared<I> = Result<(u32, Sized<I>), IngestError>;
 
-/// One shard's items of a client request, with their places in it.
+/// One shard's items of a client request, each with its slot among the outcomes and its
+/// place in the request.
 struct Share<I> {
-    indexes: Vec<usize>,
+    slots: Vec<(usize, usize)>,
     items: Vec<Sized<I>>,
 }
 
 impl<I> Default for Share<I> {
     fn default() -> Self {
         Share {
-            indexes: Vec::new(),
+            slots: Vec::new(),
             items: Vec::new(),
         }
     }
 }
 
-/// Sends the prepared items of one client request, each shard's share at once through
-/// `coalescer`, and returns the outcomes in request order, each shard's failures placed in
-/// the request: an item that failed to prepare gets its error as its outcome.
+/// Sends the prepared items of one client request (each with its place in the request), each
+/// shard's share at once through `coalescer`, and returns the outcomes in the order given,
+/// a shard's failures placed under their item: an item that failed to prepare gets its
+/// error as its outcome.
 pub(crate) async fn scatter<B: Batch>(
     coalescer: &Coalescer<B>,
-    prepared: Vec<Prepared<B::Item>>,
+    prepared: Vec<(usize, Prepared<B::Item>)>,
 ) -> Vec<B::Outcome> {
     let count = prepared.len();
     let mut outcomes: Vec<Option<B::Outcome>> = (0..count).map(|_| None).collect();
     let mut shares: BTreeMap<u32, Share<B::Item>> = BTreeMap::new();
-    for (index, item) in prepared.into_iter().enumerate() {
+    for (slot, (place_in_request, item)) in prepared.into_iter().enumerate() {
         match item {
             Ok((shard, sized)) => {
                 let share = shares.entry(shard).or_insert_with(Share::default);
-                share.indexes.push(index);
+                share.slots.push((slot, place_in_request));
                 share.items.push(sized);
             }
-            Err(err) => outcomes[index] = Some(B::failed(&err)),
+            Err(err) => outcomes[slot] = Some(B::failed(&err)),
         }
     }
     let sends = shares.into_iter().map(|(shard, share)| async move {
-        (share.indexes, coalescer.submit(shard, share.items).await)
+        (share.slots, coalescer.submit(shard, share.items).await)
     });
-    for (indexes, answers) in futures::future::join_all(sends).await {
-        for (index, mut answer) in indexes.into_iter().zip(answers) {
-            B::place(&mut answer, &format!("{}[{index}]", B::LIST));
-            outcomes[index] = Some(answer);
+    for (slots, answers) in futures::future::join_all(sends).await {
+        for ((slot, place_in_request), mut answer) in slots.into_iter().zip(answers) {
+            B::place(&mut answer, &format!("{}[{place_in_request}]", B::LIST));
+            outcomes[slot] = Some(answer);
         }
     }
     outcomes

@@ -215,7 +215,7 @@ impl Ingest for Gateway {
         self.enqueue_quota(&caller, prepared.iter().filter(|p| p.is_ok()).count())?;
         // Created inside the request's span, to be its child.
         let persist = span.in_scope(|| trace::persist_span(None));
-        let results = scatter(&self.enqueue, prepared)
+        let results = scatter(&self.enqueue, prepared.into_iter().enumerate().collect())
             .instrument(persist)
             .instrument(span)
             .await;

@@ -317,7 +317,7 @@ impl Worker for Gateway {
         // Alive until the shards answered: each covers its advance's commit.
         let _advances = trace::advance_spans(&mut completions);
         let prepared = self.prepare_completions(&caller, completions).await?;
-        let results = scatter(&self.complete, prepared).await;
+        let results = scatter(&self.complete, prepared.into_iter().enumerate().collect()).await;
         Ok(Response::new(CompleteResponse { results }))
     }
 

@@ -1,5 +1,5 @@
 //! `EnqueueRequest` → [`EnqueueItem`] (validated, destination and time still to resolve) →
-//! the shard's [`EnqueueCmd`]; [`Enqueued`] → `EnqueueResponse` / `EnqueueResult`.
+//! the shard's [`EnqueueCmd`]; [`Enqueued`] → `EnqueueResponse`.
 //!
 //! Two things are left open on purpose: a `pipeline` destination is resolved to its first
 //! stage by the gateway (which knows the pipelines), and a `delay` becomes a time only on the

@@ -301,7 +301,7 @@ impl State {
                 let to = QueueName::parse_field(&to, "advance.to")?;
                 let mut merged = ev.headers.clone();
                 merged.extend(headers);
-                cascade_core::event::validate_headers(&merged)?;
+                cascade_core::event::validate_headers_at(&merged, "advance.headers")?;
                 txn.delete(keys::event(rec.id, ev.id.as_str()));
                 self.update_counters(txn, rec, |c| {
                     c.leased -= 1;
