@@ -90,7 +90,7 @@ impl Carried {
             });
         }
         for (index, mut result) in std::mem::take(&mut self.at_take).into_iter().zip(answered) {
-            CompleteBatch::place(&mut result, &format!("completions[{index}]"));
+            CompleteBatch::place_at(&mut result, index);
             self.results[index] = Some(result);
         }
         let elsewhere = std::mem::take(&mut self.elsewhere);

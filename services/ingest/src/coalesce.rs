@@ -50,6 +50,11 @@ pub(crate) trait Batch: Send + Sync + 'static {
     const LIST: &'static str;
     /// Places a shard's failure of an item under the item's `prefix` (`gateway::place`).
     fn place(outcome: &mut Self::Outcome, prefix: &str);
+
+    /// Places a shard's failure of the item at `index` of the client's list (`items[2]`).
+    fn place_at(outcome: &mut Self::Outcome, index: usize) {
+        Self::place(outcome, &format!("{}[{index}]", Self::LIST));
+    }
 }
 
 /// An item with its size in bytes inside the bus request.

@@ -112,7 +112,7 @@ pub(crate) async fn scatter<B: Batch>(
     });
     for (slots, answers) in futures::future::join_all(sends).await {
         for ((slot, place_in_request), mut answer) in slots.into_iter().zip(answers) {
-            B::place(&mut answer, &format!("{}[{place_in_request}]", B::LIST));
+            B::place_at(&mut answer, place_in_request);
             outcomes[slot] = Some(answer);
         }
     }

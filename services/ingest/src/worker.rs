@@ -153,12 +153,16 @@ impl Gateway {
 
 impl Gateway {
     /// Each completion of a request prepared (see `prepare_completion`) under
-    /// `completions[i]`; the whole request is refused if one is outside the caller's grants.
+    /// `completions[i]`; the whole request is refused if one is outside the caller's grants
+    /// or if there are too many. The spans returned cover the advances' commits: keep them
+    /// until the shards answered.
     async fn prepare_completions(
         &self,
         caller: &Caller,
-        completions: Vec<Completion>,
-    ) -> Result<Vec<Prepared<Completion>>, IngestError> {
+        mut completions: Vec<Completion>,
+    ) -> Result<(Vec<tracing::Span>, Vec<Prepared<Completion>>), IngestError> {
+        self.limits.check_items("completions", completions.len())?;
+        let advances = trace::advance_spans(&mut completions);
         let prefixes: Vec<String> = (0..completions.len())
             .map(|i| format!("completions[{i}]"))
             .collect();
@@ -168,7 +172,7 @@ impl Gateway {
             .map(|(completion, prefix)| self.prepare_completion(caller, completion, prefix));
         let mut prepared = futures::future::join_all(preparing).await;
         refuse_whole(&mut prepared)?;
-        Ok(prepared)
+        Ok((advances, prepared))
     }
 }
 
@@ -241,11 +245,8 @@ impl Worker for Gateway {
         allowed(&caller, Permission::Consume, item.queue.as_str(), "queue")?;
         self.limits
             .check_batch_bytes("completions", prost::Message::encoded_len(&request))?;
-        let mut completions = std::mem::take(&mut request.completions);
-        self.limits.check_items("completions", completions.len())?;
-        // Alive until the shards answered: each covers its advance's commit.
-        let _advances = trace::advance_spans(&mut completions);
-        let prepared = self.prepare_completions(&caller, completions).await?;
+        let completions = std::mem::take(&mut request.completions);
+        let (_advances, prepared) = self.prepare_completions(&caller, completions).await?;
         // Checked before any event is leased: a refusal after the poll would cost the
         // events an attempt.
         self.admission.room(peer.as_ref())?;
@@ -312,11 +313,9 @@ impl Worker for Gateway {
         let request = request.into_inner();
         self.limits
             .check_batch_bytes("completions", prost::Message::encoded_len(&request))?;
-        let mut completions = request.completions;
-        self.limits.check_items("completions", completions.len())?;
-        // Alive until the shards answered: each covers its advance's commit.
-        let _advances = trace::advance_spans(&mut completions);
-        let prepared = self.prepare_completions(&caller, completions).await?;
+        let (_advances, prepared) = self
+            .prepare_completions(&caller, request.completions)
+            .await?;
         let results = scatter(&self.complete, prepared.into_iter().enumerate().collect()).await;
         Ok(Response::new(CompleteResponse { results }))
     }

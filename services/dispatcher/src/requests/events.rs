@@ -8,7 +8,6 @@ use cascade_proto::convert::{
 use cascade_proto::v1;
 use cascade_store::shard::Enqueued;
 
-use super::item_error;
 use crate::DispatcherError;
 use crate::context::ShardContext;
 
@@ -37,7 +36,7 @@ pub(super) async fn enqueue(
                 .map(|item| {
                     let command = item?.into_command(now, "")?;
                     let delayed = command.activate_at.is_some_and(|at| at > now);
-                    let enqueued = shard.enqueue(now, command).map_err(item_error)?;
+                    let enqueued = shard.enqueue(now, command)?;
                     Ok((enqueued, delayed))
                 })
                 .collect::<Vec<Result<(Enqueued, bool), DispatcherError>>>();

@@ -14,7 +14,6 @@ use cascade_bus::BusError;
 use cascade_proto::bus::v1::dispatcher_reply::Result as Answer;
 use cascade_proto::bus::v1::dispatcher_request::Op;
 use cascade_proto::bus::v1::{DispatcherReply, DispatcherRequest};
-use cascade_store::StoreError;
 use prost::Message;
 
 use crate::DispatcherError;
@@ -87,13 +86,4 @@ async fn dispatch(ctx: &ShardContext, op: Op) -> Result<Answer, DispatcherError>
         Op::GetPipeline(r) => Answer::Pipeline(pipelines::get(ctx, r).await?),
         Op::ListPipelines(_) => Answer::Pipelines(pipelines::list(ctx).await?),
     })
-}
-
-/// A store error of one item of a batch: a field it names is the item's (`advance.to`), which
-/// the gateway places in its client's request (`completions[2].advance.to`).
-fn item_error(err: StoreError) -> DispatcherError {
-    match err {
-        StoreError::Invalid(invalid) => DispatcherError::Convert(invalid.into()),
-        other => DispatcherError::Store(other),
-    }
 }

@@ -6,7 +6,6 @@ use cascade_proto::convert::{self, CompletionItem, timestamp_to_proto};
 use cascade_proto::v1;
 use cascade_store::Shard;
 
-use super::item_error;
 use crate::DispatcherError;
 use crate::context::ShardContext;
 
@@ -73,9 +72,7 @@ pub(crate) fn apply_completions(
     for item in items {
         let applied = item.and_then(|item| {
             let woken = woken_by(&item);
-            shard
-                .complete(now, &item.queue, item.id.as_str(), item.token, item.outcome)
-                .map_err(item_error)?;
+            shard.complete(now, &item.queue, item.id.as_str(), item.token, item.outcome)?;
             Ok(woken)
         });
         let result = match applied {
