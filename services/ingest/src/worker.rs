@@ -246,7 +246,7 @@ impl Worker for Gateway {
         self.limits
             .check_batch_bytes("completions", prost::Message::encoded_len(&request))?;
         let completions = std::mem::take(&mut request.completions);
-        let (_advances, prepared) = self.prepare_completions(&caller, completions).await?;
+        let (mut advances, prepared) = self.prepare_completions(&caller, completions).await?;
         // Checked before any event is leased: a refusal after the poll would cost the
         // events an attempt.
         self.admission.room(peer.as_ref())?;
@@ -259,7 +259,9 @@ impl Worker for Gateway {
         let deadline = Instant::now() + self.limits.take_wait(item.wait);
         loop {
             let asked_at = Instant::now();
-            let poll = match carried.sends_elsewhere() {
+            // A first poll that still has completions to send, or advances whose spans should
+            // end with their commit, does not wait; the next ones wait as asked.
+            let poll = match carried.sends_elsewhere() || !advances.is_empty() {
                 true => Duration::ZERO,
                 false => deadline
                     .saturating_duration_since(asked_at)
@@ -289,6 +291,8 @@ impl Worker for Gateway {
             carried
                 .poll_answered(shard, answered, &self.complete)
                 .await?;
+            // Every completion is applied: their advances' spans end here, not with the wait.
+            advances.clear();
             let now = Instant::now();
             // A shard answers empty before the poll's wait is over only when it is stopping
             // (or caps waits lower than this gateway): asking it again would spin, so the
