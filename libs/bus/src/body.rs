@@ -1,8 +1,9 @@
 //! What a message or a reply carries: the bytes that travel on NATS, or, on the local bus,
-//! the protobuf value itself, so that a request between two services of one process is not
-//! encoded only to be decoded again on the other side. The two are interchangeable: a value
-//! is encoded whenever someone asks for bytes (or at the NATS edge), and bytes are decoded
-//! whenever someone asks for a value.
+//! the value itself (a protobuf message, or a [`Typed`] value of the sender's own type), so
+//! that a request between two services of one process is not encoded only to be decoded
+//! again on the other side. The two are interchangeable: a value is encoded whenever someone
+//! asks for bytes (or at the NATS edge), and bytes are decoded whenever someone asks for a
+//! message.
 
 use std::any::{Any, TypeId};
 
@@ -15,10 +16,11 @@ pub(crate) enum Body {
     Value(Box<dyn Value>),
 }
 
-/// A protobuf message that travels as itself.
+/// A value that travels as itself.
 pub(crate) trait Value: Any + Send + Sync {
     fn encoded_len(&self) -> usize;
     fn encode(&self) -> Bytes;
+    fn into_encoded(self: Box<Self>) -> Bytes;
     fn into_any(self: Box<Self>) -> Box<dyn Any>;
 }
 
@@ -31,9 +33,54 @@ impl<M: prost::Message + Sync + 'static> Value for M {
         Bytes::from(self.encode_to_vec())
     }
 
+    fn into_encoded(self: Box<Self>) -> Bytes {
+        self.encode()
+    }
+
     fn into_any(self: Box<Self>) -> Box<dyn Any> {
         self
     }
+}
+
+/// A request of the sender's own type (validated domain values, say) that a receiver in the
+/// same process takes as it is ([`crate::Message::take_typed`]); on NATS it travels as the
+/// bytes `encode` makes of it. `len` is its encoded size, or a bound on it, as the sender
+/// measured it: what `max_payload` limits on the local bus, where nothing is encoded.
+pub struct Typed<T> {
+    value: T,
+    len: usize,
+    encode: fn(T) -> Bytes,
+}
+
+impl<T> Typed<T> {
+    pub fn new(value: T, len: usize, encode: fn(T) -> Bytes) -> Typed<T> {
+        Typed { value, len, encode }
+    }
+}
+
+impl<T: Clone + Send + Sync + 'static> Value for Typed<T> {
+    fn encoded_len(&self) -> usize {
+        self.len
+    }
+
+    fn encode(&self) -> Bytes {
+        (self.encode)(self.value.clone())
+    }
+
+    fn into_encoded(self: Box<Self>) -> Bytes {
+        (self.encode)(self.value)
+    }
+
+    fn into_any(self: Box<Self>) -> Box<dyn Any> {
+        self
+    }
+}
+
+/// What a receiver gets from [`Body::into_typed`]: the sender's value, or a message decoded.
+#[derive(Debug)]
+pub enum Received<T, M> {
+    Value(T),
+    Message(M),
 }
 
 impl Body {
@@ -60,7 +107,7 @@ impl Body {
     pub(crate) fn into_bytes(self) -> Bytes {
         match self {
             Body::Encoded(bytes) => bytes,
-            Body::Value(value) => value.encode(),
+            Body::Value(value) => value.into_encoded(),
         }
     }
 
@@ -88,6 +135,23 @@ impl Body {
             subject: subject.to_owned(),
             reason: err.to_string(),
         })
+    }
+
+    /// The [`Typed`] value of type `T` if it is one, else the message of type `M` (decoded,
+    /// or itself).
+    pub(crate) fn into_typed<T: 'static, M: prost::Message + Default + 'static>(
+        self,
+        subject: &str,
+    ) -> Result<Received<T, M>, BusError> {
+        match self {
+            Body::Value(value) if Any::type_id(&*value) == TypeId::of::<Typed<T>>() => {
+                let typed = value.into_any().downcast::<Typed<T>>();
+                Ok(Received::Value(
+                    typed.expect("the type was checked just above").value,
+                ))
+            }
+            other => other.into_message(subject).map(Received::Message),
+        }
     }
 }
 
@@ -147,6 +211,33 @@ mod tests {
         let garbage = Body::Encoded(Bytes::from_static(&[0x0a, 0xff]));
         let err = garbage.into_message::<Greeting>("s").expect_err("garbage");
         assert!(matches!(err, BusError::Decode { .. }), "{err}");
+    }
+
+    /// A sender's own type: here a greeting's text, encoded as a `Greeting`.
+    fn typed(text: &str) -> Body {
+        let encode = |text: String| Bytes::from(Greeting { text }.encode_to_vec());
+        Body::Value(Box::new(Typed::new(text.to_owned(), 99, encode)))
+    }
+
+    #[test]
+    fn a_typed_value_is_taken_as_itself_or_as_the_message_it_encodes_to() {
+        let body = typed("hello");
+        assert_eq!(body.len(), 99, "the length its sender measured");
+        assert_eq!(body.bytes(), hello().encode_to_vec());
+        match typed("hello").into_typed::<String, Greeting>("s") {
+            Ok(Received::Value(text)) => assert_eq!(text, "hello"),
+            other => panic!("not the value itself: {other:?}"),
+        }
+        // Across NATS, or taken as another type: the message it encodes to.
+        let encoded = Body::Encoded(typed("hello").into_bytes());
+        match encoded.into_typed::<String, Greeting>("s") {
+            Ok(Received::Message(greeting)) => assert_eq!(greeting, hello()),
+            other => panic!("not decoded: {other:?}"),
+        }
+        match typed("hello").into_typed::<u64, Greeting>("s") {
+            Ok(Received::Message(greeting)) => assert_eq!(greeting, hello()),
+            other => panic!("not decoded: {other:?}"),
+        }
     }
 
     #[test]

@@ -12,7 +12,9 @@
 //!
 //! A typed request ([`Bus::call`]) and its reply travel on the local bus as the protobuf values
 //! themselves, and are encoded only at the NATS edge (`body.rs`): services in one process pay
-//! no encoding, and services in many see the same messages.
+//! no encoding, and services in many see the same messages. A request may also be a value of
+//! the sender's own type ([`Typed`], [`Bus::call_typed`]): a receiver in the same process takes
+//! it as it is ([`Message::take_typed`]), one across NATS gets the message it encodes to.
 //!
 //! Every request's duration and result goes to the bus's [`RequestObserver`], if one is set
 //! ([`Bus::observe_requests`]; the process wires it to its metrics), named by the operation
@@ -32,6 +34,7 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 
 use crate::body::Body;
+pub use crate::body::{Received, Typed};
 pub use error::BusError;
 pub use local::{LocalBus, SUBSCRIBER_CAPACITY};
 pub use nats::{NatsBus, NatsConnect, NatsCredentials, without_credentials};
@@ -214,6 +217,25 @@ impl Bus {
         reply.into_message(subject)
     }
 
+    /// Requests with a value of the caller's own type, reported to the observer as operation
+    /// `op`: passed as it is on the local bus, encoded by its `encode` on NATS; the reply as
+    /// with [`Bus::call`].
+    pub async fn call_typed<
+        Req: Clone + Send + Sync + 'static,
+        Rep: prost::Message + Default + 'static,
+    >(
+        &self,
+        op: &'static str,
+        subject: &str,
+        req: Typed<Req>,
+        timeout: Duration,
+    ) -> Result<Rep, BusError> {
+        let reply = self
+            .exchange(op, subject, Body::Value(Box::new(req)), timeout)
+            .await?;
+        reply.into_message(subject)
+    }
+
     /// Waits until the NATS server has processed everything this handle sent so far, e.g. the
     /// unsubscribe of a dropped subscription. A no-op for the local bus, which routes at once.
     pub async fn flush(&self) -> Result<(), BusError> {
@@ -349,6 +371,16 @@ impl Message {
     pub fn take<M: prost::Message + Default + 'static>(&mut self) -> Result<M, BusError> {
         let body = std::mem::replace(&mut self.body, Body::Encoded(Bytes::new()));
         body.into_message(&self.subject)
+    }
+
+    /// Takes the payload out: the sender's [`Typed`] value of type `T` if another service of
+    /// this process sent one, else the message of type `M` (decoded, or itself). As
+    /// [`Message::take`], the message keeps its reply handle.
+    pub fn take_typed<T: 'static, M: prost::Message + Default + 'static>(
+        &mut self,
+    ) -> Result<Received<T, M>, BusError> {
+        let body = std::mem::replace(&mut self.body, Body::Encoded(Bytes::new()));
+        body.into_typed(&self.subject)
     }
 }
 

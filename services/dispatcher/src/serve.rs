@@ -39,7 +39,7 @@ pub(crate) async fn serve(ctx: Arc<ShardContext>, mut requests_in: Subscription)
                 let ctx = Arc::clone(&ctx);
                 let mut message = message;
                 tasks.spawn(async move {
-                    let reply = requests::answer(&ctx, message.take()).await;
+                    let reply = requests::answer(&ctx, message.take_typed()).await;
                     respond(&ctx, message, reply).await;
                     drop(permit);
                 });

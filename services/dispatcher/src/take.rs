@@ -25,7 +25,7 @@ use prost::Message;
 
 use crate::DispatcherError;
 use crate::context::ShardContext;
-use crate::requests::worker::{Completed, CompletionItems, apply_completions};
+use crate::requests::worker::{Completed, CompletionItems, apply_completions, owned};
 
 /// How often a waiting take looks again without being woken.
 const RECHECK: Duration = Duration::from_millis(100);
@@ -79,6 +79,7 @@ pub(crate) async fn take(
     completions: CompletionItems,
 ) -> Result<v1::TakeResponse, DispatcherError> {
     ctx.check_owned(&request.queue)?;
+    let completions = owned(ctx, completions);
     let wait = request.wait.unwrap_or_default().min(ctx.max_take_wait);
     let deadline = Instant::now() + wait;
     let waiter = (!wait.is_zero()).then(|| ctx.wakeups.register(&request.queue));

@@ -45,7 +45,7 @@ enum Decision {
 
 impl Gateway {
     /// The target of an advance from `queue` with `to` (`None`: the next stage); errors name
-    /// `field` (`completions[i].advance.to`).
+    /// `field` (`advance.to`).
     pub(crate) async fn advance_target(
         &self,
         queue: &QueueName,

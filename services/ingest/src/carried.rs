@@ -5,7 +5,8 @@
 //! poll. So a take that fails has applied none of them, and one that answers has applied
 //! them all, each with its own result, placed in the client's request.
 
-use cascade_proto::v1::{Completion, CompletionResult};
+use cascade_proto::convert::CompletionItem;
+use cascade_proto::v1::CompletionResult;
 
 use crate::IngestError;
 use crate::coalesce::{Batch, Coalescer, Sized};
@@ -17,11 +18,13 @@ use crate::worker::CompleteBatch;
 const RESULT_ROOM: usize = 1024;
 
 pub(crate) struct Carried {
-    /// For the take's shard, with its first poll; `at_take` their places in the request.
-    pub with_take: Vec<Completion>,
+    /// For the take's shard, with its first poll, and their bytes; `at_take` their places
+    /// in the request.
+    with_take: Vec<CompletionItem>,
+    with_take_bytes: usize,
     at_take: Vec<usize>,
     /// For other shards, beyond the take's room, or refused already; with their places.
-    elsewhere: Vec<(usize, Prepared<Completion>)>,
+    elsewhere: Vec<(usize, Prepared<CompletionItem>)>,
     results: Vec<Option<CompletionResult>>,
     /// The take's first poll answered: every completion has been sent.
     sent: bool,
@@ -29,9 +32,10 @@ pub(crate) struct Carried {
 
 impl Carried {
     /// `room`: bytes the take's bus message has for the completions it carries.
-    pub fn split(shard: u32, prepared: Vec<Prepared<Completion>>, room: usize) -> Carried {
+    pub fn split(shard: u32, prepared: Vec<Prepared<CompletionItem>>, room: usize) -> Carried {
         let mut carried = Carried {
             with_take: Vec::new(),
+            with_take_bytes: 0,
             at_take: Vec::new(),
             elsewhere: Vec::new(),
             results: (0..prepared.len()).map(|_| None).collect(),
@@ -41,10 +45,11 @@ impl Carried {
         for (index, item) in prepared.into_iter().enumerate() {
             // Its result comes back in the take's reply, which has the same room: a failure's
             // message may be longer than the completion.
-            let cost = |sized: &Sized<Completion>| sized.bytes.max(RESULT_ROOM);
+            let cost = |sized: &Sized<CompletionItem>| sized.bytes.max(RESULT_ROOM);
             match item {
                 Ok((owner, sized)) if owner == shard && cost(&sized) <= room => {
                     room -= cost(&sized);
+                    carried.with_take_bytes += sized.bytes;
                     carried.with_take.push(sized.item);
                     carried.at_take.push(index);
                 }
@@ -52,6 +57,13 @@ impl Carried {
             }
         }
         carried
+    }
+
+    /// The completions a poll carries, and their bytes: those for the take's shard with the
+    /// first poll, none with the next ones.
+    pub fn for_poll(&mut self) -> (Vec<CompletionItem>, usize) {
+        let bytes = std::mem::take(&mut self.with_take_bytes);
+        (std::mem::take(&mut self.with_take), bytes)
     }
 
     /// Whether completions still go elsewhere once the take's first poll answers: that poll

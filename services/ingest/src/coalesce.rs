@@ -19,7 +19,7 @@
 use std::sync::Arc;
 
 use cascade_proto::bus::v1::dispatcher_reply::Result as Reply;
-use cascade_proto::bus::v1::dispatcher_request::Op;
+use cascade_proto::convert::ShardRequest;
 use futures::StreamExt;
 use futures::stream::FuturesUnordered;
 use tokio::sync::{mpsc, oneshot};
@@ -35,13 +35,13 @@ const INBOX_JOBS: usize = 4096;
 
 /// One kind of coalesced request.
 pub(crate) trait Batch: Send + Sync + 'static {
-    /// One item of the bus request, e.g. an `EnqueueRequest`.
+    /// One item of the bus request, validated, e.g. an `EnqueueItem`.
     type Item: Send + 'static;
     /// What each item gets back, e.g. an `EnqueueResult`.
     type Outcome: Send + 'static;
     /// What was asked, for errors: "an enqueue batch".
     const ASKED: &'static str;
-    fn request(items: Vec<Self::Item>) -> Op;
+    fn request(items: Vec<Self::Item>) -> ShardRequest;
     /// The reply's per-item outcomes in order; a reply of another kind is an error.
     fn outcomes(shard: u32, reply: Reply) -> Result<Vec<Self::Outcome>, IngestError>;
     /// The outcome of an item whose request failed.
@@ -53,11 +53,21 @@ pub(crate) trait Batch: Send + Sync + 'static {
 
     /// Places a shard's failure of the item at `index` of the client's list (`items[2]`).
     fn place_at(outcome: &mut Self::Outcome, index: usize) {
-        Self::place(outcome, &format!("{}[{index}]", Self::LIST));
+        Self::place(outcome, &Self::item_path(index));
+    }
+
+    /// The gateway's own failure to prepare the item at `index`, placed under it.
+    fn placed_at<T>(prepared: Result<T, IngestError>, index: usize) -> Result<T, IngestError> {
+        prepared.map_err(|err| err.under(&Self::item_path(index)))
+    }
+
+    /// The path of the item at `index` of the client's list: `items[2]`.
+    fn item_path(index: usize) -> String {
+        format!("{}[{index}]", Self::LIST)
     }
 }
 
-/// An item with its size in bytes inside the bus request.
+/// An item with its size in bytes inside the bus request's message (or a bound on it).
 pub(crate) struct Sized<I> {
     pub item: I,
     pub bytes: usize,
@@ -228,9 +238,11 @@ impl<B: Batch> ShardSender<B> {
     async fn send(&self, jobs: Vec<Job<B>>) {
         let mut replies = Vec::with_capacity(jobs.len());
         let mut items = Vec::new();
+        let mut bytes = 0;
         for job in jobs {
             replies.push((job.items.len(), job.reply));
             items.extend(job.items);
+            bytes += job.bytes;
         }
         let total = items.len();
         tracing::trace!(
@@ -239,7 +251,9 @@ impl<B: Batch> ShardSender<B> {
             jobs = replies.len(),
             "ingest.coalesce.send"
         );
-        let answered = match self.shards.call(self.shard, B::request(items)).await {
+        let timeout = self.shards.timeout();
+        let request = B::request(items);
+        let answered = match self.shards.send(self.shard, request, bytes, timeout).await {
             Ok(reply) => match B::outcomes(self.shard, reply) {
                 Ok(outcomes) if outcomes.len() != total => Err(IngestError::BadReply {
                     shard: self.shard,

@@ -118,6 +118,42 @@ impl IngestError {
         }
     }
 
+    /// The error of one item of a request, found at the item's root (`queue`), placed under
+    /// the item (`prefix` `items[2]`: field and message `items[2].queue`). Errors about no
+    /// field of the item stay as they are.
+    pub fn under(self, prefix: &str) -> IngestError {
+        let placed = |field: &str| match field {
+            "" => prefix.to_owned(),
+            field => format!("{prefix}.{field}"),
+        };
+        match self {
+            IngestError::Invalid(ConvertError::Invalid(err)) => {
+                let field = placed(err.field());
+                IngestError::Invalid(ConvertError::Invalid(err.with_field(field)))
+            }
+            IngestError::TooLarge {
+                field,
+                size,
+                limit,
+                why,
+            } => IngestError::TooLarge {
+                field: placed(&field),
+                size,
+                limit,
+                why,
+            },
+            IngestError::NoSuchPipeline { field, name } => IngestError::NoSuchPipeline {
+                field: placed(&field),
+                name,
+            },
+            IngestError::Security { field, source } => IngestError::Security {
+                field: placed(&field),
+                source,
+            },
+            other => other,
+        }
+    }
+
     /// The per-item `code` of a batch result (same numbers as gRPC).
     pub fn item_code(&self) -> i32 {
         self.code() as i32
@@ -176,6 +212,47 @@ fn retry_hint(err: &BusError) -> &'static str {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_items_error_is_placed_under_the_item() {
+        let placed = |err: IngestError| {
+            let err = err.under("items[2]");
+            (err.field().to_owned(), err.to_string())
+        };
+        assert_eq!(
+            placed(IngestError::invalid("queue", "must not be empty")),
+            (
+                "items[2].queue".to_owned(),
+                "items[2].queue: must not be empty".to_owned()
+            )
+        );
+        let (field, message) = placed(IngestError::TooLarge {
+            field: "advance.payload".into(),
+            size: 9,
+            limit: 8,
+            why: "ingest.max_payload".into(),
+        });
+        assert_eq!(field, "items[2].advance.payload");
+        assert!(
+            message.starts_with("items[2].advance.payload: 9 bytes"),
+            "{message}"
+        );
+        let (field, message) = placed(IngestError::NoSuchPipeline {
+            field: "pipeline".into(),
+            name: "'orders'".into(),
+        });
+        assert_eq!(field, "items[2].pipeline");
+        assert!(
+            message.starts_with("items[2].pipeline: no pipeline"),
+            "{message}"
+        );
+        let (field, message) = placed(IngestError::ShuttingDown);
+        assert_eq!(field, "");
+        assert!(
+            message.starts_with("the gateway is shutting down"),
+            "{message}"
+        );
+    }
 
     #[test]
     fn shard_codes_pass_through_and_zero_is_a_bug() {

@@ -125,14 +125,6 @@ pub(crate) async fn scatter<B: Batch>(
         .collect()
 }
 
-/// `name` under `prefix`: `("items[2]", "queue")` is `items[2].queue`, `("", "queue")` is `queue`.
-pub(crate) fn field(prefix: &str, name: &str) -> String {
-    match prefix {
-        "" => name.to_owned(),
-        _ => format!("{prefix}.{name}"),
-    }
-}
-
 /// A failure a shard reports for one item names its field from the item (`id: must be…`,
 /// field `id`): placed under the item's `prefix` in the client's request (`items[2].id`).
 /// The unary calls keep it as it is.
@@ -165,9 +157,5 @@ mod tests {
         let (mut unary, mut kept) = ("id".to_owned(), "id: must be 1-128 bytes".to_owned());
         place("", &mut unary, &mut kept);
         assert_eq!(kept, "id: must be 1-128 bytes");
-        assert_eq!(
-            field("completions[0]", "lease_token"),
-            "completions[0].lease_token"
-        );
     }
 }

@@ -1,7 +1,8 @@
 //! The `Ingest` service: `Enqueue`, `EnqueueBatch`, `Get`, `Update`, `Delete`.
 //!
 //! Enqueues go through the per-shard coalescer: a unary `Enqueue` is a batch of one, an
-//! `EnqueueBatch` is split by shard and reassembled in request order. An enqueue that names
+//! `EnqueueBatch` is split by shard and reassembled in request order. Each item is converted
+//! once, here, and reaches its shard as the validated value. An enqueue that names
 //! a pipeline goes to its first stage's queue (looked up in the gateway's pipeline cache).
 //! An invalid item never leaves the gateway: a unary request fails, a batch item gets its
 //! own code and message naming `items[i].<field>` while the valid items go on (as the shard
@@ -10,7 +11,8 @@
 use cascade_proto::bus::v1::dispatcher_reply::Result as Reply;
 use cascade_proto::bus::v1::dispatcher_request::Op;
 use cascade_proto::convert::{
-    Destination, enqueue_from_proto, event_ref_from_proto, update_from_proto,
+    Destination, EnqueueItem, ShardRequest, enqueue_from_proto, event_ref_from_proto,
+    update_from_proto,
 };
 use cascade_proto::v1::{
     DeleteRequest, DeleteResponse, EnqueueBatchRequest, EnqueueBatchResponse, EnqueueRequest,
@@ -18,6 +20,7 @@ use cascade_proto::v1::{
 };
 use cascade_security::{Caller, Permission};
 use cascade_telemetry::attr;
+use futures::FutureExt;
 use tonic::{Request, Response, Status};
 use tracing::{Instrument, Span};
 
@@ -26,22 +29,22 @@ use crate::admission::respond;
 use crate::auth::caller;
 use crate::authorize::{allowed, no_reserved_headers, payload_quota, refuse_whole};
 use crate::coalesce::{Batch, Sized};
-use crate::gateway::{Gateway, Prepared, field, place, scatter};
+use crate::gateway::{Gateway, Prepared, place, scatter};
 use crate::peer::Peer;
 use crate::pipelines::no_such_pipeline;
 use crate::route::unexpected;
 use crate::trace;
 
-/// Enqueues, coalesced per shard into the bus's `EnqueueBatchRequest`.
+/// Enqueues, coalesced per shard into one request of validated items.
 pub(crate) struct EnqueueBatch;
 
 impl Batch for EnqueueBatch {
-    type Item = EnqueueRequest;
+    type Item = EnqueueItem;
     type Outcome = EnqueueResult;
     const ASKED: &'static str = "an enqueue batch";
 
-    fn request(items: Vec<EnqueueRequest>) -> Op {
-        Op::Enqueue(EnqueueBatchRequest { items })
+    fn request(items: Vec<EnqueueItem>) -> ShardRequest {
+        ShardRequest::Enqueue(items)
     }
 
     fn outcomes(shard: u32, reply: Reply) -> Result<Vec<EnqueueResult>, IngestError> {
@@ -68,52 +71,37 @@ impl Batch for EnqueueBatch {
 }
 
 impl Gateway {
-    /// Validates one enqueue (fields under `prefix`), resolves a pipeline to its first
-    /// stage's queue, checks that `caller` may produce to it within its payload quota, and
-    /// finds the shard.
+    /// Validates one enqueue, resolves a pipeline to its first stage's queue, checks that
+    /// `caller` may produce to it within its payload quota, and finds the shard. Errors name
+    /// the item's fields (`queue`); a batch places them under the item (`items[2].queue`).
     async fn prepare_enqueue(
         &self,
         caller: &Caller,
-        mut request: EnqueueRequest,
-        prefix: &str,
-    ) -> Prepared<EnqueueRequest> {
-        // Validate everything but the payload on a copy without it: the payload is only
-        // measured, and copying megabytes to check a name would be waste.
-        let payload = std::mem::take(&mut request.payload);
-        let item = enqueue_from_proto(request.clone(), prefix)?;
-        request.payload = payload;
-        no_reserved_headers(request.headers.keys(), &field(prefix, "headers"))?;
-        let queue = match item.destination {
-            Destination::Queue(queue) => queue,
+        request: EnqueueRequest,
+    ) -> Prepared<EnqueueItem> {
+        // Its size in the shard's request: as the client sent it, and a resolved pipeline's
+        // queue on top (its own name then leaves, so this is a bound).
+        let mut bytes = item_len(&request);
+        let mut item = enqueue_from_proto(request, "")?;
+        no_reserved_headers(item.headers.keys(), "headers")?;
+        let queue = match &item.destination {
+            Destination::Queue(queue) => queue.clone(),
             Destination::Pipeline(name) => {
-                let Some(pipeline) = self.pipelines.get(&self.shards, &name).await? else {
-                    return Err(no_such_pipeline(field(prefix, "pipeline"), &name));
+                let Some(pipeline) = self.pipelines.get(&self.shards, name).await? else {
+                    return Err(no_such_pipeline("pipeline".to_owned(), name));
                 };
                 // A shard takes a queue name: the first stage's.
                 let first = pipeline.first_queue();
-                request.pipeline.clear();
-                request.queue = first.to_string();
+                bytes += field_len(first.as_str().len());
+                item.destination = Destination::Queue(first.clone());
                 first
             }
         };
-        allowed(
-            caller,
-            Permission::Produce,
-            queue.as_str(),
-            &field(prefix, "queue"),
-        )?;
-        let bytes = item_len(&request);
-        let payload_field = field(prefix, "payload");
+        allowed(caller, Permission::Produce, queue.as_str(), "queue")?;
         self.limits
-            .check_payload(&payload_field, request.payload.len(), bytes)?;
-        payload_quota(caller, &payload_field, request.payload.len())?;
-        Ok((
-            self.shards.owner(&queue),
-            Sized {
-                item: request,
-                bytes,
-            },
-        ))
+            .check_payload("payload", item.payload.len(), bytes)?;
+        payload_quota(caller, "payload", item.payload.len())?;
+        Ok((self.shards.owner(&queue), Sized { item, bytes }))
     }
 }
 
@@ -125,9 +113,11 @@ impl Gateway {
         item: EnqueueRequest,
         span: &Span,
     ) -> Result<Response<EnqueueResponse>, Status> {
-        let (shard, item) = self.prepare_enqueue(caller, item, "").await?;
+        let (shard, item) = self.prepare_enqueue(caller, item).await?;
         self.enqueue_quota(caller, 1)?;
-        span.record(attr::QUEUE, item.item.queue.as_str());
+        if let Destination::Queue(queue) = &item.item.destination {
+            span.record(attr::QUEUE, queue.as_str());
+        }
         let result = self
             .enqueue
             .submit(shard, vec![item])
@@ -169,7 +159,11 @@ fn record_result(span: &Span, result: &EnqueueResult) {
 
 /// Bytes an item takes inside a batch message: tag, length and body.
 pub(crate) fn item_len(message: &impl prost::Message) -> usize {
-    let len = message.encoded_len();
+    field_len(message.encoded_len())
+}
+
+/// Bytes a field of `len` bytes (a string, a message) takes in a message: tag, length, body.
+pub(crate) fn field_len(len: usize) -> usize {
     1 + prost::length_delimiter_len(len) + len
 }
 
@@ -203,11 +197,10 @@ impl Ingest for Gateway {
         let mut items = request.items;
         self.limits.check_items("items", items.len())?;
         let (span, item_spans) = trace::enqueue_batch_spans(&metadata, &mut items);
-        let prefixes: Vec<String> = (0..items.len()).map(|i| format!("items[{i}]")).collect();
-        let preparing = items
-            .into_iter()
-            .zip(&prefixes)
-            .map(|(item, prefix)| self.prepare_enqueue(&caller, item, prefix));
+        let preparing = items.into_iter().enumerate().map(|(index, item)| {
+            let prepared = self.prepare_enqueue(&caller, item);
+            prepared.map(move |prepared| EnqueueBatch::placed_at(prepared, index))
+        });
         let mut prepared = futures::future::join_all(preparing)
             .instrument(span.clone())
             .await;

@@ -6,13 +6,20 @@
 
 use std::time::Duration;
 
-use cascade_bus::Bus;
+use bytes::Bytes;
+use cascade_bus::{Bus, Typed};
 use cascade_core::{QueueName, shard_of};
+use cascade_proto::bus::v1::DispatcherReply;
 use cascade_proto::bus::v1::dispatcher_reply::Result as Reply;
 use cascade_proto::bus::v1::dispatcher_request::Op;
-use cascade_proto::bus::v1::{DispatcherReply, DispatcherRequest};
+use cascade_proto::convert::ShardRequest;
+use prost::Message;
 
 use crate::IngestError;
+
+/// Bytes around a request's items in its message at most: the tag and length of the request
+/// and of its batch.
+const REQUEST_FRAMING: usize = 2 * (1 + 5);
 
 pub(crate) struct Shards {
     bus: Bus,
@@ -40,25 +47,35 @@ impl Shards {
         self.count
     }
 
-    /// One request to `shard`, answered within `bus.request_timeout`.
-    pub async fn call(&self, shard: u32, op: Op) -> Result<Reply, IngestError> {
-        self.call_within(shard, op, self.timeout).await
+    /// `bus.request_timeout`.
+    pub fn timeout(&self) -> Duration {
+        self.timeout
     }
 
-    /// One request to `shard`, answered within `timeout`. An error reply becomes
-    /// [`IngestError::Shard`] with the shard's code and message.
-    pub async fn call_within(
+    /// One request to `shard` as its message, answered within `bus.request_timeout`.
+    pub async fn call(&self, shard: u32, op: Op) -> Result<Reply, IngestError> {
+        let len = op.encoded_len();
+        self.send(shard, ShardRequest::Message(op), len, self.timeout)
+            .await
+    }
+
+    /// One request to `shard`, `items_len` bytes of it besides its envelope (or a bound on
+    /// them), answered within `timeout`. An error reply becomes [`IngestError::Shard`] with
+    /// the shard's code and message.
+    pub async fn send(
         &self,
         shard: u32,
-        op: Op,
+        request: ShardRequest,
+        items_len: usize,
         timeout: Duration,
     ) -> Result<Reply, IngestError> {
         let subject = cascade_bus::subject::dispatcher(&self.cluster, shard);
-        let name = op.name();
-        let request = DispatcherRequest { op: Some(op) };
+        let name = request.name();
+        let encode = |request: ShardRequest| Bytes::from(request.into_proto().encode_to_vec());
+        let request = Typed::new(request, items_len + REQUEST_FRAMING, encode);
         let reply: DispatcherReply = self
             .bus
-            .call_as(name, &subject, request, timeout)
+            .call_typed(name, &subject, request, timeout)
             .await
             .map_err(|source| IngestError::Bus { shard, source })?;
         match reply.result {

@@ -19,14 +19,16 @@ use cascade_core::Outcome;
 use cascade_proto::bus::v1::dispatcher_reply::Result as Reply;
 use cascade_proto::bus::v1::dispatcher_request::Op;
 use cascade_proto::convert::{
-    completion_from_proto, duration_to_proto, extend_from_proto, take_from_proto,
+    CompletionItem, ShardRequest, TakeItem, completion_from_proto, extend_from_proto,
+    take_from_proto,
 };
 use cascade_proto::v1::completion::Outcome as ProtoOutcome;
 use cascade_proto::v1::{
-    Ack, CompleteRequest, CompleteResponse, Completion, CompletionResult, ExtendLeaseRequest,
+    CompleteRequest, CompleteResponse, Completion, CompletionResult, ExtendLeaseRequest,
     ExtendLeaseResponse, Release, TakeRequest, TakeResponse, worker_server::Worker,
 };
 use cascade_security::{Caller, Permission};
+use futures::FutureExt;
 use tokio::sync::oneshot;
 use tokio::time::Instant;
 use tonic::{Request, Response, Status};
@@ -38,23 +40,23 @@ use crate::auth::caller;
 use crate::authorize::{allowed, no_reserved_headers, payload_quota, refuse_whole};
 use crate::carried::Carried;
 use crate::coalesce::{Batch, Sized};
-use crate::gateway::{Gateway, Prepared, field, place, scatter};
-use crate::ingest::item_len;
+use crate::gateway::{Gateway, Prepared, place, scatter};
+use crate::ingest::{field_len, item_len};
 use crate::limits::TAKE_POLL_SLICE;
 use crate::peer::Peer;
 use crate::route::{Shards, unexpected};
 use crate::trace;
 
-/// Completions, coalesced per shard into the bus's `CompleteRequest`.
+/// Completions, coalesced per shard into one request of validated completions.
 pub(crate) struct CompleteBatch;
 
 impl Batch for CompleteBatch {
-    type Item = Completion;
+    type Item = CompletionItem;
     type Outcome = CompletionResult;
     const ASKED: &'static str = "a complete batch";
 
-    fn request(completions: Vec<Completion>) -> Op {
-        Op::Complete(CompleteRequest { completions })
+    fn request(completions: Vec<CompletionItem>) -> ShardRequest {
+        ShardRequest::Complete(completions)
     }
 
     fn outcomes(shard: u32, reply: Reply) -> Result<Vec<CompletionResult>, IngestError> {
@@ -80,74 +82,59 @@ impl Batch for CompleteBatch {
 }
 
 impl Gateway {
-    /// Validates one completion (fields under `prefix`), checks that `caller` may consume
-    /// from its queue (and, for an advance out of its pipeline, produce to the target),
-    /// resolves an advance's target (see `advance`), and finds the shard.
+    /// Validates one completion, checks that `caller` may consume from its queue (and, for an
+    /// advance out of its pipeline, produce to the target), resolves an advance's target (see
+    /// `advance`), and finds the shard. Errors name the completion's fields (`queue`).
     async fn prepare_completion(
         &self,
         caller: &Caller,
-        mut completion: Completion,
-        prefix: &str,
-    ) -> Prepared<Completion> {
-        // An advance may carry a new payload: validated without it, measured on its own.
-        let payload = match &mut completion.outcome {
-            Some(ProtoOutcome::Advance(advance)) => advance.payload.take(),
-            _ => None,
+        completion: Completion,
+    ) -> Prepared<CompletionItem> {
+        // Its size in the shard's request: as the client sent it, and an advance's resolved
+        // target on top (the `to` it replaces leaves, so this is a bound).
+        let mut bytes = item_len(&completion);
+        let mut item = completion_from_proto(completion, "")?;
+        allowed(caller, Permission::Consume, item.queue.as_str(), "queue")?;
+        let Outcome::Advance {
+            to,
+            payload,
+            headers,
+            ..
+        } = &mut item.outcome
+        else {
+            return Ok((self.shards.owner(&item.queue), Sized { item, bytes }));
         };
-        let item = completion_from_proto(completion.clone(), prefix)?;
-        allowed(
-            caller,
-            Permission::Consume,
-            item.queue.as_str(),
-            &field(prefix, "queue"),
-        )?;
+        no_reserved_headers(headers.keys(), "advance.headers")?;
         let payload_len = payload.as_ref().map(Vec::len);
-        if let Some(ProtoOutcome::Advance(advance)) = &mut completion.outcome {
-            advance.payload = payload;
-            no_reserved_headers(advance.headers.keys(), &field(prefix, "advance.headers"))?;
-        }
-        let payload_field = field(prefix, "advance.payload");
         if let Some(payload_len) = payload_len {
             self.limits
-                .check_payload(&payload_field, payload_len, item_len(&completion))?;
-            payload_quota(caller, &payload_field, payload_len)?;
+                .check_payload("advance.payload", payload_len, bytes)?;
+            payload_quota(caller, "advance.payload", payload_len)?;
         }
-        if let Outcome::Advance { to, .. } = &item.outcome {
-            let field = field(prefix, "advance.to");
-            let target = self
-                .advance_target(&item.queue, to.as_deref(), &field)
-                .await?;
-            let resolved = match target {
-                Target::Ack => None,
-                Target::Stage(stage) => Some(stage),
-                Target::Queue(queue) => {
-                    allowed(caller, Permission::Produce, &queue, &field)?;
-                    Some(queue)
+        let target = self
+            .advance_target(&item.queue, to.as_deref(), "advance.to")
+            .await?;
+        let resolved = match target {
+            Target::Ack => None,
+            Target::Stage(stage) => Some(stage),
+            Target::Queue(queue) => {
+                allowed(caller, Permission::Produce, &queue, "advance.to")?;
+                Some(queue)
+            }
+        };
+        match resolved {
+            None => item.outcome = Outcome::Ack,
+            Some(target) => {
+                bytes += field_len(target.len());
+                // Again with the target: a longer `to` may no longer fit one bus message.
+                if let Some(payload_len) = payload_len {
+                    self.limits
+                        .check_payload("advance.payload", payload_len, bytes)?;
                 }
-            };
-            match resolved {
-                None => completion.outcome = Some(ProtoOutcome::Ack(Ack {})),
-                Some(target) => {
-                    if let Some(ProtoOutcome::Advance(advance)) = &mut completion.outcome {
-                        advance.to = target;
-                    }
-                }
+                *to = Some(target);
             }
         }
-        let bytes = item_len(&completion);
-        // Again with the target resolved: a longer `to` may no longer fit one bus message.
-        let still_advance = matches!(completion.outcome, Some(ProtoOutcome::Advance(_)));
-        if let Some(payload_len) = payload_len.filter(|_| still_advance) {
-            self.limits
-                .check_payload(&payload_field, payload_len, bytes)?;
-        }
-        Ok((
-            self.shards.owner(&item.queue),
-            Sized {
-                item: completion,
-                bytes,
-            },
-        ))
+        Ok((self.shards.owner(&item.queue), Sized { item, bytes }))
     }
 }
 
@@ -160,16 +147,16 @@ impl Gateway {
         &self,
         caller: &Caller,
         mut completions: Vec<Completion>,
-    ) -> Result<(Vec<tracing::Span>, Vec<Prepared<Completion>>), IngestError> {
+    ) -> Result<(Vec<tracing::Span>, Vec<Prepared<CompletionItem>>), IngestError> {
         self.limits.check_items("completions", completions.len())?;
         let advances = trace::advance_spans(&mut completions);
-        let prefixes: Vec<String> = (0..completions.len())
-            .map(|i| format!("completions[{i}]"))
-            .collect();
         let preparing = completions
             .into_iter()
-            .zip(&prefixes)
-            .map(|(completion, prefix)| self.prepare_completion(caller, completion, prefix));
+            .enumerate()
+            .map(|(index, completion)| {
+                let prepared = self.prepare_completion(caller, completion);
+                prepared.map(move |prepared| CompleteBatch::placed_at(prepared, index))
+            });
         let mut prepared = futures::future::join_all(preparing).await;
         refuse_whole(&mut prepared)?;
         Ok((advances, prepared))
@@ -183,13 +170,13 @@ impl Gateway {
 async fn poll_shard(
     shards: &Arc<Shards>,
     shard: u32,
-    ask: TakeRequest,
+    ask: Sized<ShardRequest>,
     timeout: Duration,
 ) -> Result<TakeResponse, IngestError> {
     let (answer, answered) = oneshot::channel();
     let shards = Arc::clone(shards);
     tokio::spawn(async move {
-        let taken = match shards.call_within(shard, Op::Take(ask), timeout).await {
+        let taken = match shards.send(shard, ask.item, ask.bytes, timeout).await {
             Ok(Reply::Take(taken)) => Ok(taken),
             Ok(other) => Err(unexpected(shard, "a take", &other)),
             Err(e) => Err(e),
@@ -222,7 +209,7 @@ async fn release_abandoned(shards: &Shards, shard: u32, taken: TakeResponse) {
     }
     let count = completions.len();
     let released = shards
-        .call(shard, CompleteBatch::request(completions))
+        .call(shard, Op::Complete(CompleteRequest { completions }))
         .await
         .and_then(|reply| CompleteBatch::outcomes(shard, reply));
     match released {
@@ -251,10 +238,9 @@ impl Worker for Gateway {
         // events an attempt.
         self.admission.room(peer.as_ref())?;
         let shard = self.shards.owner(&item.queue);
-        let room = self
-            .limits
-            .bus_room
-            .saturating_sub(prost::Message::encoded_len(&request));
+        // The take's own bytes in its bus message, measured as the client sent them.
+        let take_len = prost::Message::encoded_len(&request);
+        let room = self.limits.bus_room.saturating_sub(take_len);
         let mut carried = Carried::split(shard, prepared, room);
         let deadline = Instant::now() + self.limits.take_wait(item.wait);
         loop {
@@ -267,10 +253,14 @@ impl Worker for Gateway {
                     .saturating_duration_since(asked_at)
                     .min(TAKE_POLL_SLICE),
             };
-            let ask = TakeRequest {
-                wait: (!poll.is_zero()).then(|| duration_to_proto(poll)),
-                completions: std::mem::take(&mut carried.with_take),
-                ..request.clone()
+            let (completions, completions_len) = carried.for_poll();
+            let ask = TakeItem {
+                wait: (!poll.is_zero()).then_some(poll),
+                ..item.clone()
+            };
+            let ask = Sized {
+                item: ShardRequest::Take(ask, completions),
+                bytes: take_len + completions_len,
             };
             let timeout = self.limits.take_timeout(poll);
             let mut taken = match poll_shard(&self.shards, shard, ask, timeout).await {

@@ -19,6 +19,7 @@ mod event;
 mod lookup;
 mod pipeline;
 mod queue;
+mod shard;
 mod status;
 mod time;
 mod worker;
@@ -44,6 +45,7 @@ pub use queue::{
     create_queue_from_proto, family_stats_to_proto, queue_config_from_proto, queue_config_to_proto,
     queue_name_from_proto, queue_stats_from_proto, queue_stats_to_proto, queue_to_proto,
 };
+pub use shard::ShardRequest;
 pub use status::{code_from_grpc, status};
 pub use time::{
     duration_from_proto, duration_to_proto, optional_duration_from_proto, timestamp_from_proto,

@@ -71,6 +71,24 @@ pub fn take_from_proto(request: &v1::TakeRequest) -> Result<TakeItem, ConvertErr
     })
 }
 
+impl TakeItem {
+    /// Back to a message, with the completions it carries.
+    pub fn into_proto(self, completions: Vec<CompletionItem>) -> v1::TakeRequest {
+        v1::TakeRequest {
+            queue: self.queue.into(),
+            // At most MAX_TAKE_EVENTS.
+            max_events: u32::try_from(self.max_events).unwrap_or(MAX_TAKE_EVENTS),
+            lease: self.lease.map(duration_to_proto),
+            wait: self.wait.map(duration_to_proto),
+            worker_id: self.worker_id,
+            completions: completions
+                .into_iter()
+                .map(CompletionItem::into_proto)
+                .collect(),
+        }
+    }
+}
+
 /// A validated completion.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct CompletionItem {

@@ -5,6 +5,8 @@ use cascade_proto::bus::v1::Empty;
 use cascade_proto::convert::{
     self, Destination, EnqueueItem, enqueued_to_proto, event_into_proto, event_ref_from_proto,
 };
+
+use super::Items;
 use cascade_proto::v1;
 use cascade_store::shard::Enqueued;
 
@@ -13,21 +15,20 @@ use crate::context::ShardContext;
 
 pub(super) async fn enqueue(
     ctx: &ShardContext,
-    request: v1::EnqueueBatchRequest,
+    items: Items<EnqueueItem>,
 ) -> Result<v1::EnqueueBatchResponse, DispatcherError> {
     ctx.check_space()?;
     // Checked before the closure: a misrouted item must change nothing.
-    let items: Vec<Result<EnqueueItem, DispatcherError>> =
-        convert::enqueue_batch_from_proto(request)
-            .into_iter()
-            .map(|item| {
-                let item = item?;
-                if let Destination::Queue(queue) = &item.destination {
-                    ctx.check_owned(queue)?;
-                }
-                Ok(item)
-            })
-            .collect();
+    let items: Items<EnqueueItem> = items
+        .into_iter()
+        .map(|item| {
+            let item = item?;
+            if let Destination::Queue(queue) = &item.destination {
+                ctx.check_owned(queue)?;
+            }
+            Ok(item)
+        })
+        .collect();
     let outcomes = ctx
         .store
         .run(move |shard, now| {

@@ -1,8 +1,9 @@
-//! One bus request to one answer: take it off the bus (a value in one process, decoded
-//! over NATS), convert (validating again what the gateway
-//! validated), run as ONE closure on the shard's writer, wake whoever may care, encode.
-//! Per-item failures of a batch are answered per item; a failure of the whole request is a
-//! `Status` reply.
+//! One bus request to one answer: take it off the bus, run it as ONE closure on the shard's
+//! writer, wake whoever may care, answer. In one process an enqueue, a take or a completion
+//! comes as the values the gateway validated; a message (any request over NATS, any other
+//! request) is converted here, validating again what the gateway validated, since the bus
+//! between processes is not a trust boundary. Per-item failures of a batch are answered per
+//! item; a failure of the whole request is a `Status` reply.
 
 mod events;
 mod handoffs;
@@ -10,10 +11,11 @@ mod pipelines;
 mod queues;
 pub(crate) mod worker;
 
-use cascade_bus::BusError;
+use cascade_bus::{BusError, Received};
 use cascade_proto::bus::v1::dispatcher_reply::Result as Answer;
 use cascade_proto::bus::v1::dispatcher_request::Op;
 use cascade_proto::bus::v1::{DispatcherReply, DispatcherRequest};
+use cascade_proto::convert::{self, ConvertError, ShardRequest};
 use prost::Message;
 
 use crate::DispatcherError;
@@ -23,18 +25,23 @@ use crate::take;
 /// The reply to a request. Never fails: a failure (the request's too) is a reply too.
 pub(crate) async fn answer(
     ctx: &ShardContext,
-    request: Result<DispatcherRequest, BusError>,
+    request: Result<Received<ShardRequest, DispatcherRequest>, BusError>,
 ) -> DispatcherReply {
-    let result = match request {
+    let request = match request {
         Err(e) => Err(DispatcherError::BadRequest {
             reason: format!("cannot decode a DispatcherRequest: {e}"),
         }),
-        Ok(DispatcherRequest { op: None }) => Err(DispatcherError::BadRequest {
+        Ok(Received::Message(DispatcherRequest { op: None })) => Err(DispatcherError::BadRequest {
             reason: "op: must be set".into(),
         }),
-        Ok(DispatcherRequest { op: Some(op) }) => {
-            let name = op.name();
-            let result = dispatch(ctx, op).await;
+        Ok(Received::Message(DispatcherRequest { op: Some(op) })) => Ok(ShardRequest::Message(op)),
+        Ok(Received::Value(request)) => Ok(request),
+    };
+    let result = match request {
+        Err(e) => Err(e),
+        Ok(request) => {
+            let name = request.name();
+            let result = dispatch(ctx, request).await;
             if let Err(e) = &result {
                 tracing::debug!(shard = ctx.shard, op = name, code = e.code().as_str(), error = %e, "dispatcher.request.failed");
             }
@@ -59,18 +66,53 @@ pub(crate) async fn answer(
     }
 }
 
-async fn dispatch(ctx: &ShardContext, op: Op) -> Result<Answer, DispatcherError> {
+/// Items of a request, each valid or why it is not: one item's failure is its own result.
+pub(crate) type Items<T> = Vec<Result<T, DispatcherError>>;
+
+/// The gateway's items, validated when it converted them.
+fn valid<T>(items: Vec<T>) -> Items<T> {
+    items.into_iter().map(Ok).collect()
+}
+
+/// Items converted from a message here.
+fn checked<T>(items: Vec<Result<T, ConvertError>>) -> Items<T> {
+    items
+        .into_iter()
+        .map(|item| item.map_err(DispatcherError::from))
+        .collect()
+}
+
+async fn dispatch(ctx: &ShardContext, request: ShardRequest) -> Result<Answer, DispatcherError> {
+    Ok(match request {
+        ShardRequest::Enqueue(items) => Answer::Enqueue(events::enqueue(ctx, valid(items)).await?),
+        ShardRequest::Take(item, completions) => {
+            Answer::Take(take::take(ctx, item, valid(completions)).await?)
+        }
+        ShardRequest::Complete(completions) => {
+            Answer::Complete(worker::complete(ctx, valid(completions)).await?)
+        }
+        ShardRequest::Message(op) => dispatch_message(ctx, op).await?,
+    })
+}
+
+async fn dispatch_message(ctx: &ShardContext, op: Op) -> Result<Answer, DispatcherError> {
     Ok(match op {
-        Op::Enqueue(r) => Answer::Enqueue(events::enqueue(ctx, r).await?),
+        Op::Enqueue(r) => {
+            let items = checked(convert::enqueue_batch_from_proto(r));
+            Answer::Enqueue(events::enqueue(ctx, items).await?)
+        }
         Op::Get(r) => Answer::Event(events::get(ctx, r).await?),
         Op::Update(r) => Answer::Event(events::update(ctx, r).await?),
         Op::Delete(r) => Answer::Done(events::delete(ctx, r).await?),
         Op::Take(r) => {
-            let item = cascade_proto::convert::take_from_proto(&r)?;
-            let completions = worker::completion_items(ctx, r.completions);
+            let item = convert::take_from_proto(&r)?;
+            let completions = checked(convert::completions_from_proto(r.completions));
             Answer::Take(take::take(ctx, item, completions).await?)
         }
-        Op::Complete(r) => Answer::Complete(worker::complete(ctx, r).await?),
+        Op::Complete(r) => {
+            let completions = checked(convert::completions_from_proto(r.completions));
+            Answer::Complete(worker::complete(ctx, completions).await?)
+        }
         Op::Extend(r) => Answer::Extend(worker::extend(ctx, r).await?),
         Op::CreateQueue(r) => Answer::Queue(queues::create(ctx, r).await?),
         Op::GetQueue(r) => Answer::Queue(queues::get(ctx, r).await?),

@@ -6,14 +6,15 @@ use cascade_proto::convert::{self, CompletionItem, timestamp_to_proto};
 use cascade_proto::v1;
 use cascade_store::Shard;
 
+use super::Items;
 use crate::DispatcherError;
 use crate::context::ShardContext;
 
 pub(super) async fn complete(
     ctx: &ShardContext,
-    request: v1::CompleteRequest,
+    completions: CompletionItems,
 ) -> Result<v1::CompleteResponse, DispatcherError> {
-    let items = completion_items(ctx, request.completions);
+    let items = owned(ctx, completions);
     let completed = ctx
         .store
         .run(move |shard, now| Ok(apply_completions(shard, now, items)))
@@ -24,14 +25,12 @@ pub(super) async fn complete(
     })
 }
 
-/// A request's completions as items of this shard, each valid or why not.
-pub(crate) type CompletionItems = Vec<Result<CompletionItem, DispatcherError>>;
+/// A request's completions, each valid or why not.
+pub(crate) type CompletionItems = Items<CompletionItem>;
 
-pub(crate) fn completion_items(
-    ctx: &ShardContext,
-    completions: Vec<v1::Completion>,
-) -> CompletionItems {
-    convert::completions_from_proto(completions)
+/// Each completion that is not of this shard's queues fails on its own.
+pub(crate) fn owned(ctx: &ShardContext, completions: CompletionItems) -> CompletionItems {
+    completions
         .into_iter()
         .map(|item| {
             let item = item?;

@@ -5,11 +5,12 @@ use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use cascade_bus::Bus;
+use cascade_bus::{Bus, Received};
 use cascade_ingest::IngestError;
 use cascade_proto::bus::v1::dispatcher_reply::Result as Reply;
 use cascade_proto::bus::v1::dispatcher_request::Op;
 use cascade_proto::bus::v1::{DispatcherReply, DispatcherRequest, Empty, Status};
+use cascade_proto::convert::ShardRequest;
 use cascade_proto::v1::admin_client::AdminClient;
 use cascade_proto::v1::ingest_client::IngestClient;
 use cascade_proto::v1::worker_client::WorkerClient;
@@ -97,13 +98,27 @@ impl Gateway {
     }
 }
 
-/// What reached the fake shards, in arrival order.
+/// What reached the fake shards, in arrival order, and whether each came as the gateway's
+/// validated values ([`ShardRequest`]) or as a message.
 #[derive(Clone, Default)]
-pub struct Recorded(Arc<Mutex<Vec<(u32, DispatcherRequest)>>>);
+pub struct Recorded(Arc<Mutex<Vec<(u32, DispatcherRequest, bool)>>>);
 
 impl Recorded {
     pub fn all(&self) -> Vec<(u32, DispatcherRequest)> {
-        self.0.lock().expect("recorded").clone()
+        let recorded = self.0.lock().expect("recorded");
+        recorded
+            .iter()
+            .map(|(shard, request, _)| (*shard, request.clone()))
+            .collect()
+    }
+
+    /// Each request's op, and whether it came as values.
+    pub fn arrived_as_values(&self) -> Vec<(&'static str, bool)> {
+        let recorded = self.0.lock().expect("recorded");
+        recorded
+            .iter()
+            .map(|(_, request, values)| (request.op.as_ref().expect("an op").name(), *values))
+            .collect()
     }
 
     pub fn len(&self) -> usize {
@@ -141,13 +156,20 @@ pub async fn fake_shards(
         let recorded = recorded.clone();
         let answer = Arc::clone(&answer);
         tokio::spawn(async move {
-            while let Some(message) = subscription.next().await {
-                let request: DispatcherRequest = message.decode().expect("a DispatcherRequest");
+            while let Some(mut message) = subscription.next().await {
+                let taken = message.take_typed::<ShardRequest, DispatcherRequest>();
+                let (request, values) = match taken.expect("a DispatcherRequest") {
+                    Received::Value(request) => {
+                        let values = !matches!(request, ShardRequest::Message(_));
+                        (request.into_proto(), values)
+                    }
+                    Received::Message(request) => (request, false),
+                };
                 recorded
                     .0
                     .lock()
                     .expect("recorded")
-                    .push((shard, request.clone()));
+                    .push((shard, request.clone(), values));
                 let reply = answer(shard, request);
                 tokio::spawn(async move {
                     let reply = reply.await;

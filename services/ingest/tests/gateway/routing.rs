@@ -77,9 +77,34 @@ async fn every_request_goes_to_the_queues_owner() {
         })
         .await
         .expect("extend");
+    worker
+        .complete(CompleteRequest {
+            completions: vec![Completion {
+                queue: queue.into(),
+                id: "e3".into(),
+                lease_token: "0000000000000001".into(),
+                outcome: Some(Outcome::Ack(Ack {})),
+            }],
+        })
+        .await
+        .expect("complete");
     let later = &recorded.all()[before..];
-    assert_eq!(later.len(), 3);
+    assert_eq!(later.len(), 4);
     assert!(later.iter().all(|(shard, _)| *shard == owner(queue)));
+
+    // Enqueues, takes and completions reach their shard as the values the gateway validated
+    // (converted once, here); the rest as their messages.
+    let arrived = recorded.arrived_as_values();
+    assert!(arrived[..before].iter().all(|a| *a == ("enqueue", true)));
+    assert_eq!(
+        arrived[before..],
+        [
+            ("get", false),
+            ("take", true),
+            ("extend", false),
+            ("complete", true)
+        ]
+    );
 }
 
 /// Echoes, except that queue "missing" is NOT_FOUND, as a shard answers it (about no field).
