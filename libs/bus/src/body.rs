@@ -113,8 +113,9 @@ impl Body {
 
     /// A copy for one more receiver: values are encoded once and shared as bytes.
     pub(crate) fn share(&mut self) -> Body {
-        if let Body::Value(value) = self {
-            *self = Body::Encoded(value.encode());
+        if let Body::Value(_) = self {
+            let value = std::mem::replace(self, Body::Encoded(Bytes::new()));
+            *self = Body::Encoded(value.into_bytes());
         }
         Body::Encoded(self.bytes())
     }

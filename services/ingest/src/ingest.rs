@@ -79,9 +79,9 @@ impl Gateway {
         caller: &Caller,
         request: EnqueueRequest,
     ) -> Prepared<EnqueueItem> {
-        // Its size in the shard's request: as the client sent it, and a resolved pipeline's
-        // queue on top (its own name then leaves, so this is a bound).
-        let mut bytes = item_len(&request);
+        // Its bytes in the shard's request: as the client sent it, less a pipeline's name and
+        // plus its first stage's queue once resolved.
+        let mut len = prost::Message::encoded_len(&request);
         let mut item = enqueue_from_proto(request, "")?;
         no_reserved_headers(item.headers.keys(), "headers")?;
         let queue = match &item.destination {
@@ -92,12 +92,13 @@ impl Gateway {
                 };
                 // A shard takes a queue name: the first stage's.
                 let first = pipeline.first_queue();
-                bytes += field_len(first.as_str().len());
+                len = len - string_len(name) + string_len(first.as_str());
                 item.destination = Destination::Queue(first.clone());
                 first
             }
         };
         allowed(caller, Permission::Produce, queue.as_str(), "queue")?;
+        let bytes = field_len(len);
         self.limits
             .check_payload("payload", item.payload.len(), bytes)?;
         payload_quota(caller, "payload", item.payload.len())?;
@@ -165,6 +166,14 @@ pub(crate) fn item_len(message: &impl prost::Message) -> usize {
 /// Bytes a field of `len` bytes (a string, a message) takes in a message: tag, length, body.
 pub(crate) fn field_len(len: usize) -> usize {
     1 + prost::length_delimiter_len(len) + len
+}
+
+/// Bytes a string field takes in a message: none when it is empty (proto3 leaves it out).
+pub(crate) fn string_len(value: &str) -> usize {
+    match value.len() {
+        0 => 0,
+        len => field_len(len),
+    }
 }
 
 #[tonic::async_trait]

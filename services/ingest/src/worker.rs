@@ -41,7 +41,7 @@ use crate::authorize::{allowed, no_reserved_headers, payload_quota, refuse_whole
 use crate::carried::Carried;
 use crate::coalesce::{Batch, Sized};
 use crate::gateway::{Gateway, Prepared, place, scatter};
-use crate::ingest::{field_len, item_len};
+use crate::ingest::{field_len, string_len};
 use crate::limits::TAKE_POLL_SLICE;
 use crate::peer::Peer;
 use crate::route::{Shards, unexpected};
@@ -90,9 +90,13 @@ impl Gateway {
         caller: &Caller,
         completion: Completion,
     ) -> Prepared<CompletionItem> {
-        // Its size in the shard's request: as the client sent it, and an advance's resolved
-        // target on top (the `to` it replaces leaves, so this is a bound).
-        let mut bytes = item_len(&completion);
+        // Its bytes in the shard's request, as the client sent it; an advance's below, once
+        // its target is resolved.
+        let len = prost::Message::encoded_len(&completion);
+        let advance_len = match &completion.outcome {
+            Some(ProtoOutcome::Advance(advance)) => prost::Message::encoded_len(advance),
+            _ => 0,
+        };
         let mut item = completion_from_proto(completion, "")?;
         allowed(caller, Permission::Consume, item.queue.as_str(), "queue")?;
         let Outcome::Advance {
@@ -102,15 +106,18 @@ impl Gateway {
             ..
         } = &mut item.outcome
         else {
+            let bytes = field_len(len);
             return Ok((self.shards.owner(&item.queue), Sized { item, bytes }));
         };
         no_reserved_headers(headers.keys(), "advance.headers")?;
         let payload_len = payload.as_ref().map(Vec::len);
         if let Some(payload_len) = payload_len {
             self.limits
-                .check_payload("advance.payload", payload_len, bytes)?;
+                .check_payload("advance.payload", payload_len, field_len(len))?;
             payload_quota(caller, "advance.payload", payload_len)?;
         }
+        let client_to = string_len(to.as_deref().unwrap_or_default());
+        let resized = |target: Option<&str>| resized_advance(len, advance_len, client_to, target);
         let target = self
             .advance_target(&item.queue, to.as_deref(), "advance.to")
             .await?;
@@ -122,10 +129,10 @@ impl Gateway {
                 Some(queue)
             }
         };
+        let bytes = resized(resolved.as_deref());
         match resolved {
             None => item.outcome = Outcome::Ack,
             Some(target) => {
-                bytes += field_len(target.len());
                 // Again with the target: a longer `to` may no longer fit one bus message.
                 if let Some(payload_len) = payload_len {
                     self.limits
@@ -136,6 +143,19 @@ impl Gateway {
         }
         Ok((self.shards.owner(&item.queue), Sized { item, bytes }))
     }
+}
+
+/// The bytes of a completion as an item of a batch, `len` bytes as the client sent it with an
+/// advance of `advance_len` bytes whose `to` took `client_to`: once `to` is `target`, or once
+/// it is an ack (an empty message in place of the advance) when there is none.
+fn resized_advance(
+    len: usize,
+    advance_len: usize,
+    client_to: usize,
+    target: Option<&str>,
+) -> usize {
+    let advance = target.map_or(0, |target| advance_len - client_to + string_len(target));
+    field_len(len - field_len(advance_len) + field_len(advance))
 }
 
 impl Gateway {
@@ -326,6 +346,52 @@ impl Worker for Gateway {
         match self.shards.call(shard, Op::Extend(request)).await? {
             Reply::Extend(extended) => Ok(Response::new(extended)),
             other => Err(unexpected(shard, "an extend", &other).into()),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use cascade_proto::v1::{Advance, Completion};
+
+    use super::*;
+    use crate::ingest::item_len;
+
+    #[test]
+    fn a_resolved_advance_is_measured_as_it_goes_to_its_shard() {
+        let advance = |to: &str| Completion {
+            queue: "orders.charge".into(),
+            id: "e-1".into(),
+            lease_token: "00000000000000ff".into(),
+            outcome: Some(ProtoOutcome::Advance(Advance {
+                to: to.into(),
+                payload: Some(vec![7; 300]),
+                headers: [("k".to_owned(), "v".to_owned())].into(),
+                delay: None,
+            })),
+        };
+        let ack = Completion {
+            outcome: Some(ProtoOutcome::Ack(cascade_proto::v1::Ack {})),
+            ..advance("")
+        };
+        for client_to in ["", "ship", &"x".repeat(200)] {
+            let sent = advance(client_to);
+            let Some(ProtoOutcome::Advance(proto)) = &sent.outcome else {
+                panic!("an advance");
+            };
+            let (len, advance_len) = (
+                prost::Message::encoded_len(&sent),
+                prost::Message::encoded_len(proto),
+            );
+            let to = string_len(client_to);
+            for target in ["orders.ship", &"y".repeat(300)] {
+                assert_eq!(
+                    resized_advance(len, advance_len, to, Some(target)),
+                    item_len(&advance(target)),
+                    "{client_to} -> {target}"
+                );
+            }
+            assert_eq!(resized_advance(len, advance_len, to, None), item_len(&ack));
         }
     }
 }

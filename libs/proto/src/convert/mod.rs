@@ -1,7 +1,9 @@
 //! The one place where protobuf messages become validated domain types, and domain types
-//! become messages (STYLE habit 3). The gateway converts what a client sends before it
-//! routes it; a dispatcher shard converts it again, since the bus is not a trust boundary
-//! we rely on. Domain and store code never see prost types.
+//! become messages. The gateway converts what a client sends before it routes it. An
+//! enqueue, a take or a completion then reaches its shard as those values in one process
+//! ([`ShardRequest`]); a message from another process, and any other request, the shard
+//! converts again, since the bus between processes is not a trust boundary we rely on.
+//! Domain and store code never see prost types.
 //!
 //! Failure policy: a conversion either yields a fully valid value or a
 //! [`ConvertError::Invalid`] (INVALID_ARGUMENT) whose field is the dotted path of the bad

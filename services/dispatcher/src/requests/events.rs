@@ -5,11 +5,10 @@ use cascade_proto::bus::v1::Empty;
 use cascade_proto::convert::{
     self, Destination, EnqueueItem, enqueued_to_proto, event_into_proto, event_ref_from_proto,
 };
-
-use super::Items;
 use cascade_proto::v1;
 use cascade_store::shard::Enqueued;
 
+use super::Items;
 use crate::DispatcherError;
 use crate::context::ShardContext;
 
