@@ -6,6 +6,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 #[derive(Default)]
 pub(crate) struct Stats {
     taken: AtomicU64,
+    take_failures: AtomicU64,
     started: AtomicU64,
     completed: AtomicU64,
     released: AtomicU64,
@@ -21,6 +22,8 @@ pub(crate) struct Stats {
 pub struct WorkerStats {
     /// Events received from `Take`.
     pub taken: u64,
+    /// Takes that failed or were refused (each is tried again unless the refusal is for good).
+    pub take_failures: u64,
     /// Handler calls started.
     pub started: u64,
     /// Completions the gateway accepted, releases included.
@@ -41,6 +44,7 @@ pub struct WorkerStats {
 
 pub(crate) enum Counter {
     Taken,
+    TakeFailures,
     Started,
     Completed,
     Released,
@@ -53,6 +57,7 @@ impl Stats {
     pub(crate) fn add(&self, counter: Counter, count: u64) {
         let cell = match counter {
             Counter::Taken => &self.taken,
+            Counter::TakeFailures => &self.take_failures,
             Counter::Started => &self.started,
             Counter::Completed => &self.completed,
             Counter::Released => &self.released,
@@ -72,6 +77,7 @@ impl Stats {
         let read = |cell: &AtomicU64| cell.load(Ordering::Relaxed);
         WorkerStats {
             taken: read(&self.taken),
+            take_failures: read(&self.take_failures),
             started: read(&self.started),
             completed: read(&self.completed),
             released: read(&self.released),

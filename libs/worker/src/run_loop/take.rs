@@ -133,6 +133,7 @@ impl<H: Handler> State<H> {
     /// `carried`: the take carried completions, which may be what was refused (a grant, a
     /// limit): they went on their own, and the take is tried again without them.
     pub(super) async fn on_take_failed(&mut self, status: tonic::Status, carried: bool) {
+        self.ctx.shared.stats.add(Counter::TakeFailures, 1);
         if self.stopping {
             // No more takes anyway; a gateway that is stopping too may have cut this one.
             tracing::debug!(code = ?status.code(), "worker.take.failed while draining");

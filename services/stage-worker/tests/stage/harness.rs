@@ -8,7 +8,7 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use cascade_bus::Bus;
-use cascade_client::Client;
+use cascade_client::{Client, ClientOptions};
 use cascade_core::QueueConfig;
 use cascade_proto::bus::v1::{DispatcherReply, DispatcherRequest, dispatcher_request};
 use cascade_proto::convert::queue_config_to_proto;
@@ -25,8 +25,24 @@ pub struct Cascade {
     _data: tempfile::TempDir,
 }
 
+/// What callers may do once authentication is on: an identities file, and the token the
+/// harness's own client calls with.
+pub struct Auth<'a> {
+    pub identities: &'a str,
+    pub token: &'a str,
+}
+
 impl Cascade {
     pub async fn start() -> Cascade {
+        Cascade::start_with(None).await
+    }
+
+    /// With authentication on, as `auth` says.
+    pub async fn start_with_auth(auth: Auth<'_>) -> Cascade {
+        Cascade::start_with(Some(auth)).await
+    }
+
+    async fn start_with(auth: Option<Auth<'_>>) -> Cascade {
         let data = tempfile::tempdir().expect("temp dir");
         let mut settings = Settings::default();
         settings.cluster.name = "stagetest".into();
@@ -35,6 +51,14 @@ impl Cascade {
         settings.store.durability = DurabilityKind::None;
         settings.dispatcher.max_take_wait = Duration::from_secs(5);
         settings.bus.request_timeout = Duration::from_secs(5);
+        let mut options = ClientOptions::default();
+        if let Some(auth) = auth {
+            let file = data.path().join("identities.toml");
+            std::fs::write(&file, auth.identities).expect("write the identities file");
+            settings.auth.enabled = true;
+            settings.auth.identities_file = Some(file);
+            options.token = Some(auth.token.to_owned());
+        }
         let bus = Bus::local();
         let (trigger, shutdown) = shutdown_channel();
         let mut services = Vec::new();
@@ -55,12 +79,17 @@ impl Cascade {
             .await
             .expect("bind port 0");
         let addr = listener.local_addr().expect("bound address");
+        let (auth, _watch) = cascade_service::auth::load(&settings.auth).expect("identities");
+        let deps = Deps {
+            auth,
+            ..Deps::new(bus)
+        };
         services.push(tokio::spawn(async move {
-            cascade_ingest::serve(listener, settings, Deps::new(bus), shutdown)
+            cascade_ingest::serve(listener, settings, deps, shutdown)
                 .await
                 .map_err(|e| e.to_string())
         }));
-        let client = Client::connect(&format!("http://{addr}"))
+        let client = Client::connect_with(&format!("http://{addr}"), &options)
             .await
             .expect("connect to the gateway");
         Cascade {

@@ -4,11 +4,13 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use cascade_client::{Client, ClientOptions};
 use cascade_core::QueueConfig;
+use cascade_security::token_sha256;
 use cascade_stage_worker::Registry;
 use cascade_worker::{Outcome, Worker, WorkerConfig, handler_fn};
 
-use crate::harness::{Cascade, RunningStage, stage_config};
+use crate::harness::{Auth, Cascade, RunningStage, stage_config, wait_until};
 
 fn quick_retries() -> QueueConfig {
     QueueConfig {
@@ -57,6 +59,87 @@ async fn an_sdk_handler_error_is_retried_then_its_advance_applied() {
     assert_eq!(*attempts.lock().expect("attempts"), vec![1, 2]);
     let moved = cascade.get("thumbnails", &id).await.expect("advanced");
     assert_eq!(moved.payload, b"cat.png (small)");
+    handle.shutdown();
+    running.await.expect("worker task").expect("a clean stop");
+    cascade.stop().await;
+}
+
+/// A take that carries an outcome its caller may not apply (an advance into a queue it may not
+/// produce to) is refused whole. The worker sends that outcome on its own (refused too, and
+/// counted), takes again without it, and goes on with the next events instead of stopping.
+#[tokio::test]
+async fn a_take_refused_for_the_outcome_it_carries_does_not_stop_the_worker() {
+    const ADMIN: &str = "admin-token-0c41";
+    const RESIZER: &str = "resizer-token-9d27";
+    let identity = |name: &str, token: &str, grants: &str| {
+        let hash = token_sha256(token);
+        format!(
+            "[[identities]]\nname = \"{name}\"\ntoken_sha256 = \"{hash}\"\ngrants = [{grants}]\n"
+        )
+    };
+    let identities = [
+        identity(
+            "ops",
+            ADMIN,
+            r#"{ role = "admin", queues = ["*"] }, { role = "producer", queues = ["*"] }"#,
+        ),
+        identity(
+            "resizer",
+            RESIZER,
+            r#"{ role = "consumer", queues = ["resize"] }"#,
+        ),
+    ]
+    .concat();
+    let cascade = Cascade::start_with_auth(Auth {
+        identities: &identities,
+        token: ADMIN,
+    })
+    .await;
+    cascade.create_queue("resize", quick_retries()).await;
+    cascade.create_queue("archive", quick_retries()).await;
+    let handler = handler_fn(|event, _attempt| async move {
+        Ok(match event.payload.as_slice() {
+            b"forbidden" => Outcome::Advance {
+                to: Some("archive".into()),
+                payload: None,
+                headers: Default::default(),
+                delay: None,
+            },
+            _ => Outcome::Ack,
+        })
+    });
+    let options = ClientOptions {
+        token: Some(RESIZER.to_owned()),
+        ..ClientOptions::default()
+    };
+    let client = Client::connect_with(&cascade.gateway(), &options)
+        .await
+        .expect("connect");
+    // One event at a time: the forbidden advance is known when the next take goes out.
+    let config = WorkerConfig::new("resize")
+        .expect("queue")
+        .batch(1)
+        .concurrency(1)
+        .poll_wait(Duration::from_secs(1));
+    let worker = Worker::new(&client, config, handler).expect("worker");
+    let handle = worker.handle();
+    let running = tokio::spawn(worker.run());
+
+    cascade.enqueue("resize", b"forbidden", &[]).await;
+    wait_until("the take carrying the advance refused", 30, || {
+        let stats = handle.stats();
+        async move { stats.take_failures >= 1 && stats.complete_failures >= 1 }
+    })
+    .await;
+    cascade.enqueue("resize", b"fine", &[]).await;
+    // The forbidden one stays leased (and comes back when its lease ends): only the next
+    // event is completed, and the worker learns so with its next take's answer.
+    wait_until("the next event completed", 30, || async {
+        cascade.stats("resize").await.completed_total == 1 && handle.stats().completed == 1
+    })
+    .await;
+    assert!(!running.is_finished(), "the worker stopped");
+    assert_eq!(cascade.stats("archive").await.ready, 0, "nothing advanced");
     handle.shutdown();
     running.await.expect("worker task").expect("a clean stop");
     cascade.stop().await;
