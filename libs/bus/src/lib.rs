@@ -211,10 +211,7 @@ impl Bus {
         req: Req,
         timeout: Duration,
     ) -> Result<Rep, BusError> {
-        let reply = self
-            .exchange(op, subject, Body::value(req), timeout)
-            .await?;
-        reply.into_message(subject)
+        self.call_body(op, subject, Body::value(req), timeout).await
     }
 
     /// Requests with a value of the caller's own type, reported to the observer as operation
@@ -230,9 +227,18 @@ impl Bus {
         req: Typed<Req>,
         timeout: Duration,
     ) -> Result<Rep, BusError> {
-        let reply = self
-            .exchange(op, subject, Body::Value(Box::new(req)), timeout)
-            .await?;
+        self.call_body(op, subject, Body::Value(Box::new(req)), timeout)
+            .await
+    }
+
+    async fn call_body<Rep: prost::Message + Default + 'static>(
+        &self,
+        op: &'static str,
+        subject: &str,
+        body: Body,
+        timeout: Duration,
+    ) -> Result<Rep, BusError> {
+        let reply = self.exchange(op, subject, body, timeout).await?;
         reply.into_message(subject)
     }
 

@@ -22,7 +22,7 @@ pub(crate) struct Stats {
 pub struct WorkerStats {
     /// Events received from `Take`.
     pub taken: u64,
-    /// Takes that failed or were refused (each is tried again unless the refusal is for good).
+    /// Takes that failed or were refused.
     pub take_failures: u64,
     /// Handler calls started.
     pub started: u64,

@@ -2,8 +2,9 @@
 //! serves them over the bus on `cascade.<cluster>.dispatcher.<shard>`.
 //!
 //! Per shard: the store (`cascade_store::Shard` behind its write-ahead log, one writer), a
-//! request loop that converts each request at the edge (`cascade_proto::convert`) and runs
-//! it as one closure on the writer, an outbox pump that forwards hand-offs (schedules to
+//! request loop that takes the gateway's validated values as they are in one process and
+//! converts every other request at the edge (`cascade_proto::convert`), and runs each as one
+//! closure on the writer, an outbox pump that forwards hand-offs (schedules to
 //! the activation timer, deliveries to other shards) store-and-forward, and a stats
 //! publisher. The store implements the semantics; this crate validates, routes and waits.
 //! It also turns what the store reports into the process's metrics (`metrics.rs`).

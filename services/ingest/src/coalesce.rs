@@ -57,7 +57,7 @@ pub(crate) trait Batch: Send + Sync + 'static {
     }
 
     /// The gateway's own failure to prepare the item at `index`, placed under it.
-    fn placed_at<T>(prepared: Result<T, IngestError>, index: usize) -> Result<T, IngestError> {
+    fn under_item<T>(prepared: Result<T, IngestError>, index: usize) -> Result<T, IngestError> {
         prepared.map_err(|err| err.under(&Self::item_path(index)))
     }
 
@@ -67,7 +67,8 @@ pub(crate) trait Batch: Send + Sync + 'static {
     }
 }
 
-/// An item with its size in bytes inside the bus request's message (or a bound on it).
+/// An item with its size in bytes inside the bus request's message, as the gateway measured
+/// it (what normalising it may add is within the room kept for the envelope).
 pub(crate) struct Sized<I> {
     pub item: I,
     pub bytes: usize,

@@ -4,7 +4,7 @@
 
 use cascade_bus::BusError;
 use cascade_core::Code;
-use cascade_proto::convert::ConvertError;
+use cascade_proto::convert::{ConvertError, field_at};
 
 #[derive(Debug, thiserror::Error)]
 pub enum IngestError {
@@ -119,13 +119,10 @@ impl IngestError {
     }
 
     /// The error of one item of a request, found at the item's root (`queue`), placed under
-    /// the item (`prefix` `items[2]`: field and message `items[2].queue`). Errors about no
-    /// field of the item stay as they are.
+    /// the item (`prefix` `items[2]`: field and message `items[2].queue`). Errors that name
+    /// no field of the request (a shard's, the bus's) stay as they are.
     pub fn under(self, prefix: &str) -> IngestError {
-        let placed = |field: &str| match field {
-            "" => prefix.to_owned(),
-            field => format!("{prefix}.{field}"),
-        };
+        let placed = |field: &str| field_at(prefix, field);
         match self {
             IngestError::Invalid(ConvertError::Invalid(err)) => {
                 let field = placed(err.field());

@@ -2,7 +2,8 @@
 //!
 //! Enqueues go through the per-shard coalescer: a unary `Enqueue` is a batch of one, an
 //! `EnqueueBatch` is split by shard and reassembled in request order. Each item is converted
-//! once, here, and reaches its shard as the validated value. An enqueue that names
+//! here and reaches its shard as the validated value (a shard in another process converts its
+//! message again). An enqueue that names
 //! a pipeline goes to its first stage's queue (looked up in the gateway's pipeline cache).
 //! An invalid item never leaves the gateway: a unary request fails, a batch item gets its
 //! own code and message naming `items[i].<field>` while the valid items go on (as the shard
@@ -82,7 +83,7 @@ impl Gateway {
         // Its bytes in the shard's request: as the client sent it, less a pipeline's name and
         // plus its first stage's queue once resolved.
         let mut len = prost::Message::encoded_len(&request);
-        let mut item = enqueue_from_proto(request, "")?;
+        let mut item = enqueue_from_proto(request)?;
         no_reserved_headers(item.headers.keys(), "headers")?;
         let queue = match &item.destination {
             Destination::Queue(queue) => queue.clone(),
@@ -208,7 +209,7 @@ impl Ingest for Gateway {
         let (span, item_spans) = trace::enqueue_batch_spans(&metadata, &mut items);
         let preparing = items.into_iter().enumerate().map(|(index, item)| {
             let prepared = self.prepare_enqueue(&caller, item);
-            prepared.map(move |prepared| EnqueueBatch::placed_at(prepared, index))
+            prepared.map(move |prepared| EnqueueBatch::under_item(prepared, index))
         });
         let mut prepared = futures::future::join_all(preparing)
             .instrument(span.clone())

@@ -97,7 +97,7 @@ impl Gateway {
             Some(ProtoOutcome::Advance(advance)) => prost::Message::encoded_len(advance),
             _ => 0,
         };
-        let mut item = completion_from_proto(completion, "")?;
+        let mut item = completion_from_proto(completion)?;
         allowed(caller, Permission::Consume, item.queue.as_str(), "queue")?;
         let Outcome::Advance {
             to,
@@ -175,7 +175,7 @@ impl Gateway {
             .enumerate()
             .map(|(index, completion)| {
                 let prepared = self.prepare_completion(caller, completion);
-                prepared.map(move |prepared| CompleteBatch::placed_at(prepared, index))
+                prepared.map(move |prepared| CompleteBatch::under_item(prepared, index))
             });
         let mut prepared = futures::future::join_all(preparing).await;
         refuse_whole(&mut prepared)?;

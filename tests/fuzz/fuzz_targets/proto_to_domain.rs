@@ -23,10 +23,8 @@ fuzz_target!(|input: &[u8]| {
     match which % 12 {
         0 => decoded(bytes, |request: v1::EnqueueBatchRequest| {
             let items = convert::enqueue_batch_from_proto(request);
-            for (i, item) in items.into_iter().enumerate() {
-                if let Ok(item) = item {
-                    let _ = item.into_command(now, &format!("items[{i}]"));
-                }
+            for item in items.into_iter().flatten() {
+                let _ = item.into_command(now);
             }
         }),
         1 => decoded(bytes, |r: v1::TakeRequest| {

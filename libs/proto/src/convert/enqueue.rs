@@ -16,7 +16,7 @@ use cascade_core::{
 use super::time::{
     duration_from_proto, duration_to_proto, timestamp_from_proto, timestamp_to_proto,
 };
-use super::{ConvertError, field_at, headers_from_proto, invalid, under};
+use super::{ConvertError, headers_from_proto, invalid};
 use crate::v1;
 use crate::v1::enqueue_request::When as ProtoWhen;
 
@@ -60,13 +60,13 @@ pub struct EnqueueItem {
 
 impl EnqueueItem {
     /// The shard's command, with a delay resolved against `now`. A pipeline destination not
-    /// resolved by the gateway is INVALID_ARGUMENT under `prefix` (e.g. `items[2].pipeline`).
-    pub fn into_command(self, now: Timestamp, prefix: &str) -> Result<EnqueueCmd, ConvertError> {
+    /// resolved by the gateway is INVALID_ARGUMENT at `pipeline`.
+    pub fn into_command(self, now: Timestamp) -> Result<EnqueueCmd, ConvertError> {
         let queue = match self.destination {
             Destination::Queue(queue) => queue,
             Destination::Pipeline(_) => {
                 return Err(invalid(
-                    prefix,
+                    "",
                     "pipeline",
                     "a shard takes a queue name; the gateway resolves a pipeline to its first stage",
                 ));
@@ -84,8 +84,8 @@ impl EnqueueItem {
 }
 
 impl EnqueueItem {
-    /// Back to a message, e.g. for the gateway to forward an item after resolving its
-    /// pipeline to a queue.
+    /// Back to a message: how a gateway's validated item travels to a shard of another
+    /// process.
     pub fn into_proto(self) -> v1::EnqueueRequest {
         let (queue, pipeline) = match self.destination {
             Destination::Queue(queue) => (queue.into(), String::new()),
@@ -107,27 +107,25 @@ impl EnqueueItem {
     }
 }
 
-/// Validates one request; errors are named under `prefix` (`""` for a unary `Enqueue`,
-/// `items[3]` in a batch). Exactly one of `queue` and `pipeline` must be set; an empty `id`
-/// or `idempotency_key` is none; neither `activate_at` nor `delay` is now. The payload's size
-/// is checked by the shard against the queue's `max_payload_bytes`.
-pub fn enqueue_from_proto(
-    request: v1::EnqueueRequest,
-    prefix: &str,
-) -> Result<EnqueueItem, ConvertError> {
+/// Validates one request; errors name the request's own fields (`queue`), which a batch's
+/// caller places under the item (`items[3].queue`). Exactly one of `queue` and `pipeline`
+/// must be set; an empty `id` or `idempotency_key` is none; neither `activate_at` nor `delay`
+/// is now. The payload's size is checked by the shard against the queue's
+/// `max_payload_bytes`.
+pub fn enqueue_from_proto(request: v1::EnqueueRequest) -> Result<EnqueueItem, ConvertError> {
     let destination = match (request.queue.as_str(), request.pipeline.as_str()) {
         ("", "") => {
             return Err(invalid(
-                prefix,
+                "",
                 "queue",
                 "must name a queue (or set pipeline instead), got an empty string",
             ));
         }
         (queue, "") => {
-            let name = QueueName::parse_field(queue, &field_at(prefix, "queue"))?;
+            let name = QueueName::parse_field(queue, "queue")?;
             if name.is_template() {
                 return Err(invalid(
-                    prefix,
+                    "",
                     "queue",
                     format!("'{name}' is a template; name a queue that matches it"),
                 ));
@@ -135,12 +133,12 @@ pub fn enqueue_from_proto(
             Destination::Queue(name)
         }
         ("", pipeline) => {
-            Pipeline::validate_name(pipeline, &field_at(prefix, "pipeline"))?;
+            Pipeline::validate_name(pipeline, "pipeline")?;
             Destination::Pipeline(pipeline.to_owned())
         }
         (_, _) => {
             return Err(invalid(
-                prefix,
+                "",
                 "pipeline",
                 "set either queue or pipeline, not both",
             ));
@@ -148,22 +146,18 @@ pub fn enqueue_from_proto(
     };
     let id = match request.id.as_str() {
         "" => None,
-        id => Some(EventId::parse(id).map_err(|e| under(prefix, e))?),
+        id => Some(EventId::parse(id)?),
     };
     let idempotency_key = match request.idempotency_key.as_str() {
         "" => None,
-        key => Some(IdempotencyKey::parse(key).map_err(|e| under(prefix, e))?),
+        key => Some(IdempotencyKey::parse(key)?),
     };
     let headers = headers_from_proto(&request.headers);
-    validate_headers(&headers).map_err(|e| under(prefix, e))?;
+    validate_headers(&headers)?;
     let when = match &request.when {
         None => When::Now,
-        Some(ProtoWhen::ActivateAt(at)) => {
-            When::At(timestamp_from_proto(at, &field_at(prefix, "activate_at"))?)
-        }
-        Some(ProtoWhen::Delay(delay)) => {
-            When::After(duration_from_proto(delay, &field_at(prefix, "delay"))?)
-        }
+        Some(ProtoWhen::ActivateAt(at)) => When::At(timestamp_from_proto(at, "activate_at")?),
+        Some(ProtoWhen::Delay(delay)) => When::After(duration_from_proto(delay, "delay")?),
     };
     Ok(EnqueueItem {
         destination,
@@ -180,11 +174,7 @@ pub fn enqueue_from_proto(
 pub fn enqueue_batch_from_proto(
     request: v1::EnqueueBatchRequest,
 ) -> Vec<Result<EnqueueItem, ConvertError>> {
-    request
-        .items
-        .into_iter()
-        .map(|item| enqueue_from_proto(item, ""))
-        .collect()
+    request.items.into_iter().map(enqueue_from_proto).collect()
 }
 
 pub fn enqueued_to_proto(enqueued: &Enqueued) -> v1::EnqueueResponse {
@@ -212,7 +202,7 @@ mod tests {
 
     #[test]
     fn a_plain_request_enqueues_now() {
-        let item = enqueue_from_proto(request("jobs"), "").expect("valid");
+        let item = enqueue_from_proto(request("jobs")).expect("valid");
         assert_eq!(
             item.destination,
             Destination::Queue(QueueName::parse("jobs").expect("name"))
@@ -222,7 +212,7 @@ mod tests {
             (&None, &None, When::Now)
         );
         let cmd = item
-            .into_command(Timestamp::from_micros(5), "")
+            .into_command(Timestamp::from_micros(5))
             .expect("command");
         assert_eq!(cmd.activate_at, None);
         assert_eq!(cmd.payload, b"p");
@@ -235,14 +225,14 @@ mod tests {
         req.idempotency_key = "pay 7".into();
         req.headers = HashMap::from([("traceparent".to_owned(), "x".to_owned())]);
         req.when = Some(ProtoWhen::Delay(duration_to_proto(Duration::from_secs(2))));
-        let item = enqueue_from_proto(req, "").expect("valid");
+        let item = enqueue_from_proto(req).expect("valid");
         assert_eq!(item.id.as_ref().map(EventId::as_str), Some("order-7"));
         assert_eq!(
             item.idempotency_key.as_ref().map(IdempotencyKey::as_str),
             Some("pay 7")
         );
         let cmd = item
-            .into_command(Timestamp::from_micros(1_000_000), "")
+            .into_command(Timestamp::from_micros(1_000_000))
             .expect("command");
         assert_eq!(cmd.activate_at, Some(Timestamp::from_micros(3_000_000)));
         assert_eq!(cmd.headers.len(), 1);
@@ -252,7 +242,7 @@ mod tests {
             seconds: 10,
             nanos: 0,
         }));
-        let item = enqueue_from_proto(at, "").expect("valid");
+        let item = enqueue_from_proto(at).expect("valid");
         assert_eq!(item.when, When::At(Timestamp::from_micros(10_000_000)));
     }
 
@@ -325,7 +315,7 @@ mod tests {
         req.when = Some(ProtoWhen::Delay(duration_to_proto(Duration::from_millis(
             1500,
         ))));
-        let item = enqueue_from_proto(req.clone(), "").expect("valid");
+        let item = enqueue_from_proto(req.clone()).expect("valid");
         assert_eq!(item.into_proto(), req);
         let pipeline = v1::EnqueueRequest {
             pipeline: "orders".into(),
@@ -335,7 +325,7 @@ mod tests {
             })),
             ..v1::EnqueueRequest::default()
         };
-        let item = enqueue_from_proto(pipeline.clone(), "").expect("valid");
+        let item = enqueue_from_proto(pipeline.clone()).expect("valid");
         assert_eq!(item.into_proto(), pipeline);
     }
 
@@ -345,26 +335,24 @@ mod tests {
             pipeline: "orders".into(),
             ..v1::EnqueueRequest::default()
         };
-        let item = enqueue_from_proto(req, "items[0]").expect("valid");
+        let item = enqueue_from_proto(req).expect("valid");
         assert_eq!(item.destination, Destination::Pipeline("orders".into()));
-        let err = item
-            .into_command(Timestamp::ZERO, "items[0]")
-            .expect_err("unresolved");
-        assert!(err.to_string().starts_with("items[0].pipeline: "), "{err}");
+        let err = item.into_command(Timestamp::ZERO).expect_err("unresolved");
+        assert!(err.to_string().starts_with("pipeline: "), "{err}");
         let both = v1::EnqueueRequest {
             queue: "jobs".into(),
             pipeline: "orders".into(),
             ..v1::EnqueueRequest::default()
         };
-        assert!(enqueue_from_proto(both, "").is_err());
+        assert!(enqueue_from_proto(both).is_err());
         let bad_name = v1::EnqueueRequest {
             pipeline: "orders.validate".into(),
             ..v1::EnqueueRequest::default()
         };
-        let err = enqueue_from_proto(bad_name, "items[1]").expect_err("a queue name");
+        let err = enqueue_from_proto(bad_name).expect_err("a queue name");
         assert!(
             err.to_string()
-                .starts_with("items[1].pipeline: must be 1-100 bytes of [A-Za-z0-9_-]"),
+                .starts_with("pipeline: must be 1-100 bytes of [A-Za-z0-9_-]"),
             "{err}"
         );
     }

@@ -7,8 +7,9 @@
 //!
 //! Failure policy: a conversion either yields a fully valid value or a
 //! [`ConvertError::Invalid`] (INVALID_ARGUMENT) whose field is the dotted path of the bad
-//! field in the request, e.g. `items[3].queue` or `completions[0].advance.delay`, and whose
-//! reason says what would be valid.
+//! field in the message, e.g. `queue` or `advance.delay`, and whose reason says what would be
+//! valid. An item of a batch is converted on its own; whoever numbered the items places its
+//! error under it (`items[3].queue`, with [`field_at`]).
 //!
 //! Unset and zero values: proto3 cannot tell an unset number from 0, so each function
 //! documents what 0 means (usually "the default"). Times are microseconds in the domain:
@@ -61,7 +62,7 @@ pub use worker::{
 
 /// `field` under `prefix`: `("items[3]", "queue")` → `items[3].queue`; an empty prefix
 /// leaves the field as it is.
-pub(crate) fn field_at(prefix: &str, field: &str) -> String {
+pub fn field_at(prefix: &str, field: &str) -> String {
     match (prefix.is_empty(), field.is_empty()) {
         (true, _) => field.to_owned(),
         (false, true) => prefix.to_owned(),

@@ -52,12 +52,6 @@ impl ShardRequest {
     }
 }
 
-impl From<Op> for ShardRequest {
-    fn from(op: Op) -> ShardRequest {
-        ShardRequest::Message(op)
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use std::time::Duration;
@@ -81,7 +75,7 @@ mod tests {
             })),
             ..v1::EnqueueRequest::default()
         };
-        enqueue_from_proto(request, "").expect("valid")
+        enqueue_from_proto(request).expect("valid")
     }
 
     fn completion(outcome: Outcome) -> CompletionItem {

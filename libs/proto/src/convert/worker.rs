@@ -99,8 +99,8 @@ pub struct CompletionItem {
 }
 
 impl CompletionItem {
-    /// Back to a message, e.g. for the gateway to forward a completion after resolving an
-    /// advance's next stage.
+    /// Back to a message: how a gateway's validated completion travels to a shard of another
+    /// process.
     pub fn into_proto(self) -> v1::Completion {
         v1::Completion {
             queue: self.queue.into(),
@@ -148,15 +148,13 @@ pub fn outcome_to_proto(outcome: Outcome) -> ProtoOutcome {
     }
 }
 
-/// Validates one completion with its fields under `prefix` (`completions[i]`).
-pub fn completion_from_proto(
-    completion: v1::Completion,
-    prefix: &str,
-) -> Result<CompletionItem, ConvertError> {
-    let queue = event_queue(&completion.queue, &field_at(prefix, "queue"))?;
-    let id = EventId::parse(&completion.id).map_err(|e| under(prefix, e))?;
-    let token = lease_token(&completion.lease_token, prefix)?;
-    let outcome = outcome_from_proto(completion.outcome, prefix)?;
+/// Validates one completion; errors name the completion's own fields (`lease_token`), which
+/// a request's caller places under the item (`completions[2].lease_token`).
+pub fn completion_from_proto(completion: v1::Completion) -> Result<CompletionItem, ConvertError> {
+    let queue = event_queue(&completion.queue, "queue")?;
+    let id = EventId::parse(&completion.id)?;
+    let token = lease_token(&completion.lease_token)?;
+    let outcome = outcome_from_proto(completion.outcome, "")?;
     Ok(CompletionItem {
         queue,
         id,
@@ -165,15 +163,11 @@ pub fn completion_from_proto(
     })
 }
 
-/// Each completion validated on its own; an error names the field from the completion
-/// (`lease_token`): whoever numbered them places it (`completions[2].lease_token`).
+/// Each completion validated on its own (see [`completion_from_proto`]).
 pub fn completions_from_proto(
     completions: Vec<v1::Completion>,
 ) -> Vec<Result<CompletionItem, ConvertError>> {
-    completions
-        .into_iter()
-        .map(|c| completion_from_proto(c, ""))
-        .collect()
+    completions.into_iter().map(completion_from_proto).collect()
 }
 
 /// A completion's outcome; unset is INVALID_ARGUMENT at `<prefix>.outcome`. An `advance`
@@ -261,7 +255,7 @@ pub struct ExtendItem {
 pub fn extend_from_proto(request: &v1::ExtendLeaseRequest) -> Result<ExtendItem, ConvertError> {
     let queue = event_queue(&request.queue, "queue")?;
     let id = EventId::parse(&request.id)?;
-    let token = lease_token(&request.lease_token, "")?;
+    let token = lease_token(&request.lease_token)?;
     let extend_by = optional_duration_from_proto(request.extend_by.as_ref(), "extend_by")?;
     if let Some(by) = extend_by {
         check_lease("", "extend_by", by)?;
@@ -287,10 +281,10 @@ fn event_queue(name: &str, field: &str) -> Result<QueueName, ConvertError> {
     Ok(queue)
 }
 
-fn lease_token(token: &str, prefix: &str) -> Result<LeaseToken, ConvertError> {
+fn lease_token(token: &str) -> Result<LeaseToken, ConvertError> {
     LeaseToken::parse(token).map_err(|_| {
         invalid(
-            prefix,
+            "",
             "lease_token",
             format!(
                 "must be the 16 hex digits returned by Take, got {} bytes",

@@ -160,7 +160,7 @@ struct State<H> {
     extend_permits: Arc<Semaphore>,
     take: Option<JoinHandle<Took>>,
     take_pause_until: Option<Instant>,
-    take_failures: u32,
+    takes_failed_in_a_row: u32,
     completions: mpsc::Sender<v1::Completion>,
     /// Outcomes known since the loop last waited: the next take carries them if it goes out
     /// now (`maybe_take`), the completer gets them if not.
@@ -193,7 +193,7 @@ impl<H: Handler> State<H> {
             extend_permits: Arc::new(Semaphore::new(EXTENSIONS_IN_FLIGHT)),
             take: None,
             take_pause_until: None,
-            take_failures: 0,
+            takes_failed_in_a_row: 0,
             completions,
             carried: Vec::new(),
             take_carried: Vec::new(),

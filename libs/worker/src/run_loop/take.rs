@@ -93,7 +93,7 @@ impl<H: Handler> State<H> {
             Ok(response) => response,
             Err(status) => return self.on_take_failed(status, carried_any).await,
         };
-        self.take_failures = 0;
+        self.takes_failed_in_a_row = 0;
         self.ctx
             .shared
             .stats
@@ -148,8 +148,8 @@ impl<H: Handler> State<H> {
             return;
         }
         if may_pass(status.code()) {
-            self.take_failures = self.take_failures.saturating_add(1);
-            let doublings = self.take_failures.saturating_sub(1).min(16);
+            self.takes_failed_in_a_row = self.takes_failed_in_a_row.saturating_add(1);
+            let doublings = self.takes_failed_in_a_row.saturating_sub(1).min(16);
             let pause = (TAKE_PAUSE_FIRST * 2u32.pow(doublings)).min(TAKE_PAUSE_MAX);
             tracing::warn!(
                 code = ?status.code(),

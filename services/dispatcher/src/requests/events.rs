@@ -34,7 +34,7 @@ pub(super) async fn enqueue(
             let outcomes = items
                 .into_iter()
                 .map(|item| {
-                    let command = item?.into_command(now, "")?;
+                    let command = item?.into_command(now)?;
                     let delayed = command.activate_at.is_some_and(|at| at > now);
                     let enqueued = shard.enqueue(now, command)?;
                     Ok((enqueued, delayed))

@@ -27,17 +27,7 @@ pub(crate) async fn answer(
     ctx: &ShardContext,
     request: Result<Received<ShardRequest, DispatcherRequest>, BusError>,
 ) -> DispatcherReply {
-    let request = match request {
-        Err(e) => Err(DispatcherError::BadRequest {
-            reason: format!("cannot decode a DispatcherRequest: {e}"),
-        }),
-        Ok(Received::Message(DispatcherRequest { op: None })) => Err(DispatcherError::BadRequest {
-            reason: "op: must be set".into(),
-        }),
-        Ok(Received::Message(DispatcherRequest { op: Some(op) })) => Ok(ShardRequest::Message(op)),
-        Ok(Received::Value(request)) => Ok(request),
-    };
-    let result = match request {
+    let result = match received(request) {
         Err(e) => Err(e),
         Ok(request) => {
             let name = request.name();
@@ -63,6 +53,22 @@ pub(crate) async fn answer(
     };
     DispatcherReply {
         result: Some(Answer::Error(too_large.to_status())),
+    }
+}
+
+/// The request as the gateway's values, or as its message.
+fn received(
+    request: Result<Received<ShardRequest, DispatcherRequest>, BusError>,
+) -> Result<ShardRequest, DispatcherError> {
+    match request {
+        Err(e) => Err(DispatcherError::BadRequest {
+            reason: format!("cannot decode a DispatcherRequest: {e}"),
+        }),
+        Ok(Received::Message(DispatcherRequest { op: None })) => Err(DispatcherError::BadRequest {
+            reason: "op: must be set".into(),
+        }),
+        Ok(Received::Message(DispatcherRequest { op: Some(op) })) => Ok(ShardRequest::Message(op)),
+        Ok(Received::Value(request)) => Ok(request),
     }
 }
 

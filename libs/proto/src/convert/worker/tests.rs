@@ -67,7 +67,7 @@ fn completions_convert_every_outcome() {
         headers: HashMap::from([("k".to_owned(), "v".to_owned())]),
         delay: Some(duration_to_proto(Duration::from_secs(1))),
     });
-    let item = completion_from_proto(completion(Some(advance)), "completions[0]").expect("valid");
+    let item = completion_from_proto(completion(Some(advance))).expect("valid");
     assert_eq!(item.token, LeaseToken(42));
     assert_eq!(item.id.as_str(), "e1");
     match item.outcome {
@@ -81,7 +81,7 @@ fn completions_convert_every_outcome() {
         other => panic!("not an advance: {other:?}"),
     }
     let next_stage = ProtoOutcome::Advance(v1::Advance::default());
-    let item = completion_from_proto(completion(Some(next_stage)), "c").expect("valid");
+    let item = completion_from_proto(completion(Some(next_stage))).expect("valid");
     assert!(matches!(
         item.outcome,
         Outcome::Advance {
@@ -132,7 +132,7 @@ fn completions_convert_every_outcome() {
     ];
     for (given, expected) in cases {
         let message = completion(Some(given));
-        let item = completion_from_proto(message.clone(), "c").expect("valid");
+        let item = completion_from_proto(message.clone()).expect("valid");
         assert_eq!(item.outcome, expected);
         assert_eq!(item.into_proto(), message, "back to the same message");
     }
@@ -253,7 +253,7 @@ fn every_outcome_survives_the_gateways_validation() {
     ];
     for outcome in outcomes {
         let sent = completion_to_proto("jobs", "e1", "000000000000002a", outcome.clone());
-        let back = completion_from_proto(sent, "completions[0]").expect("valid");
+        let back = completion_from_proto(sent).expect("valid");
         assert_eq!(back.outcome, outcome);
     }
 }
