@@ -117,7 +117,6 @@ impl Gateway {
             payload_quota(caller, "advance.payload", payload_len)?;
         }
         let client_to = string_len(to.as_deref().unwrap_or_default());
-        let resized = |target: Option<&str>| resized_advance(len, advance_len, client_to, target);
         let target = self
             .advance_target(&item.queue, to.as_deref(), "advance.to")
             .await?;
@@ -129,7 +128,7 @@ impl Gateway {
                 Some(queue)
             }
         };
-        let bytes = resized(resolved.as_deref());
+        let bytes = resized_advance(len, advance_len, client_to, resolved.as_deref());
         match resolved {
             None => item.outcome = Outcome::Ack,
             Some(target) => {
