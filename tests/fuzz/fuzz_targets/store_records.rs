@@ -19,7 +19,12 @@ fuzz_target!(|input: &[u8]| {
         }
         1 => drop(records::decode_queue(bytes)),
         2 => drop(records::decode_counters(bytes)),
-        3 => drop(records::decode_event(bytes)),
+        // The first bytes as a key (its ID, if any, is the event's), the rest as the value.
+        3 => {
+            let (key, value) = bytes.split_at(bytes.len().min(12));
+            drop(records::decode_event(key, value));
+            drop(records::decode_event(&keys::event(1, "fuzz"), value));
+        }
         4 => drop(records::decode_dedup(bytes)),
         5 => drop(records::decode_hand_off(bytes)),
         6 => drop(records::decode_u64(bytes, "fuzz")),

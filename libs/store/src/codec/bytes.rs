@@ -59,6 +59,35 @@ impl Writer {
         self.bytes(v.as_bytes())
     }
 
+    /// A number in 7-bit groups, low first (LEB128): one byte below 128. For values only,
+    /// never keys, whose order it would not keep.
+    pub fn varint(&mut self, mut v: u64) -> &mut Self {
+        while v >= 0x80 {
+            self.buf.push((v as u8) | 0x80);
+            v >>= 7;
+        }
+        self.buf.push(v as u8);
+        self
+    }
+
+    /// The difference `v - base`, signed, as a varint: near numbers in few bytes. Wrapping,
+    /// so that any two numbers round-trip.
+    pub fn delta(&mut self, v: u64, base: u64) -> &mut Self {
+        let d = v.wrapping_sub(base) as i64;
+        self.varint(((d << 1) ^ (d >> 63)) as u64)
+    }
+
+    /// A byte string prefixed with its varint length.
+    pub fn short_bytes(&mut self, v: &[u8]) -> &mut Self {
+        self.varint(v.len() as u64);
+        self.buf.extend_from_slice(v);
+        self
+    }
+
+    pub fn short_str(&mut self, v: &str) -> &mut Self {
+        self.short_bytes(v.as_bytes())
+    }
+
     /// Bytes with no length prefix: only as the last component of a key.
     pub fn raw(&mut self, v: &[u8]) -> &mut Self {
         self.buf.extend_from_slice(v);
@@ -117,6 +146,43 @@ impl<'a> Reader<'a> {
 
     pub fn string(&mut self) -> Result<String, Malformed> {
         let b = self.bytes()?;
+        self.utf8(b)
+    }
+
+    pub fn varint(&mut self) -> Result<u64, Malformed> {
+        let mut v = 0u64;
+        for shift in (0..64).step_by(7) {
+            let byte = self.u8()?;
+            let bits = u64::from(byte & 0x7f);
+            if shift == 63 && bits > 1 {
+                break;
+            }
+            v |= bits << shift;
+            if byte & 0x80 == 0 {
+                return Ok(v);
+            }
+        }
+        Err(self.malformed("a number longer than 64 bits"))
+    }
+
+    /// What `Writer::delta` wrote against the same `base`.
+    pub fn delta(&mut self, base: u64) -> Result<u64, Malformed> {
+        let z = self.varint()?;
+        let d = ((z >> 1) as i64) ^ -((z & 1) as i64);
+        Ok(base.wrapping_add(d as u64))
+    }
+
+    pub fn short_bytes(&mut self) -> Result<&'a [u8], Malformed> {
+        let len = usize::try_from(self.varint()?).map_err(|_| self.malformed("length"))?;
+        self.take(len)
+    }
+
+    pub fn short_string(&mut self) -> Result<String, Malformed> {
+        let b = self.short_bytes()?;
+        self.utf8(b)
+    }
+
+    fn utf8(&self, b: &[u8]) -> Result<String, Malformed> {
         String::from_utf8(b.to_vec())
             .map_err(|_| Malformed(format!("{}: invalid utf-8", self.what)))
     }
@@ -127,14 +193,21 @@ impl<'a> Reader<'a> {
     }
 
     pub fn expect_version(&mut self, version: u8) -> Result<(), Malformed> {
+        self.version_in(version..=version).map(drop)
+    }
+
+    /// The record's format version, if this build reads it.
+    pub fn version_in(&mut self, readable: std::ops::RangeInclusive<u8>) -> Result<u8, Malformed> {
         let found = self.u8()?;
-        if found != version {
+        if !readable.contains(&found) {
             return Err(Malformed(format!(
-                "{}: format version {found}, this build reads {version}",
-                self.what
+                "{}: format version {found}, this build reads {} to {}",
+                self.what,
+                readable.start(),
+                readable.end()
             )));
         }
-        Ok(())
+        Ok(found)
     }
 
     pub fn malformed(&self, reason: &str) -> Malformed {
@@ -176,6 +249,37 @@ mod tests {
         assert!(r.finish().is_ok());
         let mut short = Reader::new(&buf[..3], "test");
         assert!(short.u32().is_err());
+    }
+
+    #[test]
+    fn varints_round_trip_in_few_bytes() {
+        let numbers = [
+            0,
+            1,
+            127,
+            128,
+            300,
+            u64::from(u32::MAX),
+            u64::MAX - 1,
+            u64::MAX,
+        ];
+        for n in numbers {
+            let buf = Writer::default().varint(n).finish();
+            assert_eq!(Reader::new(&buf, "test").varint(), Ok(n), "{n}");
+        }
+        assert_eq!(Writer::default().varint(127).finish().len(), 1);
+        assert_eq!(Writer::default().varint(u64::MAX).finish().len(), 10);
+        for (v, base) in [(5, 10), (10, 5), (0, u64::MAX), (u64::MAX, 0), (7, 7)] {
+            let buf = Writer::default().delta(v, base).short_str("é").finish();
+            let mut r = Reader::new(&buf, "test");
+            assert_eq!(r.delta(base), Ok(v), "{v} against {base}");
+            assert_eq!(r.short_string().as_deref(), Ok("é"));
+            assert!(r.finish().is_ok());
+        }
+        assert_eq!(Writer::default().delta(9, 10).finish(), [1]);
+        let too_long = [0xff; 10];
+        assert!(Reader::new(&too_long, "test").varint().is_err());
+        assert!(Reader::new(&[0x80], "test").varint().is_err());
     }
 
     #[test]

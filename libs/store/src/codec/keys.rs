@@ -7,10 +7,13 @@ use super::bytes::{Malformed, Reader, Writer};
 /// Bumped when any key or value layout changes; stored under `meta/format` and checked on open.
 /// Format 2 added the template index, the family sums and the queue count, which the shard
 /// keeps in step with every change so that opening a store need not scan every queue.
-pub const FORMAT_VERSION: u64 = 2;
+/// Format 3 writes events, counters and family sums in their compact V2 layouts, which
+/// earlier builds cannot read.
+pub const FORMAT_VERSION: u64 = 3;
 
-/// Whether this build opens a store of `format`. A format 1 store is carried forward: what
-/// format 2 adds is built when the shard opens it, and the timer drops its legacy index.
+/// Whether this build opens a store of `format`. Older stores are carried forward: what
+/// format 2 adds is built when the shard opens a format 1 store, the timer drops its legacy
+/// index, and V1 records are read as they are and written as V2 when they next change.
 pub fn readable_format(format: u64) -> bool {
     (1..=FORMAT_VERSION).contains(&format)
 }
@@ -106,6 +109,18 @@ pub fn event(qid: u64, id: &str) -> Vec<u8> {
         .u64(qid)
         .raw(id.as_bytes())
         .finish()
+}
+
+/// The ID an event key names.
+pub fn event_id_of(key: &[u8]) -> Result<cascade_core::EventId, Malformed> {
+    let mut r = Reader::new(key, "event key");
+    if r.u8()? != EVENT {
+        return Err(r.malformed("wrong prefix"));
+    }
+    r.u64()?;
+    let id =
+        std::str::from_utf8(r.rest()).map_err(|_| Malformed("event key: invalid utf-8".into()))?;
+    cascade_core::EventId::parse(id).map_err(|e| Malformed(format!("event key: {e}")))
 }
 
 /// All events of one queue, in ID order.

@@ -20,7 +20,7 @@ pub fn check_entry(key: &[u8], value: &[u8]) -> Result<(), Malformed> {
         keys::TEMPLATE if value.is_empty() => Ok(()),
         keys::TEMPLATE => Err(Malformed("template index entry: holds a value".into())),
         keys::FAMILY => records::decode_family(value).map(drop),
-        keys::EVENT => records::decode_event(value).map(drop),
+        keys::EVENT => records::decode_event(key, value).map(drop),
         keys::DEDUP => records::decode_dedup(value).map(drop),
         keys::OUTBOX => records::decode_hand_off(value).map(drop),
         keys::META if key == keys::meta("cluster").as_slice() => {

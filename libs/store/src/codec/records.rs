@@ -13,6 +13,11 @@ mod pipeline;
 pub use pipeline::{decode_pipeline, encode_pipeline};
 
 const V1: u8 = 1;
+/// The compact layout of events, counters and family sums: small numbers as varints, times
+/// as differences, and no event ID in the value (its key holds it). Every sled entry costs
+/// its bytes several times over on disk, so these records are most of a store's size.
+/// Records of either version are read; changed ones are written as V2.
+const V2: u8 = 2;
 
 /// How a queue record came to be.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
@@ -93,24 +98,27 @@ pub enum HandOff {
 pub use cascade_core::commands::Delivery;
 
 pub fn encode_queue(rec: &QueueRecord) -> Vec<u8> {
-    let mut w = Writer::with_capacity(96);
-    w.u8(V1).u64(rec.id).str(rec.name.as_str());
-    w.u8(match rec.kind {
-        QueueKind::Explicit => 0,
-        QueueKind::Template => 1,
-        QueueKind::FromTemplate => 2,
-        QueueKind::DeadLetter => 3,
-    });
-    w.u64(rec.created_at.as_micros());
-    encode_config(&mut w, &rec.config);
+    let mut w = Writer::with_capacity(64);
+    w.u8(V2)
+        .varint(rec.id)
+        .short_str(rec.name.as_str())
+        .u8(match rec.kind {
+            QueueKind::Explicit => 0,
+            QueueKind::Template => 1,
+            QueueKind::FromTemplate => 2,
+            QueueKind::DeadLetter => 3,
+        })
+        .u64(rec.created_at.as_micros());
+    encode_config(&mut w, &rec.config, V2);
     w.finish()
 }
 
 pub fn decode_queue(buf: &[u8]) -> Result<QueueRecord, Malformed> {
     let mut r = Reader::new(buf, "queue record");
-    r.expect_version(V1)?;
-    let id = r.u64()?;
-    let name = queue_name(&mut r)?;
+    let version = r.version_in(V1..=V2)?;
+    let id = number(&mut r, version)?;
+    let name =
+        QueueName::parse(&text(&mut r, version)?).map_err(|e| r.malformed(&e.to_string()))?;
     let kind = match r.u8()? {
         0 => QueueKind::Explicit,
         1 => QueueKind::Template,
@@ -119,7 +127,7 @@ pub fn decode_queue(buf: &[u8]) -> Result<QueueRecord, Malformed> {
         _ => return Err(r.malformed("unknown queue kind")),
     };
     let created_at = Timestamp::from_micros(r.u64()?);
-    let config = decode_config(&mut r)?;
+    let config = decode_config(&mut r, version)?;
     r.finish()?;
     Ok(QueueRecord {
         id,
@@ -130,23 +138,36 @@ pub fn decode_queue(buf: &[u8]) -> Result<QueueRecord, Malformed> {
     })
 }
 
-fn encode_config(w: &mut Writer, c: &QueueConfig) {
-    w.u64(micros(c.lease))
-        .u32(c.max_attempts)
-        .u64(micros(c.backoff_initial))
-        .u64(micros(c.backoff_max))
-        .str(c.dead_letter_queue.as_ref().map_or("", |q| q.as_str()))
-        .u64(c.max_payload_bytes)
-        .u32(c.priority)
-        .u64(micros(c.dedup_window));
+/// A queue's config in the layout of `version` (pipeline records keep V1's).
+fn encode_config(w: &mut Writer, c: &QueueConfig, version: u8) {
+    let dead_letter_queue = c.dead_letter_queue.as_ref().map_or("", |q| q.as_str());
+    if version == V1 {
+        w.u64(micros(c.lease))
+            .u32(c.max_attempts)
+            .u64(micros(c.backoff_initial))
+            .u64(micros(c.backoff_max))
+            .str(dead_letter_queue)
+            .u64(c.max_payload_bytes)
+            .u32(c.priority)
+            .u64(micros(c.dedup_window));
+    } else {
+        w.varint(micros(c.lease))
+            .varint(u64::from(c.max_attempts))
+            .varint(micros(c.backoff_initial))
+            .varint(micros(c.backoff_max))
+            .short_str(dead_letter_queue)
+            .varint(c.max_payload_bytes)
+            .varint(u64::from(c.priority))
+            .varint(micros(c.dedup_window));
+    }
 }
 
-fn decode_config(r: &mut Reader<'_>) -> Result<QueueConfig, Malformed> {
-    let lease = Duration::from_micros(r.u64()?);
-    let max_attempts = r.u32()?;
-    let backoff_initial = Duration::from_micros(r.u64()?);
-    let backoff_max = Duration::from_micros(r.u64()?);
-    let dlq = r.string()?;
+fn decode_config(r: &mut Reader<'_>, version: u8) -> Result<QueueConfig, Malformed> {
+    let lease = Duration::from_micros(number(r, version)?);
+    let max_attempts = small_number(r, version, "max_attempts")?;
+    let backoff_initial = Duration::from_micros(number(r, version)?);
+    let backoff_max = Duration::from_micros(number(r, version)?);
+    let dlq = text(r, version)?;
     let dead_letter_queue = if dlq.is_empty() {
         None
     } else {
@@ -158,14 +179,36 @@ fn decode_config(r: &mut Reader<'_>) -> Result<QueueConfig, Malformed> {
         backoff_initial,
         backoff_max,
         dead_letter_queue,
-        max_payload_bytes: r.u64()?,
-        priority: r.u32()?,
-        dedup_window: Duration::from_micros(r.u64()?),
+        max_payload_bytes: number(r, version)?,
+        priority: small_number(r, version, "priority")?,
+        dedup_window: Duration::from_micros(number(r, version)?),
     })
 }
 
 fn micros(d: Duration) -> u64 {
     u64::try_from(d.as_micros()).unwrap_or(u64::MAX)
+}
+
+/// A number as `version` wrote it: fixed-width in V1, a varint in V2.
+fn number(r: &mut Reader<'_>, version: u8) -> Result<u64, Malformed> {
+    if version == V1 { r.u64() } else { r.varint() }
+}
+
+/// A 32-bit number as `version` wrote it.
+fn small_number(r: &mut Reader<'_>, version: u8, what: &str) -> Result<u32, Malformed> {
+    if version == V1 {
+        return r.u32();
+    }
+    u32::try_from(r.varint()?).map_err(|_| r.malformed(&format!("{what} beyond 32 bits")))
+}
+
+/// A string as `version` wrote it: after a 4-byte length in V1, a varint one in V2.
+fn text(r: &mut Reader<'_>, version: u8) -> Result<String, Malformed> {
+    if version == V1 {
+        r.string()
+    } else {
+        r.short_string()
+    }
 }
 
 fn queue_name(r: &mut Reader<'_>) -> Result<QueueName, Malformed> {
@@ -179,16 +222,16 @@ fn event_id(r: &mut Reader<'_>) -> Result<EventId, Malformed> {
 }
 
 pub fn encode_counters(c: &Counters) -> Vec<u8> {
-    let mut w = Writer::with_capacity(65);
-    w.u8(V1);
+    let mut w = Writer::with_capacity(16);
+    w.u8(V2);
     write_counters(&mut w, c);
     w.finish()
 }
 
 pub fn decode_counters(buf: &[u8]) -> Result<Counters, Malformed> {
     let mut r = Reader::new(buf, "queue counters");
-    r.expect_version(V1)?;
-    let c = read_counters(&mut r)?;
+    let version = r.version_in(V1..=V2)?;
+    let c = read_counters(&mut r, version)?;
     r.finish()?;
     Ok(c)
 }
@@ -196,43 +239,44 @@ pub fn decode_counters(buf: &[u8]) -> Result<Counters, Malformed> {
 /// A template family's sums: its members' counters added up, and how many members hold a
 /// counters record.
 pub fn encode_family(counters: &Counters, members: u64) -> Vec<u8> {
-    let mut w = Writer::with_capacity(73);
-    w.u8(V1);
+    let mut w = Writer::with_capacity(24);
+    w.u8(V2);
     write_counters(&mut w, counters);
-    w.u64(members);
+    w.varint(members);
     w.finish()
 }
 
 pub fn decode_family(buf: &[u8]) -> Result<(Counters, u64), Malformed> {
     let mut r = Reader::new(buf, "family sums");
-    r.expect_version(V1)?;
-    let counters = read_counters(&mut r)?;
-    let members = r.u64()?;
+    let version = r.version_in(V1..=V2)?;
+    let counters = read_counters(&mut r, version)?;
+    let members = number(&mut r, version)?;
     r.finish()?;
     Ok((counters, members))
 }
 
 fn write_counters(w: &mut Writer, c: &Counters) {
-    w.u64(c.ready)
-        .u64(c.delayed)
-        .u64(c.leased)
-        .u64(c.dead_lettered)
-        .u64(c.enqueued_total)
-        .u64(c.completed_total)
-        .u64(c.expired_leases_total)
-        .u64(c.retries_total);
+    w.varint(c.ready)
+        .varint(c.delayed)
+        .varint(c.leased)
+        .varint(c.dead_lettered)
+        .varint(c.enqueued_total)
+        .varint(c.completed_total)
+        .varint(c.expired_leases_total)
+        .varint(c.retries_total);
 }
 
-fn read_counters(r: &mut Reader<'_>) -> Result<Counters, Malformed> {
+fn read_counters(r: &mut Reader<'_>, version: u8) -> Result<Counters, Malformed> {
+    let mut next = || number(r, version);
     Ok(Counters {
-        ready: r.u64()?,
-        delayed: r.u64()?,
-        leased: r.u64()?,
-        dead_lettered: r.u64()?,
-        enqueued_total: r.u64()?,
-        completed_total: r.u64()?,
-        expired_leases_total: r.u64()?,
-        retries_total: r.u64()?,
+        ready: next()?,
+        delayed: next()?,
+        leased: next()?,
+        dead_lettered: next()?,
+        enqueued_total: next()?,
+        completed_total: next()?,
+        expired_leases_total: next()?,
+        retries_total: next()?,
     })
 }
 
@@ -241,6 +285,15 @@ fn encode_state(s: EventState) -> u8 {
         EventState::Delayed => 1,
         EventState::Ready => 2,
         EventState::Leased => 3,
+    }
+}
+
+fn decode_state(r: &mut Reader<'_>) -> Result<EventState, Malformed> {
+    match r.u8()? {
+        1 => Ok(EventState::Delayed),
+        2 => Ok(EventState::Ready),
+        3 => Ok(EventState::Leased),
+        _ => Err(r.malformed("unknown event state")),
     }
 }
 
@@ -263,34 +316,79 @@ fn decode_headers(r: &mut Reader<'_>) -> Result<BTreeMap<String, String>, Malfor
 }
 
 /// The payload is stored with its CRC32C, checked on every decode: a corrupted payload is
-/// never delivered.
+/// never delivered. The event's ID is its key's (`keys::event`), not repeated here.
 pub fn encode_event(e: &EventRecord) -> Vec<u8> {
-    let mut w = Writer::with_capacity(96 + e.payload.len());
-    w.u8(V1)
-        .str(e.id.as_str())
+    let mut w = Writer::with_capacity(48 + e.payload.len());
+    let created = e.created_at.as_micros();
+    w.u8(V2)
         .u8(encode_state(e.state))
-        .u64(e.activate_at.as_micros())
-        .u32(e.attempts)
-        .u64(e.created_at.as_micros())
-        .u64(e.version)
-        .u64(e.seq)
-        .u64(e.lease_epoch)
-        .u64(e.lease_expires_at.map_or(0, |t| t.as_micros()));
-    encode_headers(&mut w, &e.headers);
-    w.u32(crc32c::crc32c(&e.payload)).bytes(&e.payload);
+        .u64(created)
+        .delta(e.activate_at.as_micros(), created)
+        .varint(u64::from(e.attempts))
+        .varint(e.version)
+        .varint(e.seq)
+        .varint(e.lease_epoch);
+    match e.lease_expires_at {
+        None => w.u8(0),
+        Some(t) => w.u8(1).delta(t.as_micros(), created),
+    };
+    w.varint(e.headers.len() as u64);
+    for (k, v) in &e.headers {
+        w.short_str(k).short_str(v);
+    }
+    w.u32(crc32c::crc32c(&e.payload)).short_bytes(&e.payload);
     w.finish()
 }
 
-pub fn decode_event(buf: &[u8]) -> Result<EventRecord, Malformed> {
+/// The event record `buf` stored under `key`.
+pub fn decode_event(key: &[u8], buf: &[u8]) -> Result<EventRecord, Malformed> {
     let mut r = Reader::new(buf, "event record");
-    r.expect_version(V1)?;
-    let id = event_id(&mut r)?;
-    let state = match r.u8()? {
-        1 => EventState::Delayed,
-        2 => EventState::Ready,
-        3 => EventState::Leased,
-        _ => return Err(r.malformed("unknown event state")),
+    let e = match r.version_in(V1..=V2)? {
+        V1 => decode_event_v1(&mut r)?,
+        _ => decode_event_v2(&mut r, key)?,
     };
+    r.finish()?;
+    Ok(e)
+}
+
+fn decode_event_v2(r: &mut Reader<'_>, key: &[u8]) -> Result<EventRecord, Malformed> {
+    let id = super::keys::event_id_of(key)?;
+    let state = decode_state(r)?;
+    let created = r.u64()?;
+    let activate_at = Timestamp::from_micros(r.delta(created)?);
+    let attempts = small_number(r, V2, "attempts")?;
+    let (version, seq, lease_epoch) = (r.varint()?, r.varint()?, r.varint()?);
+    let lease_expires_at = match r.u8()? {
+        0 => None,
+        1 => Some(Timestamp::from_micros(r.delta(created)?)),
+        _ => return Err(r.malformed("unknown lease marker")),
+    };
+    let mut headers = BTreeMap::new();
+    for _ in 0..r.varint()? {
+        let k = r.short_string()?;
+        headers.insert(k, r.short_string()?);
+    }
+    let crc = r.u32()?;
+    let payload = checked_payload(r.short_bytes()?, crc, &id)?;
+    Ok(EventRecord {
+        id,
+        state,
+        activate_at,
+        attempts,
+        created_at: Timestamp::from_micros(created),
+        version,
+        seq,
+        lease_epoch,
+        lease_expires_at,
+        headers,
+        payload,
+    })
+}
+
+/// The layout before V2, with the ID in the value.
+fn decode_event_v1(r: &mut Reader<'_>) -> Result<EventRecord, Malformed> {
+    let id = event_id(r)?;
+    let state = decode_state(r)?;
     let activate_at = Timestamp::from_micros(r.u64()?);
     let attempts = r.u32()?;
     let created_at = Timestamp::from_micros(r.u64()?);
@@ -301,16 +399,9 @@ pub fn decode_event(buf: &[u8]) -> Result<EventRecord, Malformed> {
         0 => None,
         t => Some(Timestamp::from_micros(t)),
     };
-    let headers = decode_headers(&mut r)?;
+    let headers = decode_headers(r)?;
     let crc = r.u32()?;
-    let payload = r.bytes()?.to_vec();
-    r.finish()?;
-    if crc32c::crc32c(&payload) != crc {
-        return Err(Malformed(format!(
-            "event record {}: payload checksum mismatch",
-            id.as_str()
-        )));
-    }
+    let payload = checked_payload(r.bytes()?, crc, &id)?;
     Ok(EventRecord {
         id,
         state,
@@ -324,6 +415,16 @@ pub fn decode_event(buf: &[u8]) -> Result<EventRecord, Malformed> {
         headers,
         payload,
     })
+}
+
+fn checked_payload(payload: &[u8], crc: u32, id: &EventId) -> Result<Vec<u8>, Malformed> {
+    if crc32c::crc32c(payload) != crc {
+        return Err(Malformed(format!(
+            "event record {}: payload checksum mismatch",
+            id.as_str()
+        )));
+    }
+    Ok(payload.to_vec())
 }
 
 pub fn encode_dedup(d: &DedupRecord) -> Vec<u8> {
@@ -466,19 +567,94 @@ mod tests {
         }
     }
 
+    fn key_of(e: &EventRecord) -> Vec<u8> {
+        super::super::keys::event(4, e.id.as_str())
+    }
+
     #[test]
     fn event_round_trips() {
         let e = sample_event();
-        assert_eq!(decode_event(&encode_event(&e)), Ok(e));
+        assert_eq!(decode_event(&key_of(&e), &encode_event(&e)), Ok(e));
+        let plain = EventRecord {
+            lease_expires_at: None,
+            activate_at: Timestamp::from_micros(1),
+            headers: BTreeMap::new(),
+            ..sample_event()
+        };
+        assert_eq!(
+            decode_event(&key_of(&plain), &encode_event(&plain)),
+            Ok(plain)
+        );
+    }
+
+    /// Stores written before V2 hold V1 events and counters: they are read as they are.
+    #[test]
+    fn v1_records_are_still_read() {
+        let e = sample_event();
+        let mut w = Writer::default();
+        w.u8(V1)
+            .str(e.id.as_str())
+            .u8(3)
+            .u64(10)
+            .u32(2)
+            .u64(5)
+            .u64(3)
+            .u64(99)
+            .u64(7)
+            .u64(40)
+            .u32(1)
+            .str("traceparent")
+            .str("00-ab")
+            .u32(crc32c::crc32c(b"hello"))
+            .bytes(b"hello");
+        assert_eq!(decode_event(&key_of(&e), &w.finish()), Ok(e));
+        let mut w = Writer::default();
+        w.u8(V1);
+        for n in 1..=8 {
+            w.u64(n);
+        }
+        let counters = decode_counters(&w.finish()).expect("V1 counters");
+        assert_eq!((counters.ready, counters.retries_total), (1, 8));
+        let q = sample_queue();
+        let mut w = Writer::default();
+        w.u8(V1).u64(q.id).str(q.name.as_str()).u8(3).u64(1);
+        encode_config(&mut w, &q.config, V1);
+        assert_eq!(decode_queue(&w.finish()), Ok(q));
+    }
+
+    fn sample_queue() -> QueueRecord {
+        QueueRecord {
+            id: 4,
+            name: QueueName::parse("inbox.dlq").expect("valid"),
+            config: QueueConfig {
+                dead_letter_queue: Some(QueueName::parse("inbox.dlq2").expect("valid")),
+                ..QueueConfig::default()
+            },
+            kind: QueueKind::DeadLetter,
+            created_at: Timestamp::from_micros(1),
+        }
     }
 
     #[test]
     fn flipped_payload_byte_is_refused() {
-        let mut buf = encode_event(&sample_event());
+        let e = sample_event();
+        let mut buf = encode_event(&e);
         let last = buf.len() - 1;
         buf[last] ^= 0x01;
-        let err = decode_event(&buf).expect_err("corrupt payload must not decode");
+        let err = decode_event(&key_of(&e), &buf).expect_err("corrupt payload must not decode");
         assert!(err.0.contains("checksum"), "{err}");
+    }
+
+    #[test]
+    fn counters_and_family_sums_round_trip() {
+        let c = Counters {
+            ready: 1,
+            delayed: 300,
+            enqueued_total: u64::MAX,
+            ..Counters::default()
+        };
+        assert_eq!(decode_counters(&encode_counters(&c)), Ok(c));
+        assert_eq!(decode_family(&encode_family(&c, 70_000)), Ok((c, 70_000)));
     }
 
     #[test]
@@ -491,6 +667,10 @@ mod tests {
             created_at: Timestamp::from_micros(1),
         };
         assert_eq!(decode_queue(&encode_queue(&q)), Ok(q));
+        assert_eq!(
+            decode_queue(&encode_queue(&sample_queue())),
+            Ok(sample_queue())
+        );
         let h = HandOff::Deliver(Delivery {
             queue: QueueName::parse("p.b").expect("valid"),
             id: EventId::parse("x").expect("valid"),

@@ -162,7 +162,7 @@ impl Survey {
                 }
             }
             keys::EVENT => {
-                if let Ok(ev) = records::decode_event(value) {
+                if let Ok(ev) = records::decode_event(key, value) {
                     self.seq = self.seq.max(ev.seq).max(ev.version);
                     self.epoch = self.epoch.max(ev.lease_epoch);
                 }
@@ -304,7 +304,7 @@ impl Rebuild {
 
     fn event(&mut self, key: &[u8], value: &[u8]) -> Result<Entries, Malformed> {
         let qid = queue_id(key)?;
-        let mut ev = records::decode_event(value)?;
+        let mut ev = records::decode_event(key, value)?;
         let Some(queue) = self.survey.queues.get(&qid).cloned() else {
             return Err(Malformed(format!(
                 "event {} of queue #{qid}, whose record is gone",

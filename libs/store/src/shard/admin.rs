@@ -364,8 +364,8 @@ impl State {
     ) -> Result<u64, StoreError> {
         let (start, end) = keys::event_space(rec.id);
         let mut events: Vec<EventRecord> = Vec::new();
-        txn.kv().scan(&start, &end, |_, v| {
-            events.push(records::decode_event(v).map_err(|e| State::corrupt(txn.kv(), e))?);
+        txn.kv().scan(&start, &end, |k, v| {
+            events.push(records::decode_event(k, v).map_err(|e| State::corrupt(txn.kv(), e))?);
             Ok(Flow::Continue)
         })?;
         for ev in &events {

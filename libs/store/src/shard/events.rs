@@ -168,12 +168,12 @@ impl Shard {
         let mut items = Vec::new();
         let mut more = false;
         if resolved.stored {
-            self.kv.scan(&start, &end, |_, v| {
+            self.kv.scan(&start, &end, |k, v| {
                 if items.len() == page_size {
                     more = true;
                     return Ok(Flow::Stop);
                 }
-                let ev = records::decode_event(v).map_err(|e| State::corrupt(&self.kv, e))?;
+                let ev = records::decode_event(k, v).map_err(|e| State::corrupt(&self.kv, e))?;
                 items.push(to_event(&rec.name, ev));
                 Ok(Flow::Continue)
             })?;

@@ -347,9 +347,10 @@ impl State {
         qid: u64,
         id: &str,
     ) -> Result<Option<EventRecord>, StoreError> {
-        match txn.get(&keys::event(qid, id))? {
+        let key = keys::event(qid, id);
+        match txn.get(&key)? {
             None => Ok(None),
-            Some(v) => records::decode_event(&v)
+            Some(v) => records::decode_event(&key, &v)
                 .map(Some)
                 .map_err(|e| Self::corrupt(txn.kv(), e)),
         }

@@ -19,7 +19,7 @@ pub fn encode_pipeline(pipeline: &Pipeline) -> Vec<u8> {
     w.u32(u32::try_from(pipeline.stages.len()).unwrap_or(u32::MAX));
     for stage in &pipeline.stages {
         w.str(&stage.name);
-        encode_config(&mut w, &stage.queue);
+        encode_config(&mut w, &stage.queue, V1);
         let (kind, target) = match &stage.handler.kind {
             HandlerKind::Http { url } => (HTTP, url),
             HandlerKind::Grpc { endpoint } => (GRPC, endpoint),
@@ -57,7 +57,7 @@ pub fn decode_pipeline(buf: &[u8]) -> Result<Pipeline, Malformed> {
 
 fn decode_stage(r: &mut Reader<'_>) -> Result<Stage, Malformed> {
     let name = r.string()?;
-    let queue = decode_config(r)?;
+    let queue = decode_config(r, V1)?;
     let kind = r.u8()?;
     let target = r.string()?;
     let kind = match kind {
