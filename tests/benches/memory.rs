@@ -166,7 +166,14 @@ async fn main() -> Result<(), BoxError> {
     meter
         .phase("plain queues, 1 event each (per queue)", plan.queues)
         .await;
-    fill_per_user_queues(&c, "mem-inbox", plan.users, &PAYLOAD, (BATCH, CONCURRENCY)).await?;
+    fill_per_user_queues(
+        &c,
+        "mem-inbox",
+        plan.users,
+        |_| PAYLOAD.to_vec(),
+        (BATCH, CONCURRENCY),
+    )
+    .await?;
     meter
         .phase(
             "per-user queues of a template, 1 event each (per queue)",

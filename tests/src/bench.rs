@@ -47,14 +47,14 @@ where
     Ok(())
 }
 
-/// Creates the template `<prefix>:*` and puts one event with `payload` into each of its
+/// Creates the template `<prefix>:*` and puts one event, `payload(u)`, into each of its
 /// per-user queues `<prefix>:u0` … `<prefix>:u<count - 1>`, by `EnqueueBatch` of `batch`
 /// with `concurrency` batches in flight.
 pub async fn fill_per_user_queues(
     c: &Client,
     prefix: &str,
     count: usize,
-    payload: &[u8],
+    payload: impl Fn(usize) -> Vec<u8>,
     (batch, concurrency): (usize, usize),
 ) -> Result<(), BoxError> {
     let template = api::CreateQueueRequest {
@@ -67,7 +67,7 @@ pub async fn fill_per_user_queues(
         let items = ((b * batch)..((b + 1) * batch).min(count))
             .map(|u| api::EnqueueRequest {
                 queue: format!("{prefix}:u{u}"),
-                payload: payload.to_vec(),
+                payload: payload(u),
                 ..Default::default()
             })
             .collect();

@@ -52,8 +52,8 @@ pub fn run(runtime: &Runtime, plan: &Plan) -> Result<(), BoxError> {
     let loading = Instant::now();
     runtime.block_on(async {
         let client = Client::connect(&peer.addr).await?;
-        let event = payload(0, 0);
-        fill_per_user_queues(&client, "inbox", plan.stored, &event, FILL).await?;
+        let event = |user| payload(user as u64, 0);
+        fill_per_user_queues(&client, "inbox", plan.stored, event, FILL).await?;
         let due = now_micros() + PENDING_FOR.as_micros() as u64;
         scenarios::fill(&peer, &pending, plan.pending, move |_| Some(due)).await
     })?;

@@ -15,12 +15,23 @@ use crate::BoxError;
 pub const PAYLOAD_BYTES: usize = 100;
 
 /// A payload: the event's number and when it is due (µs since the epoch; 0: at once), then
-/// padding to [`PAYLOAD_BYTES`]. The number makes every payload unique (Redis keeps leased
-/// events in a sorted set by value).
+/// pseudo-random bytes up to [`PAYLOAD_BYTES`]. The number makes every payload unique (Redis
+/// keeps leased events in a sorted set by value); the random rest makes it incompressible, so
+/// that no system's disk use gains from a compression that real payloads would not allow.
 pub fn payload(number: u64, due_micros: u64) -> Vec<u8> {
-    let mut bytes = vec![0xab; PAYLOAD_BYTES];
-    bytes[..8].copy_from_slice(&number.to_be_bytes());
-    bytes[8..16].copy_from_slice(&due_micros.to_be_bytes());
+    let mut bytes = Vec::with_capacity(PAYLOAD_BYTES);
+    bytes.extend_from_slice(&number.to_be_bytes());
+    bytes.extend_from_slice(&due_micros.to_be_bytes());
+    // xorshift64*, seeded by the number: cheap, and different for every event.
+    let mut state = number.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    while bytes.len() < PAYLOAD_BYTES {
+        state ^= state >> 12;
+        state ^= state << 25;
+        state ^= state >> 27;
+        let word = state.wrapping_mul(0x2545_F491_4F6C_DD1D).to_le_bytes();
+        let take = word.len().min(PAYLOAD_BYTES - bytes.len());
+        bytes.extend_from_slice(&word[..take]);
+    }
     bytes
 }
 
