@@ -3,7 +3,9 @@
 //! `cargo run --release -p cascade-store --example store_footprint -- STORE_DIR` reads every
 //! entry of a stopped shard's store (`<data.dir>/dispatcher-<n>` or `timer-<n>`) and prints,
 //! per keyspace, how many entries it holds and their average key and value sizes, beside
-//! sled's file size: the bytes the layout asks for against the bytes on disk.
+//! sled's file size: the bytes the layout asks for against the bytes on disk. It reads sled
+//! as it is (the log, which the next open would replay, is not read) and counts sled's `db`
+//! file, not its snapshot.
 //!
 //! `... --example store_footprint -- --sled ENTRIES VALUE_BYTES` writes ENTRIES keys of 37
 //! bytes with random values of VALUE_BYTES into a new sled tree in a scratch directory, one
@@ -28,7 +30,8 @@ fn main() -> Result<(), BoxError> {
 
 fn keyspaces(dir: &Path) -> Result<(), BoxError> {
     let state = dir.join("state");
-    let db = sled::Config::new().path(&state).open()?;
+    // As the store opens it: with sled's own flushing, which may clean segments, off.
+    let db = cascade_store::kv::open_sled(&state, 16 << 20)?;
     // Per key prefix: entries, key bytes, value bytes.
     let mut spaces: BTreeMap<u8, (u64, u64, u64)> = BTreeMap::new();
     for entry in db.iter() {

@@ -1,6 +1,7 @@
 //! Primitive encoders for keys and values: big-endian fixed-width numbers (byte order = sort
-//! order) and length-prefixed byte strings. Every read is bounds-checked: a short or malformed
-//! buffer is a `Malformed` error naming what was being read, never a panic.
+//! order), and for values only varints and signed differences (few bytes for small numbers);
+//! byte strings prefixed with their length. Every read is bounds-checked: a short or
+//! malformed buffer is a `Malformed` error naming what was being read, never a panic.
 
 use std::fmt;
 

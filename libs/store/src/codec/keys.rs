@@ -7,8 +7,8 @@ use super::bytes::{Malformed, Reader, Writer};
 /// Bumped when any key or value layout changes; stored under `meta/format` and checked on open.
 /// Format 2 added the template index, the family sums and the queue count, which the shard
 /// keeps in step with every change so that opening a store need not scan every queue.
-/// Format 3 writes events, counters and family sums in their compact V2 layouts, which
-/// earlier builds cannot read.
+/// Format 3 writes events, queue records, counters and family sums in their compact V2
+/// layouts, which earlier builds cannot read.
 pub const FORMAT_VERSION: u64 = 3;
 
 /// Whether this build opens a store of `format`. Older stores are carried forward: what
@@ -111,16 +111,16 @@ pub fn event(qid: u64, id: &str) -> Vec<u8> {
         .finish()
 }
 
-/// The ID an event key names.
-pub fn event_id_of(key: &[u8]) -> Result<cascade_core::EventId, Malformed> {
+/// `(queue id, event ID)` of an event key.
+pub fn decode_event_key(key: &[u8]) -> Result<(u64, cascade_core::EventId), Malformed> {
     let mut r = Reader::new(key, "event key");
     if r.u8()? != EVENT {
         return Err(r.malformed("wrong prefix"));
     }
-    r.u64()?;
-    let id =
-        std::str::from_utf8(r.rest()).map_err(|_| Malformed("event key: invalid utf-8".into()))?;
-    cascade_core::EventId::parse(id).map_err(|e| Malformed(format!("event key: {e}")))
+    let qid = r.u64()?;
+    let id = std::str::from_utf8(r.rest()).map_err(|_| r.malformed("invalid utf-8"))?;
+    let id = cascade_core::EventId::parse(id).map_err(|e| r.malformed(&e.to_string()))?;
+    Ok((qid, id))
 }
 
 /// All events of one queue, in ID order.

@@ -1,5 +1,6 @@
-//! Every value of the shard store. Each starts with a format version byte; a value written by
-//! another version, or one that fails its checks, is a `Malformed` error that names the record.
+//! Every value of the shard store. Each starts with a format version byte; a value of a
+//! version this build does not read, or one that fails its checks, is a `Malformed` error that
+//! names the record.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -13,10 +14,11 @@ mod pipeline;
 pub use pipeline::{decode_pipeline, encode_pipeline};
 
 const V1: u8 = 1;
-/// The compact layout of events, counters and family sums: small numbers as varints, times
-/// as differences, and no event ID in the value (its key holds it). Every sled entry costs
-/// its bytes several times over on disk, so these records are most of a store's size.
-/// Records of either version are read; changed ones are written as V2.
+/// The compact layout of events, queue records, counters and family sums: small numbers as
+/// varints, times as differences, and no event ID in an event's value (its key holds it).
+/// Every sled entry costs its bytes more than once on disk, and these records are most of a
+/// store's entries. Records of either version are read, for good: a queue record may never
+/// change again after it was written; changed ones are written as V2.
 const V2: u8 = 2;
 
 /// How a queue record came to be.
@@ -116,9 +118,9 @@ pub fn encode_queue(rec: &QueueRecord) -> Vec<u8> {
 pub fn decode_queue(buf: &[u8]) -> Result<QueueRecord, Malformed> {
     let mut r = Reader::new(buf, "queue record");
     let version = r.version_in(V1..=V2)?;
-    let id = number(&mut r, version)?;
+    let id = u64_in(&mut r, version)?;
     let name =
-        QueueName::parse(&text(&mut r, version)?).map_err(|e| r.malformed(&e.to_string()))?;
+        QueueName::parse(&string_in(&mut r, version)?).map_err(|e| r.malformed(&e.to_string()))?;
     let kind = match r.u8()? {
         0 => QueueKind::Explicit,
         1 => QueueKind::Template,
@@ -163,11 +165,11 @@ fn encode_config(w: &mut Writer, c: &QueueConfig, version: u8) {
 }
 
 fn decode_config(r: &mut Reader<'_>, version: u8) -> Result<QueueConfig, Malformed> {
-    let lease = Duration::from_micros(number(r, version)?);
-    let max_attempts = small_number(r, version, "max_attempts")?;
-    let backoff_initial = Duration::from_micros(number(r, version)?);
-    let backoff_max = Duration::from_micros(number(r, version)?);
-    let dlq = text(r, version)?;
+    let lease = Duration::from_micros(u64_in(r, version)?);
+    let max_attempts = u32_in(r, version, "max_attempts")?;
+    let backoff_initial = Duration::from_micros(u64_in(r, version)?);
+    let backoff_max = Duration::from_micros(u64_in(r, version)?);
+    let dlq = string_in(r, version)?;
     let dead_letter_queue = if dlq.is_empty() {
         None
     } else {
@@ -179,9 +181,9 @@ fn decode_config(r: &mut Reader<'_>, version: u8) -> Result<QueueConfig, Malform
         backoff_initial,
         backoff_max,
         dead_letter_queue,
-        max_payload_bytes: number(r, version)?,
-        priority: small_number(r, version, "priority")?,
-        dedup_window: Duration::from_micros(number(r, version)?),
+        max_payload_bytes: u64_in(r, version)?,
+        priority: u32_in(r, version, "priority")?,
+        dedup_window: Duration::from_micros(u64_in(r, version)?),
     })
 }
 
@@ -190,12 +192,12 @@ fn micros(d: Duration) -> u64 {
 }
 
 /// A number as `version` wrote it: fixed-width in V1, a varint in V2.
-fn number(r: &mut Reader<'_>, version: u8) -> Result<u64, Malformed> {
+fn u64_in(r: &mut Reader<'_>, version: u8) -> Result<u64, Malformed> {
     if version == V1 { r.u64() } else { r.varint() }
 }
 
 /// A 32-bit number as `version` wrote it.
-fn small_number(r: &mut Reader<'_>, version: u8, what: &str) -> Result<u32, Malformed> {
+fn u32_in(r: &mut Reader<'_>, version: u8, what: &str) -> Result<u32, Malformed> {
     if version == V1 {
         return r.u32();
     }
@@ -203,7 +205,7 @@ fn small_number(r: &mut Reader<'_>, version: u8, what: &str) -> Result<u32, Malf
 }
 
 /// A string as `version` wrote it: after a 4-byte length in V1, a varint one in V2.
-fn text(r: &mut Reader<'_>, version: u8) -> Result<String, Malformed> {
+fn string_in(r: &mut Reader<'_>, version: u8) -> Result<String, Malformed> {
     if version == V1 {
         r.string()
     } else {
@@ -250,7 +252,7 @@ pub fn decode_family(buf: &[u8]) -> Result<(Counters, u64), Malformed> {
     let mut r = Reader::new(buf, "family sums");
     let version = r.version_in(V1..=V2)?;
     let counters = read_counters(&mut r, version)?;
-    let members = number(&mut r, version)?;
+    let members = u64_in(&mut r, version)?;
     r.finish()?;
     Ok((counters, members))
 }
@@ -267,7 +269,7 @@ fn write_counters(w: &mut Writer, c: &Counters) {
 }
 
 fn read_counters(r: &mut Reader<'_>, version: u8) -> Result<Counters, Malformed> {
-    let mut next = || number(r, version);
+    let mut next = || u64_in(r, version);
     Ok(Counters {
         ready: next()?,
         delayed: next()?,
@@ -352,11 +354,11 @@ pub fn decode_event(key: &[u8], buf: &[u8]) -> Result<EventRecord, Malformed> {
 }
 
 fn decode_event_v2(r: &mut Reader<'_>, key: &[u8]) -> Result<EventRecord, Malformed> {
-    let id = super::keys::event_id_of(key)?;
+    let id = super::keys::decode_event_key(key)?.1;
     let state = decode_state(r)?;
     let created = r.u64()?;
     let activate_at = Timestamp::from_micros(r.delta(created)?);
-    let attempts = small_number(r, V2, "attempts")?;
+    let attempts = u32_in(r, V2, "attempts")?;
     let (version, seq, lease_epoch) = (r.varint()?, r.varint()?, r.varint()?);
     let lease_expires_at = match r.u8()? {
         0 => None,
@@ -616,9 +618,21 @@ mod tests {
         let counters = decode_counters(&w.finish()).expect("V1 counters");
         assert_eq!((counters.ready, counters.retries_total), (1, 8));
         let q = sample_queue();
+        let c = &q.config;
         let mut w = Writer::default();
-        w.u8(V1).u64(q.id).str(q.name.as_str()).u8(3).u64(1);
-        encode_config(&mut w, &q.config, V1);
+        w.u8(V1)
+            .u64(q.id)
+            .str(q.name.as_str())
+            .u8(3)
+            .u64(1)
+            .u64(c.lease.as_micros() as u64)
+            .u32(c.max_attempts)
+            .u64(c.backoff_initial.as_micros() as u64)
+            .u64(c.backoff_max.as_micros() as u64)
+            .str("inbox.dlq2")
+            .u64(c.max_payload_bytes)
+            .u32(c.priority)
+            .u64(c.dedup_window.as_micros() as u64);
         assert_eq!(decode_queue(&w.finish()), Ok(q));
     }
 

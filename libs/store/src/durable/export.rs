@@ -40,9 +40,9 @@ const MAX_FRAME: u32 = 1 << 30;
 /// renamed when complete). Refuses a store that fails its checks: repair it first. Changes
 /// nothing in `dir`: its log is read, not opened for appends (which would cut a torn tail).
 pub fn export(dir: &Path, file: &Path) -> Result<Contents, StoreError> {
-    let kv = read_stopped(dir)?;
+    let (kv, format) = read_stopped(dir)?;
     let partial = with_suffix(file, ".partial");
-    let written = write_export(dir, &kv, &partial);
+    let written = write_export(dir, &kv, format, &partial);
     let contents = match written {
         Ok(contents) => contents,
         Err(e) => {
@@ -55,8 +55,8 @@ pub fn export(dir: &Path, file: &Path) -> Result<Contents, StoreError> {
     Ok(contents)
 }
 
-/// The store in `dir` as its next open would see it, read without changing it.
-fn read_stopped(dir: &Path) -> Result<Kv, StoreError> {
+/// The store in `dir` as its next open would see it, read without changing it, and its format.
+fn read_stopped(dir: &Path) -> Result<(Kv, u64), StoreError> {
     let state_dir = dir.join("state");
     if !state_dir.is_dir() {
         return Err(StoreError::tool(dir, "no store here: state/ is missing"));
@@ -65,7 +65,7 @@ fn read_stopped(dir: &Path) -> Result<Kv, StoreError> {
     let format = kv
         .get(&keys::meta("format"))?
         .and_then(|v| records::decode_u64(&v, "store format").ok());
-    if !format.is_some_and(keys::readable_format) {
+    let Some(format) = format.filter(|f| keys::readable_format(*f)) else {
         return Err(StoreError::tool(
             dir,
             format!(
@@ -74,7 +74,7 @@ fn read_stopped(dir: &Path) -> Result<Kv, StoreError> {
                 keys::FORMAT_VERSION
             ),
         ));
-    }
+    };
     let checkpoint_lsn = checkpoint::lsn(kv.db(), &state_dir)?;
     let wal_dir = dir.join("wal");
     let damaged = |why: String| {
@@ -92,10 +92,12 @@ fn read_stopped(dir: &Path) -> Result<Kv, StoreError> {
     if let Some(stopped) = read.stopped {
         return Err(damaged(stopped));
     }
-    Ok(kv)
+    Ok((kv, format))
 }
 
-fn write_export(dir: &Path, kv: &Kv, partial: &Path) -> Result<Contents, StoreError> {
+/// The header names the store's `format` as found, not this build's: a store this build never
+/// opened holds only what its own format's builds read.
+fn write_export(dir: &Path, kv: &Kv, format: u64, partial: &Path) -> Result<Contents, StoreError> {
     let out = File::create(partial).map_err(|e| StoreError::io("create", partial, e))?;
     let mut out = Framed::new(BufWriter::new(out), partial);
     out.magic()?;
@@ -103,7 +105,7 @@ fn write_export(dir: &Path, kv: &Kv, partial: &Path) -> Result<Contents, StoreEr
         &Writer::default()
             .u8(HEADER)
             .u8(FILE_VERSION)
-            .u64(keys::FORMAT_VERSION)
+            .u64(format)
             .finish(),
     )?;
     let mut contents = Contents::default();

@@ -115,3 +115,26 @@ fn test_store_at(secs: u64) -> cascade_core::Timestamp {
 fn q(name: &str) -> cascade_core::QueueName {
     super::super::test_store::q(name)
 }
+
+/// An export names the format of the store it read: one this build never opened holds only
+/// what the builds of that format read, and their import takes it.
+#[test]
+fn an_export_names_the_format_it_found() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let source = dir.path().join("source");
+    fill(&source);
+    let earlier = keys::FORMAT_VERSION - 1;
+    let db = crate::kv::open_sled(&source.join("state"), 1 << 20).expect("sled");
+    db.insert(keys::meta("format"), records::encode_u64(earlier))
+        .expect("mark");
+    db.flush().expect("flush");
+    drop(db);
+    let file = dir.path().join("shard.export");
+    export(&source, &file).expect("export");
+    let bytes = fs::read(&file).expect("read");
+    // The magic line, the header frame's length, its kind and file version, then the format.
+    let at = MAGIC.len() + 4 + 2;
+    let format = u64::from_be_bytes(bytes[at..at + 8].try_into().expect("8 bytes"));
+    assert_eq!(format, earlier);
+    import(&file, &dir.path().join("copy")).expect("this build imports it");
+}

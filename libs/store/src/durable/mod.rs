@@ -121,6 +121,26 @@ fn check_format(kv: &Kv) -> Result<(), StoreError> {
     }
 }
 
+/// Refuses a store written by a later build: an offline tool of this build would take its
+/// newer records for damage, and `repair` would drop them. A format that is missing or does
+/// not decode is left to the tool's own checks (it is damage).
+fn refuse_later_format(db: &sled::Db, dir: &Path) -> Result<(), StoreError> {
+    let format = db
+        .get(keys::meta("format"))
+        .map_err(|e| StoreError::sled("read the format", dir, e))?
+        .and_then(|v| records::decode_u64(&v, "store format").ok());
+    match format {
+        Some(format) if !keys::readable_format(format) => Err(StoreError::tool(
+            dir,
+            format!(
+                "store format {format}, this build reads formats up to {}: use the build that wrote it",
+                keys::FORMAT_VERSION
+            ),
+        )),
+        _ => Ok(()),
+    }
+}
+
 /// Writes a record about the store itself straight into sled and makes it durable: it is
 /// written once, at creation or first open, outside the log.
 fn write_meta(kv: &Kv, key: Vec<u8>, value: Vec<u8>, op: &'static str) -> Result<(), StoreError> {
@@ -167,6 +187,32 @@ mod tests {
             keys::FORMAT_VERSION
         );
         assert!(refused.contains(&expected), "{refused}");
+    }
+
+    /// An older build's tools took a newer store's records for damage, and its repair dropped
+    /// them: this build's refuse a store of a later format and change nothing.
+    #[test]
+    fn the_offline_tools_refuse_a_later_format() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let store = dir.path().join("store");
+        let (kv, _wal) = recover(&store, &StoreOptions::default()).expect("create");
+        mark_format(&kv, keys::FORMAT_VERSION + 1);
+        drop((kv, _wal));
+        let expected = format!(
+            "store format {}, this build reads",
+            keys::FORMAT_VERSION + 1
+        );
+        let refused = verify(&store).expect_err("verify refuses").to_string();
+        assert!(refused.contains(&expected), "{refused}");
+        let refused = repair(&store, true)
+            .expect_err("repair refuses")
+            .to_string();
+        assert!(refused.contains(&expected), "{refused}");
+        let left: Vec<_> = std::fs::read_dir(dir.path())
+            .expect("list")
+            .map(|e| e.expect("entry").file_name())
+            .collect();
+        assert_eq!(left, ["store"], "nothing set aside or rebuilt");
     }
 
     /// A checkpoint interrupted after writing part of its layer into sled: recovery replays

@@ -8,7 +8,7 @@
 //!   are lost, and the report says where reading stopped;
 //! - an entry whose value fails its checks (an event whose payload checksum fails, …) is
 //!   dropped and listed, and so is an event of a queue whose record is gone or whose record
-//!   names another ID than its key;
+//!   names another ID than its key (only a V1 record names one: a V2 record's ID is its key's);
 //! - the indexes that find events (ready order, lease deadlines; a timer's two views of its
 //!   schedule) are rebuilt from what they index, and every queue's current counts are
 //!   counted again (its running totals are kept); a leased event without a deadline is made
@@ -75,6 +75,7 @@ pub fn repair(dir: &Path, force: bool) -> Result<Option<RepairReport>, StoreErro
         return Err(StoreError::tool(dir, "no store here: state/ is missing"));
     }
     let mut kv = Kv::open(&state_dir, TOOL_CACHE_BYTES)?;
+    super::refuse_later_format(kv.db(), &state_dir)?;
     let checkpoint_lsn = checkpoint::lsn(kv.db(), &state_dir)?;
     let wal_dir = dir.join("wal");
     let log = match wal_dir.is_dir() {
@@ -311,6 +312,7 @@ impl Rebuild {
                 ev.id.as_str()
             )));
         };
+        // A V1 record holds its own ID, which may disagree with its key.
         if keys::event(qid, ev.id.as_str()) != key {
             return Err(Malformed(format!(
                 "event record {} under another ID's key",

@@ -39,6 +39,7 @@ pub fn verify(dir: &Path) -> Result<VerifyReport, StoreError> {
         ));
     }
     let db = crate::kv::open_sled(&state_dir, VERIFY_CACHE_BYTES)?;
+    super::refuse_later_format(&db, &state_dir)?;
     let mut report = VerifyReport::default();
     let checkpoint_lsn = checkpoint::lsn(&db, &state_dir)?;
     match crate::wal::verify(&wal_dir, checkpoint_lsn) {
