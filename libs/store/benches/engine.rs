@@ -5,7 +5,8 @@
 //!
 //! Run: `cargo bench -p cascade-store --bench engine [-- SCENARIO...]`
 //! Scenarios: fsync, enqueue-1, enqueue-64, steady-single, steady-batch, fill, drain,
-//! stats-round (default: all, in that order; `drain` drains the backlog `fill` left).
+//! stats-round, take-sizes (default: all, in that order; `drain` drains the backlog `fill`
+//! left).
 //! Environment: `CASCADE_BENCH_DIR` (default `bench-data/` in the working directory; keep it
 //! on the disk you want to measure, not on tmpfs), `CASCADE_BENCH_SECS` (length of the short
 //! scenarios, default 10), `CASCADE_BENCH_FILL_SECS` (default 60).
@@ -28,6 +29,8 @@ const CONSUMERS: usize = 4;
 const DRAIN_EVENTS: u64 = 1_000_000;
 /// Per-user queues (one event each) in `stats-round`.
 const STATS_USERS: u64 = 200_000;
+/// The takes `take-sizes` times, and how many times each.
+const TAKE_SIZES: [(usize, usize); 4] = [(10, 50), (100, 20), (1_000, 10), (10_000, 3)];
 /// Events enqueued and not yet acked at most during `steady`: a steady flow, not a fill.
 const STEADY_BACKLOG: u64 = 20_000;
 
@@ -131,6 +134,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         let users = if plan.brief { 1_000 } else { STATS_USERS };
         let r = runtime.block_on(with_store(&dir, "stats-round", |s| stats_round(s, users)))?;
         report("stats-round", r);
+    }
+    if run("take-sizes") {
+        let r = runtime.block_on(with_store(&dir, "take-sizes", take_sizes))?;
+        report("take-sizes", r);
     }
     Ok(())
 }
@@ -250,17 +257,22 @@ async fn take_and_ack(store: &Store<Shard>) -> Result<usize, StoreError> {
         .await?;
     let n = taken.len();
     if n > 0 {
-        store
-            .run(move |s, now| {
-                for leased in taken {
-                    let id = leased.event.id.to_string();
-                    s.complete(now, &queue(), &id, leased.token, Outcome::Ack)?;
-                }
-                Ok(())
-            })
-            .await?;
+        ack_all(store, taken).await?;
     }
     Ok(n)
+}
+
+/// Acknowledges `taken` in one call, as one `Complete` of the batch would.
+async fn ack_all(store: &Store<Shard>, taken: Vec<LeasedEvent>) -> Result<(), StoreError> {
+    store
+        .run(move |s, now| {
+            for leased in taken {
+                let id = leased.event.id.to_string();
+                s.complete(now, &queue(), &id, leased.token, Outcome::Ack)?;
+            }
+            Ok(())
+        })
+        .await
 }
 
 /// What the submitters and consumers of a scenario have done so far.
@@ -481,4 +493,30 @@ async fn stats_round(store: Shared, users: u64) -> Result<String, StoreError> {
         "{users} per-user queues: a round reads {queues} queue(s) + {families} family in {round:?}; \
          reading every queue's stats ({every}) takes {per_queue:?}"
     ))
+}
+
+/// The writer's time for one take of `n` ready events, for each size of `TAKE_SIZES` (the
+/// fastest of its repetitions): a take is one transaction, so this shows what the size of a
+/// transaction costs per event.
+async fn take_sizes(store: Shared) -> Result<String, StoreError> {
+    let mut line = String::from("writer time per taken event, by take size:");
+    for (n, repeats) in TAKE_SIZES {
+        let mut fastest = Duration::MAX;
+        for _ in 0..repeats {
+            for _ in 0..n.div_ceil(1_000) {
+                enqueue_many(&store, n.min(1_000)).await?;
+            }
+            let (took, taken) = store
+                .run_unsynced(move |s, now| {
+                    let started = Instant::now();
+                    let taken = s.take(now, &queue(), n, None)?;
+                    Ok((started.elapsed(), taken))
+                })
+                .await?;
+            fastest = fastest.min(took);
+            ack_all(&store, taken).await?;
+        }
+        line += &format!(" {n}: {:.2} us;", fastest.as_secs_f64() * 1e6 / n as f64);
+    }
+    Ok(line)
 }
