@@ -483,6 +483,66 @@ pub async fn enqueue_batch_answers_each_item(cluster: &mut Cluster) {
     assert_eq!(take(&c, &b, 10, 0.0).await.len(), 1);
 }
 
+/// A purge, and a forced delete, of more events than one step of the shard removes (a large
+/// queue goes in several, so that other queues are served between them): every event goes,
+/// delayed and leased ones too, and the purge counts them all.
+pub async fn purge_and_forced_delete_remove_a_large_queue_in_steps(cluster: &mut Cluster) {
+    const EVENTS: usize = 25_000;
+    let c = cluster.client().await;
+    for name in ["purged", "deleted"] {
+        create(&c, name, config(30.0, 5)).await;
+        for first in (0..EVENTS).step_by(1_000) {
+            let items = (first..first + 1_000).map(|i| item(name, &i.to_string()));
+            let results = c
+                .ingest()
+                .enqueue_batch(api::EnqueueBatchRequest {
+                    items: items.collect(),
+                })
+                .await
+                .expect("batch")
+                .into_inner()
+                .results;
+            assert!(results.iter().all(|r| r.code == 0), "{results:?}");
+        }
+        let mut later = item(name, "later");
+        later.when = Some(api::enqueue_request::When::Delay(seconds(3600.0)));
+        enqueue(&c, later).await;
+        assert_eq!(take(&c, name, 2, 0.0).await.len(), 2);
+    }
+    let purged = c
+        .admin()
+        .purge_queue(api::PurgeQueueRequest {
+            name: "purged".into(),
+        })
+        .await
+        .expect("purge")
+        .into_inner()
+        .purged;
+    assert_eq!(purged, EVENTS as u64 + 1);
+    let s = stats(&c, "purged").await;
+    assert_eq!((s.ready, s.delayed, s.leased), (0, 0, 0), "{s:?}");
+    assert!(take(&c, "purged", 10, 0.0).await.is_empty());
+
+    c.admin()
+        .delete_queue(api::DeleteQueueRequest {
+            name: "deleted".into(),
+            force: true,
+        })
+        .await
+        .expect("forced delete");
+    let gone = c
+        .admin()
+        .queue_stats(api::QueueStatsRequest {
+            name: "deleted".into(),
+        })
+        .await
+        .expect_err("deleted");
+    assert_eq!(gone.code(), Code::NotFound, "{gone}");
+    // A queue made again under that name starts empty.
+    create(&c, "deleted", config(30.0, 5)).await;
+    assert_eq!(stats(&c, "deleted").await.ready, 0);
+}
+
 pub async fn stats_count_every_state(cluster: &mut Cluster) {
     let c = cluster.client().await;
     create(&c, "counted", config(30.0, 5)).await;

@@ -15,6 +15,7 @@ cascade_e2e::scenario_tests!(
     long_poll_take_wakes_when_an_event_arrives,
     enqueue_batch_answers_each_item,
     stats_count_every_state,
+    purge_and_forced_delete_remove_a_large_queue_in_steps,
     bad_requests_get_clear_errors,
     killed_dispatcher_loses_no_acknowledged_event,
     advance_to_the_other_shard_arrives_exactly_once,

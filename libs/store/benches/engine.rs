@@ -5,8 +5,8 @@
 //!
 //! Run: `cargo bench -p cascade-store --bench engine [-- SCENARIO...]`
 //! Scenarios: fsync, enqueue-1, enqueue-64, steady-single, steady-batch, fill, drain,
-//! stats-round, take-sizes (default: all, in that order; `drain` drains the backlog `fill`
-//! left).
+//! stats-round, take-sizes, purge-step (default: all, in that order; `drain` drains the
+//! backlog `fill` left).
 //! Environment: `CASCADE_BENCH_DIR` (default `bench-data/` in the working directory; keep it
 //! on the disk you want to measure, not on tmpfs), `CASCADE_BENCH_SECS` (length of the short
 //! scenarios, default 10), `CASCADE_BENCH_FILL_SECS` (default 60).
@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 
 use cascade_core::{Outcome, QueueConfig, QueueName, SystemClock};
 use cascade_store::probe::raw_fsync_rate;
-use cascade_store::shard::{EnqueueCmd, LeasedEvent};
+use cascade_store::shard::{EnqueueCmd, LeasedEvent, PURGE_STEP};
 use cascade_store::{Durability, Shard, ShardSettings, Store, StoreError, StoreOptions, durable};
 
 const PAYLOAD_BYTES: usize = 100;
@@ -138,6 +138,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     if run("take-sizes") {
         let r = runtime.block_on(with_store(&dir, "take-sizes", take_sizes))?;
         report("take-sizes", r);
+    }
+    if run("purge-step") {
+        let r = runtime.block_on(with_store(&dir, "purge-step", purge_step))?;
+        report("purge-step", r);
     }
     Ok(())
 }
@@ -519,4 +523,27 @@ async fn take_sizes(store: Shared) -> Result<String, StoreError> {
         line += &format!(" {n}: {:.2} us;", fastest.as_secs_f64() * 1e6 / n as f64);
     }
     Ok(line)
+}
+
+/// The writer's time for one step of a purge (`PURGE_STEP` ready events, one transaction),
+/// the fastest of five: how long a purge of a large queue holds the shard's other queues.
+async fn purge_step(store: Shared) -> Result<String, StoreError> {
+    let mut fastest = Duration::MAX;
+    for _ in 0..5 {
+        for _ in 0..PURGE_STEP.div_ceil(1_000) {
+            enqueue_many(&store, 1_000).await?;
+        }
+        let took = store
+            .run(|s, _| {
+                let started = Instant::now();
+                s.purge_queue(&queue(), PURGE_STEP)?;
+                Ok(started.elapsed())
+            })
+            .await?;
+        fastest = fastest.min(took);
+    }
+    Ok(format!(
+        "writer time of one purge step of {PURGE_STEP} events: {:.1} ms",
+        fastest.as_secs_f64() * 1e3
+    ))
 }

@@ -5,11 +5,16 @@ use cascade_core::{QueueConfig, QueueName, Timestamp};
 use super::events::remove_event;
 use super::families::{Families, covered_prefixes, stats_of};
 use super::state::{State, not_found};
-use super::{FamilyStats, Page, Queue, QueueStats, Shard};
+use super::{FamilyStats, Page, Purged, Queue, QueueStats, Shard};
 use crate::codec::keys;
 use crate::codec::records::{self, EventRecord, QueueKind, QueueRecord};
 use crate::error::StoreError;
 use crate::kv::{Flow, Txn};
+
+/// Events one step of a purge removes: a step holds the writer for about 10 ms on the
+/// benchmark machine (the engine benchmark's `purge-step`), so the shard's other queues wait
+/// for one step at a time, not for the whole of a purge of millions.
+pub const PURGE_STEP: usize = 10_000;
 
 impl Shard {
     /// Creates a queue, or a template when the name ends in `*`. Creating it again with the
@@ -140,7 +145,7 @@ impl Shard {
             });
         }
         let mut txn = txn;
-        self.st.remove_all_events(&mut txn, &rec)?;
+        self.st.remove_events(&mut txn, &rec, usize::MAX)?;
         if let Some(left) = State::stored_counters(&txn, rec.id)? {
             // Its events are gone (counted out above); it leaves its family, its running
             // totals stay in the family's.
@@ -174,17 +179,22 @@ impl Shard {
         Ok(())
     }
 
-    /// Removes every event of a queue, leased ones included. Returns how many.
-    pub fn purge_queue(&mut self, name: &QueueName) -> Result<u64, StoreError> {
+    /// Removes up to `max` events of a queue, leased ones included, in one transaction
+    /// (`PURGE_STEP` is the dispatcher's):
+    /// a large queue is purged in several, so that the writer serves other queues between
+    /// them. Returns how many went, and how many the queue still holds.
+    pub fn purge_queue(&mut self, name: &QueueName, max: usize) -> Result<Purged, StoreError> {
         let mut txn = self.st.begin(&self.kv);
         let resolved = self.st.resolve_queue(&txn, name)?;
         if !resolved.stored {
-            return Ok(0);
+            return Ok(Purged::default());
         }
-        let n = self.st.remove_all_events(&mut txn, &resolved.rec)?;
+        let removed = self.st.remove_events(&mut txn, &resolved.rec, max)?;
+        let left = State::stored_counters(&txn, resolved.rec.id)?
+            .map_or(0, |c| c.ready + c.delayed + c.leased);
         let batch = self.st.seal(txn);
         self.st.commit(&mut self.kv, batch);
-        Ok(n)
+        Ok(Purged { removed, left })
     }
 
     /// A queue's stats; for a template, the sums of the queues it covers (`family_stats`).
@@ -357,16 +367,22 @@ impl State {
         rec
     }
 
-    pub(super) fn remove_all_events(
+    /// Removes up to `max` of a queue's events. Returns how many.
+    pub(super) fn remove_events(
         &mut self,
         txn: &mut Txn<'_>,
         rec: &QueueRecord,
+        max: usize,
     ) -> Result<u64, StoreError> {
         let (start, end) = keys::event_space(rec.id);
         let mut events: Vec<EventRecord> = Vec::new();
         txn.kv().scan(&start, &end, |k, v| {
             events.push(records::decode_event(k, v).map_err(|e| State::corrupt(txn.kv(), e))?);
-            Ok(Flow::Continue)
+            Ok(if events.len() < max {
+                Flow::Continue
+            } else {
+                Flow::Stop
+            })
         })?;
         for ev in &events {
             remove_event(self, txn, rec, ev)?;

@@ -26,6 +26,7 @@ use crate::codec::records::{self, QueueKind, QueueRecord};
 use crate::error::StoreError;
 use crate::kv::{Flow, Kv};
 use crate::observe::{NoObserver, ShardObserver};
+pub use admin::PURGE_STEP;
 pub use limits::ShardLimits;
 pub use refused::UNDELIVERABLE;
 pub use state::Resolved;

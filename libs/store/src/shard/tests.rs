@@ -860,6 +860,72 @@ fn a_queue_holding_events_is_deleted_only_with_force() {
 }
 
 #[test]
+fn a_purge_step_removes_at_most_its_share_and_says_what_is_left() {
+    let (_d, mut s) = with_queue(QueueConfig::default());
+    for i in 0..5 {
+        s.enqueue(at(0), cmd(&format!("e{i}"))).expect("enqueue");
+    }
+    let mut later = cmd("later");
+    later.activate_at = Some(at(60));
+    s.enqueue(at(0), later).expect("enqueue");
+    s.take(at(1), &q("jobs"), 2, None).expect("take");
+    let first = s.purge_queue(&q("jobs"), 4).expect("purge");
+    assert_eq!(
+        first,
+        Purged {
+            removed: 4,
+            left: 2
+        }
+    );
+    let second = s.purge_queue(&q("jobs"), 4).expect("purge");
+    assert_eq!(
+        second,
+        Purged {
+            removed: 2,
+            left: 0
+        }
+    );
+    let stats = s.queue_stats(at(2), &q("jobs")).expect("stats");
+    assert_eq!((stats.ready, stats.delayed, stats.leased), (0, 0, 0));
+    assert!(
+        s.take(at(2), &q("jobs"), 10, None)
+            .expect("take")
+            .is_empty()
+    );
+
+    s.create_queue(at(0), q("inbox:*"), QueueConfig::default())
+        .expect("template");
+    for i in 0..3 {
+        let to_user = EnqueueCmd {
+            queue: q("inbox:u1"),
+            ..cmd(&format!("m{i}"))
+        };
+        s.enqueue(at(0), to_user).expect("enqueue");
+    }
+    let step = s.purge_queue(&q("inbox:u1"), 2).expect("purge");
+    assert_eq!(
+        step,
+        Purged {
+            removed: 2,
+            left: 1
+        }
+    );
+    let last = s.purge_queue(&q("inbox:u1"), 2).expect("purge");
+    assert_eq!(
+        last,
+        Purged {
+            removed: 1,
+            left: 0
+        }
+    );
+    // Emptied, a per-user queue is gone: nothing is left to purge.
+    assert_eq!(
+        s.purge_queue(&q("inbox:u1"), 2).expect("purge"),
+        Purged::default()
+    );
+}
+
+#[test]
 fn a_take_lost_in_a_crash_never_sees_its_lease_token_handed_out_again() {
     let (dir, mut s) = with_queue(QueueConfig::default());
     s.begin_run();

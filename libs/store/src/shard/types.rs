@@ -15,3 +15,12 @@ pub struct Page<T> {
 }
 
 pub use cascade_core::event::{DEAD_LETTER_FROM, DEAD_LETTER_REASON, LAST_FAILURE};
+
+/// What one step of a purge did.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Purged {
+    /// Events it removed.
+    pub removed: u64,
+    /// Events the queue still holds.
+    pub left: u64,
+}

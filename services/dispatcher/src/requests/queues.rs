@@ -9,6 +9,7 @@ use cascade_proto::convert::{
     self, event_into_proto, queue_name_from_proto, queue_stats_to_proto, queue_to_proto,
 };
 use cascade_proto::v1;
+use cascade_store::shard::PURGE_STEP;
 use prost::Message;
 
 use crate::DispatcherError;
@@ -70,6 +71,10 @@ pub(super) async fn delete(
 ) -> Result<Empty, DispatcherError> {
     let name = queue_name_from_proto(&request.name, "name")?;
     check_queue_or_template(ctx, &name)?;
+    if request.force && !name.is_template() {
+        // The events first, in steps; the delete then takes what came meanwhile.
+        purge_in_steps(ctx, &name).await?;
+    }
     ctx.store
         .run(move |shard, _| shard.delete_queue(&name, request.force))
         .await?;
@@ -82,11 +87,29 @@ pub(super) async fn purge(
 ) -> Result<v1::PurgeQueueResponse, DispatcherError> {
     let name = queue_name_from_proto(&request.name, "name")?;
     ctx.check_owned(&name)?;
-    let purged = ctx
-        .store
-        .run(move |shard, _| shard.purge_queue(&name))
-        .await?;
+    let purged = purge_in_steps(ctx, &name).await?;
     Ok(v1::PurgeQueueResponse { purged })
+}
+
+/// Purges `name` one step at a time, each step durable on its own. Events enqueued while it
+/// runs may go with it; it stops once it has taken as many steps as the queue's events
+/// filled after the first, so a steady producer cannot keep it going.
+async fn purge_in_steps(ctx: &ShardContext, name: &QueueName) -> Result<u64, DispatcherError> {
+    let mut purged = 0;
+    let mut steps_left: Option<u64> = None;
+    loop {
+        let step = name.clone();
+        let done = ctx
+            .store
+            .run(move |shard, _| shard.purge_queue(&step, PURGE_STEP))
+            .await?;
+        purged += done.removed;
+        let steps_left = steps_left.get_or_insert(done.left.div_ceil(PURGE_STEP as u64));
+        if done.removed < PURGE_STEP as u64 || *steps_left == 0 {
+            return Ok(purged);
+        }
+        *steps_left -= 1;
+    }
 }
 
 pub(super) async fn stats(
