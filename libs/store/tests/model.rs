@@ -82,6 +82,24 @@ fn state_at(at: Timestamp, now: u64) -> EventState {
     }
 }
 
+/// A redrive as the dispatcher runs it: one step after another until the last.
+fn redrive_step_by_step(
+    shard: &mut Shard,
+    t: Timestamp,
+    dlq: &QueueName,
+    which: &RedriveSelection,
+) -> Result<u64, StoreError> {
+    let (mut moved, mut after) = (0, String::new());
+    loop {
+        let step = shard.redrive(t, dlq, which, &after)?;
+        moved += step.moved;
+        match step.next {
+            Some(next) => after = next,
+            None => return Ok(moved),
+        }
+    }
+}
+
 fn same<T: PartialEq + Debug>(real: T, model: T, what: &str) {
     assert_eq!(
         real, model,
@@ -829,7 +847,8 @@ impl World {
                     Some(ids) => RedriveSelection::Ids(ids.iter().map(parse).collect()),
                     None => RedriveSelection::All,
                 };
-                let real = self.shard.redrive(t, &qn(&dlq), which).map_err(fail);
+                let real =
+                    redrive_step_by_step(&mut self.shard, t, &qn(&dlq), &which).map_err(fail);
                 same(real, self.model.redrive(&dlq, ids), "redrive");
             }
             Op::Checkpoint => match self.frozen.take() {

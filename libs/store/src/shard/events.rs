@@ -5,15 +5,16 @@ use cascade_core::{Event, EventState, QueueName, Timestamp};
 
 use super::state::State;
 use super::{
-    DEAD_LETTER_FROM, DEAD_LETTER_REASON, EventUpdate, LAST_FAILURE, Page, RedriveSelection, Shard,
+    DEAD_LETTER_FROM, DEAD_LETTER_REASON, EventUpdate, LAST_FAILURE, Page, RedriveSelection,
+    Redriven, Shard,
 };
 use crate::codec::keys;
 use crate::codec::records::{self, Delivery, EventRecord, QueueKind, QueueRecord};
 use crate::error::StoreError;
 use crate::kv::{Flow, Txn};
 
-/// Redrive moves at most this many events per transaction.
-const REDRIVE_CHUNK: usize = 1000;
+/// A redrive of a whole dead-letter queue moves at most this many events per step.
+pub(super) const REDRIVE_STEP: usize = 1000;
 
 pub(super) fn to_event(queue: &QueueName, ev: EventRecord) -> Event {
     Event {
@@ -189,73 +190,72 @@ impl Shard {
     }
 
     /// Moves dead letters back to the queues they came from, as new ready events with fresh
-    /// attempts. Leased ones are skipped. Returns how many moved.
+    /// attempts, in one transaction. Leased ones are skipped. `All` moves one step of up to
+    /// `REDRIVE_STEP`, from after the dead letter `after` ("": from the first); the answer
+    /// names where the next step starts, so that the caller runs the steps in separate turns
+    /// of the writer and a redrive of millions does not hold the shard's other queues.
     pub fn redrive(
         &mut self,
         now: Timestamp,
         dlq: &QueueName,
-        which: RedriveSelection,
-    ) -> Result<u64, StoreError> {
-        let mut moved = 0;
-        loop {
-            let txn = self.st.begin(&self.kv);
-            let Some(resolved) = self.st.resolve(&txn, dlq)? else {
-                return Ok(moved);
-            };
-            if !resolved.stored {
-                return Ok(moved);
-            }
-            let rec = resolved.rec;
-            let ids: Vec<String> = match &which {
-                RedriveSelection::Ids(ids) => ids.iter().map(|i| i.to_string()).collect(),
-                RedriveSelection::All => {
-                    let page = self.list_dead_letters(dlq, REDRIVE_CHUNK, "")?;
-                    page.items.into_iter().map(|e| e.id.to_string()).collect()
-                }
-            };
-            let mut txn = txn;
-            let mut chunk = 0;
-            for id in &ids {
-                let Some(ev) = State::read_event(&txn, rec.id, id)? else {
-                    continue;
-                };
-                if ev.state == EventState::Leased {
-                    continue;
-                }
-                let Some(origin) = ev
-                    .headers
-                    .get(DEAD_LETTER_FROM)
-                    .and_then(|q| QueueName::parse(q).ok())
-                else {
-                    continue;
-                };
-                remove_event(&mut self.st, &mut txn, &rec, &ev)?;
-                let mut headers = ev.headers.clone();
-                headers.remove(DEAD_LETTER_FROM);
-                headers.remove(DEAD_LETTER_REASON);
-                headers.remove(LAST_FAILURE);
-                let delivery = Delivery {
-                    queue: origin,
-                    id: ev.id.clone(),
-                    payload: ev.payload.clone(),
-                    headers,
-                    activate_at: now,
-                    created_at: ev.created_at,
-                };
-                self.st
-                    .deliver(&mut txn, now, delivery, QueueKind::Explicit)?;
-                chunk += 1;
-            }
-            let batch = self.st.seal(txn);
-            self.st.commit(&mut self.kv, batch);
-            moved += chunk;
-            let done = matches!(which, RedriveSelection::Ids(_))
-                || chunk == 0
-                || ids.len() < REDRIVE_CHUNK;
-            if done {
-                return Ok(moved);
-            }
+        which: &RedriveSelection,
+        after: &str,
+    ) -> Result<Redriven, StoreError> {
+        let txn = self.st.begin(&self.kv);
+        let Some(resolved) = self.st.resolve(&txn, dlq)? else {
+            return Ok(Redriven::default());
+        };
+        if !resolved.stored {
+            return Ok(Redriven::default());
         }
+        let rec = resolved.rec;
+        let (ids, next) = match which {
+            RedriveSelection::Ids(ids) => (ids.iter().map(|i| i.to_string()).collect(), None),
+            RedriveSelection::All => {
+                let page = self.list_dead_letters(dlq, REDRIVE_STEP, after)?;
+                let ids: Vec<String> = page.items.into_iter().map(|e| e.id.to_string()).collect();
+                (
+                    ids,
+                    Some(page.next_page_token).filter(|next| !next.is_empty()),
+                )
+            }
+        };
+        let mut txn = txn;
+        let mut moved = 0;
+        for id in &ids {
+            let Some(ev) = State::read_event(&txn, rec.id, id)? else {
+                continue;
+            };
+            if ev.state == EventState::Leased {
+                continue;
+            }
+            let Some(origin) = ev
+                .headers
+                .get(DEAD_LETTER_FROM)
+                .and_then(|q| QueueName::parse(q).ok())
+            else {
+                continue;
+            };
+            remove_event(&mut self.st, &mut txn, &rec, &ev)?;
+            let mut headers = ev.headers.clone();
+            headers.remove(DEAD_LETTER_FROM);
+            headers.remove(DEAD_LETTER_REASON);
+            headers.remove(LAST_FAILURE);
+            let delivery = Delivery {
+                queue: origin,
+                id: ev.id.clone(),
+                payload: ev.payload.clone(),
+                headers,
+                activate_at: now,
+                created_at: ev.created_at,
+            };
+            self.st
+                .deliver(&mut txn, now, delivery, QueueKind::Explicit)?;
+            moved += 1;
+        }
+        let batch = self.st.seal(txn);
+        self.st.commit(&mut self.kv, batch);
+        Ok(Redriven { moved, next })
     }
 
     fn find(

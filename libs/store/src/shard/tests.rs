@@ -213,9 +213,12 @@ fn expired_lease_redelivers_then_dead_letters_at_max_attempts() {
     let stats = s.queue_stats(at(31), &q("jobs")).expect("stats");
     assert_eq!((stats.dead_lettered, stats.expired_leases_total), (1, 2));
     assert_eq!(
-        s.redrive(at(32), &q("jobs.dlq"), RedriveSelection::All)
+        s.redrive(at(32), &q("jobs.dlq"), &RedriveSelection::All, "")
             .expect("redrive"),
-        1
+        Redriven {
+            moved: 1,
+            next: None
+        }
     );
     let back = s.take(at(33), &q("jobs"), 1, None).expect("take");
     assert_eq!(
@@ -246,7 +249,7 @@ fn a_dead_letter_keeps_the_last_failure_and_its_emptied_queue_still_answers_stat
         dead.items[0].headers[DEAD_LETTER_REASON],
         "lease expired after 2 of 2 attempts; last failure: HTTP 500: store is down"
     );
-    s.redrive(at(21), &q("jobs.dlq"), RedriveSelection::All)
+    s.redrive(at(21), &q("jobs.dlq"), &RedriveSelection::All, "")
         .expect("redrive");
     let back = s.get(&q("jobs"), e.id.as_str()).expect("get");
     assert!(back.headers.is_empty(), "{:?}", back.headers);
@@ -662,6 +665,49 @@ fn a_second_dead_letter_with_the_same_id_is_kept_under_a_new_id() {
     let payloads: Vec<&[u8]> = dead.iter().map(|e| e.payload.as_slice()).collect();
     assert_eq!(payloads, [&b"first"[..], &b"second"[..]]);
     assert_eq!(dead[1].headers[super::state::ORIGINAL_ID], "x");
+}
+
+#[test]
+fn a_redrive_of_all_goes_in_steps_past_the_leased_dead_letters() {
+    use super::events::REDRIVE_STEP;
+    let (_d, mut s) = with_queue(QueueConfig::default());
+    let total = REDRIVE_STEP + 5;
+    for i in 0..total {
+        s.enqueue(at(0), cmd(&format!("e{i}"))).expect("enqueue");
+    }
+    for leased in s.take(at(1), &q("jobs"), total, None).expect("take") {
+        let dead = Outcome::DeadLetter {
+            reason: "bad".into(),
+        };
+        let id = leased.event.id.as_str();
+        s.complete(at(1), &q("jobs"), id, leased.token, dead)
+            .expect("dead letter");
+    }
+    // Two dead letters are being looked at: a redrive leaves them.
+    assert_eq!(
+        s.take(at(2), &q("jobs.dlq"), 2, None).expect("take").len(),
+        2
+    );
+    let all = RedriveSelection::All;
+    let first = s
+        .redrive(at(3), &q("jobs.dlq"), &all, "")
+        .expect("first step");
+    assert_eq!(first.moved as usize, REDRIVE_STEP - 2);
+    let after = first.next.expect("a next step");
+    let last = s
+        .redrive(at(3), &q("jobs.dlq"), &all, &after)
+        .expect("last step");
+    assert_eq!(
+        last,
+        Redriven {
+            moved: 5,
+            next: None
+        }
+    );
+    let back = s.queue_stats(at(4), &q("jobs")).expect("stats");
+    assert_eq!(back.ready as usize, total - 2);
+    let dlq = s.queue_stats(at(4), &q("jobs.dlq")).expect("stats");
+    assert_eq!((dlq.ready, dlq.leased), (0, 2));
 }
 
 #[test]

@@ -24,3 +24,12 @@ pub struct Purged {
     /// Events the queue still holds.
     pub left: u64,
 }
+
+/// What one step of a redrive did.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Redriven {
+    /// Dead letters it moved back.
+    pub moved: u64,
+    /// The dead letter after which the next step starts; `None`: no more.
+    pub next: Option<String>,
+}

@@ -3,6 +3,8 @@
 //! all of them), so only plain queue names are checked for ownership; listing is per shard
 //! and the gateway merges the shards' pages.
 
+use std::sync::Arc;
+
 use cascade_core::QueueName;
 use cascade_proto::bus::v1::Empty;
 use cascade_proto::convert::{
@@ -177,12 +179,24 @@ pub(super) async fn redrive(
 ) -> Result<v1::RedriveResponse, DispatcherError> {
     let (queue, selection) = convert::redrive_from_proto(&request)?;
     ctx.check_owned(&queue)?;
-    let moved = ctx
-        .store
-        .run(move |shard, now| shard.redrive(now, &queue, selection))
-        .await?;
-    // The events went back to the queues they came from, here or through the outbox.
-    ctx.wakeups.wake_all();
-    ctx.wake_outbox();
-    Ok(v1::RedriveResponse { moved })
+    // A step per turn of the shard's writer (see `Shard::redrive`).
+    let (mut moved, mut after) = (0, String::new());
+    let selection = Arc::new(selection);
+    loop {
+        let (queue, selection) = (queue.clone(), Arc::clone(&selection));
+        let step = ctx
+            .store
+            .run(move |shard, now| shard.redrive(now, &queue, &selection, &after))
+            .await?;
+        moved += step.moved;
+        if step.moved > 0 {
+            // The events went back to the queues they came from, here or through the outbox.
+            ctx.wakeups.wake_all();
+            ctx.wake_outbox();
+        }
+        match step.next {
+            Some(next) => after = next,
+            None => return Ok(v1::RedriveResponse { moved }),
+        }
+    }
 }
