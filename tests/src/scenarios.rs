@@ -541,6 +541,20 @@ pub async fn purge_and_forced_delete_remove_a_large_queue_in_steps(cluster: &mut
     // A queue made again under that name starts empty.
     create(&c, "deleted", config(30.0, 5)).await;
     assert_eq!(stats(&c, "deleted").await.ready, 0);
+
+    // A per-user queue goes with its last event: a forced delete that purged it succeeds.
+    create(&c, "purgeable:*", config(30.0, 5)).await;
+    for i in 0..3 {
+        enqueue(&c, item("purgeable:u1", &i.to_string())).await;
+    }
+    c.admin()
+        .delete_queue(api::DeleteQueueRequest {
+            name: "purgeable:u1".into(),
+            force: true,
+        })
+        .await
+        .expect("forced delete of a per-user queue");
+    assert!(take(&c, "purgeable:u1", 10, 0.0).await.is_empty());
 }
 
 pub async fn stats_count_every_state(cluster: &mut Cluster) {

@@ -5,7 +5,7 @@
 //!
 //! Run: `cargo bench -p cascade-store --bench engine [-- SCENARIO...]`
 //! Scenarios: fsync, enqueue-1, enqueue-64, steady-single, steady-batch, fill, drain,
-//! stats-round, take-sizes, purge-step (default: all, in that order; `drain` drains the
+//! stats-round, take-sizes, purge-steps (default: all, in that order; `drain` drains the
 //! backlog `fill` left).
 //! Environment: `CASCADE_BENCH_DIR` (default `bench-data/` in the working directory; keep it
 //! on the disk you want to measure, not on tmpfs), `CASCADE_BENCH_SECS` (length of the short
@@ -31,6 +31,8 @@ const DRAIN_EVENTS: u64 = 1_000_000;
 const STATS_USERS: u64 = 200_000;
 /// The takes `take-sizes` times, and how many times each.
 const TAKE_SIZES: [(usize, usize); 4] = [(10, 50), (100, 20), (1_000, 10), (10_000, 3)];
+/// Steps of `PURGE_STEP` events that `purge-steps` purges.
+const PURGE_STEPS: usize = 20;
 /// Events enqueued and not yet acked at most during `steady`: a steady flow, not a fill.
 const STEADY_BACKLOG: u64 = 20_000;
 
@@ -139,9 +141,12 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         let r = runtime.block_on(with_store(&dir, "take-sizes", take_sizes))?;
         report("take-sizes", r);
     }
-    if run("purge-step") {
-        let r = runtime.block_on(with_store(&dir, "purge-step", purge_step))?;
-        report("purge-step", r);
+    if run("purge-steps") {
+        let events = if plan.brief { 3 } else { PURGE_STEPS } * PURGE_STEP;
+        let r = runtime.block_on(with_store(&dir, "purge", |s| fill_for_purge(s, events)))?;
+        report("purge-fill", r);
+        let r = runtime.block_on(with_store(&dir, "purge", purge_in_steps))?;
+        report("purge-steps", r);
     }
     Ok(())
 }
@@ -155,15 +160,16 @@ fn env_secs(name: &str, default: u64) -> Duration {
 }
 
 /// Opens the store `name` under `dir` (fsync durability, default options), runs `scenario`,
-/// and shuts the store down cleanly. `backlog` persists between `fill` and `drain`; every
-/// other scenario starts from an empty store.
+/// and shuts the store down cleanly. `backlog` persists between `fill` and `drain`, and
+/// `purge` between its fill and its purge (which leaves it empty); every other scenario
+/// starts from an empty store.
 async fn with_store<F, Fut>(dir: &Path, name: &str, scenario: F) -> Result<String, StoreError>
 where
     F: FnOnce(Shared) -> Fut,
     Fut: Future<Output = Result<String, StoreError>>,
 {
     let path = dir.join(name);
-    if name != "backlog" && path.exists() {
+    if !["backlog", "purge"].contains(&name) && path.exists() {
         std::fs::remove_dir_all(&path).map_err(|e| StoreError::io("clear", &path, e))?;
     }
     let options = StoreOptions {
@@ -525,25 +531,43 @@ async fn take_sizes(store: Shared) -> Result<String, StoreError> {
     Ok(line)
 }
 
-/// The writer's time for one step of a purge (`PURGE_STEP` ready events, one transaction),
-/// the fastest of five: how long a purge of a large queue holds the shard's other queues.
-async fn purge_step(store: Shared) -> Result<String, StoreError> {
-    let mut fastest = Duration::MAX;
-    for _ in 0..5 {
-        for _ in 0..PURGE_STEP.div_ceil(1_000) {
-            enqueue_many(&store, 1_000).await?;
-        }
-        let took = store
-            .run(|s, _| {
-                let started = Instant::now();
-                s.purge_queue(&queue(), PURGE_STEP)?;
-                Ok(started.elapsed())
-            })
-            .await?;
-        fastest = fastest.min(took);
+/// Fills the store `purge` with `events` ready events; the next scenario finds them in sled,
+/// checkpointed by the clean stop in between, as a large queue someone purges would be.
+async fn fill_for_purge(store: Shared, events: usize) -> Result<String, StoreError> {
+    for _ in 0..events.div_ceil(1_000) {
+        enqueue_many(&store, 1_000).await?;
     }
     Ok(format!(
-        "writer time of one purge step of {PURGE_STEP} events: {:.1} ms",
-        fastest.as_secs_f64() * 1e3
+        "{} events enqueued",
+        events.div_ceil(1_000) * 1_000
+    ))
+}
+
+/// Purges the queue in steps of `PURGE_STEP`, as the dispatcher does: the writer's time of
+/// each step, which is how long the purge holds the shard's other queues at once.
+async fn purge_in_steps(store: Shared) -> Result<String, StoreError> {
+    let (mut steps, mut slowest, mut total, mut purged) = (0, Duration::ZERO, Duration::ZERO, 0);
+    let mut after = String::new();
+    loop {
+        let (took, step) = store
+            .run(move |s, _| {
+                let started = Instant::now();
+                let step = s.purge_queue(&queue(), PURGE_STEP, &after)?;
+                Ok((started.elapsed(), step))
+            })
+            .await?;
+        steps += 1;
+        slowest = slowest.max(took);
+        total += took;
+        purged += step.done;
+        match step.next {
+            Some(next) => after = next,
+            None => break,
+        }
+    }
+    Ok(format!(
+        "{purged} events in {steps} steps of {PURGE_STEP}: the writer held {:.1} ms per step on average, {:.1} ms at most",
+        total.as_secs_f64() * 1e3 / f64::from(steps),
+        slowest.as_secs_f64() * 1e3
     ))
 }

@@ -92,7 +92,7 @@ fn redrive_step_by_step(
     let (mut moved, mut after) = (0, String::new());
     loop {
         let step = shard.redrive(t, dlq, which, &after)?;
-        moved += step.moved;
+        moved += step.done;
         match step.next {
             Some(next) => after = next,
             None => return Ok(moved),

@@ -2,18 +2,18 @@
 
 use cascade_core::{QueueConfig, QueueName, Timestamp};
 
-use super::events::remove_event;
+use super::events::{events_after, next_step, remove_event};
 use super::families::{Families, covered_prefixes, stats_of};
 use super::state::{State, not_found};
-use super::{FamilyStats, Page, Purged, Queue, QueueStats, Shard};
+use super::{FamilyStats, Page, Queue, QueueStats, Shard, Step};
 use crate::codec::keys;
-use crate::codec::records::{self, EventRecord, QueueKind, QueueRecord};
+use crate::codec::records::{self, QueueKind, QueueRecord};
 use crate::error::StoreError;
 use crate::kv::{Flow, Txn};
 
-/// Events one step of a purge removes: a step holds the writer for about 10 ms on the
-/// benchmark machine (the engine benchmark's `purge-step`), so the shard's other queues wait
-/// for one step at a time, not for the whole of a purge of millions.
+/// Events one step of a purge removes: a step of events checkpointed into sled holds the
+/// writer for 20–50 ms on the benchmark machine (the engine benchmark's `purge-steps`), so
+/// the shard's other queues wait for one step at a time, not for a whole purge of millions.
 pub const PURGE_STEP: usize = 10_000;
 
 impl Shard {
@@ -145,7 +145,9 @@ impl Shard {
             });
         }
         let mut txn = txn;
-        self.st.remove_events(&mut txn, &rec, usize::MAX)?;
+        for ev in &events_after(&self.kv, &rec, "", usize::MAX)? {
+            remove_event(&mut self.st, &mut txn, &rec, ev)?;
+        }
         if let Some(left) = State::stored_counters(&txn, rec.id)? {
             // Its events are gone (counted out above); it leaves its family, its running
             // totals stay in the family's.
@@ -179,22 +181,33 @@ impl Shard {
         Ok(())
     }
 
-    /// Removes up to `max` events of a queue, leased ones included, in one transaction
-    /// (`PURGE_STEP` is the dispatcher's):
-    /// a large queue is purged in several, so that the writer serves other queues between
-    /// them. Returns how many went, and how many the queue still holds.
-    pub fn purge_queue(&mut self, name: &QueueName, max: usize) -> Result<Purged, StoreError> {
+    /// Removes up to `max` events of a queue, leased ones included, in one transaction: those
+    /// after the event `after` in ID order ("": from the first). A large queue is purged in
+    /// steps of `PURGE_STEP`, each starting where the last ended.
+    pub fn purge_queue(
+        &mut self,
+        name: &QueueName,
+        max: usize,
+        after: &str,
+    ) -> Result<Step, StoreError> {
         let mut txn = self.st.begin(&self.kv);
         let resolved = self.st.resolve_queue(&txn, name)?;
         if !resolved.stored {
-            return Ok(Purged::default());
+            return Ok(Step::default());
         }
-        let removed = self.st.remove_events(&mut txn, &resolved.rec, max)?;
-        let left = State::stored_counters(&txn, resolved.rec.id)?
-            .map_or(0, |c| c.ready + c.delayed + c.leased);
+        let rec = resolved.rec;
+        let events = events_after(&self.kv, &rec, after, max)?;
+        for ev in &events {
+            remove_event(&mut self.st, &mut txn, &rec, ev)?;
+        }
+        let left = State::held(&txn, rec.id)?;
         let batch = self.st.seal(txn);
         self.st.commit(&mut self.kv, batch);
-        Ok(Purged { removed, left })
+        Ok(Step {
+            done: events.len() as u64,
+            left,
+            next: next_step(&events, max),
+        })
     }
 
     /// A queue's stats; for a template, the sums of the queues it covers (`family_stats`).
@@ -365,28 +378,5 @@ impl State {
         };
         txn.put(keys::queue(name.as_str()), records::encode_queue(&rec));
         rec
-    }
-
-    /// Removes up to `max` of a queue's events. Returns how many.
-    pub(super) fn remove_events(
-        &mut self,
-        txn: &mut Txn<'_>,
-        rec: &QueueRecord,
-        max: usize,
-    ) -> Result<u64, StoreError> {
-        let (start, end) = keys::event_space(rec.id);
-        let mut events: Vec<EventRecord> = Vec::new();
-        txn.kv().scan(&start, &end, |k, v| {
-            events.push(records::decode_event(k, v).map_err(|e| State::corrupt(txn.kv(), e))?);
-            Ok(if events.len() < max {
-                Flow::Continue
-            } else {
-                Flow::Stop
-            })
-        })?;
-        for ev in &events {
-            remove_event(self, txn, rec, ev)?;
-        }
-        Ok(events.len() as u64)
     }
 }

@@ -5,16 +5,16 @@ use cascade_core::{Event, EventState, QueueName, Timestamp};
 
 use super::state::State;
 use super::{
-    DEAD_LETTER_FROM, DEAD_LETTER_REASON, EventUpdate, LAST_FAILURE, Page, RedriveSelection,
-    Redriven, Shard,
+    DEAD_LETTER_FROM, DEAD_LETTER_REASON, EventUpdate, LAST_FAILURE, Page, RedriveSelection, Shard,
+    Step,
 };
 use crate::codec::keys;
 use crate::codec::records::{self, Delivery, EventRecord, QueueKind, QueueRecord};
 use crate::error::StoreError;
-use crate::kv::{Flow, Txn};
+use crate::kv::{Flow, Kv, Txn};
 
 /// A redrive of a whole dead-letter queue moves at most this many events per step.
-pub(super) const REDRIVE_STEP: usize = 1000;
+pub const REDRIVE_STEP: usize = 1000;
 
 pub(super) fn to_event(queue: &QueueName, ev: EventRecord) -> Event {
     Event {
@@ -191,71 +191,50 @@ impl Shard {
 
     /// Moves dead letters back to the queues they came from, as new ready events with fresh
     /// attempts, in one transaction. Leased ones are skipped. `All` moves one step of up to
-    /// `REDRIVE_STEP`, from after the dead letter `after` ("": from the first); the answer
-    /// names where the next step starts, so that the caller runs the steps in separate turns
-    /// of the writer and a redrive of millions does not hold the shard's other queues.
+    /// `REDRIVE_STEP`, those after the dead letter `after` in ID order ("": from the first);
+    /// the dispatcher runs the steps in separate turns of the writer.
     pub fn redrive(
         &mut self,
         now: Timestamp,
         dlq: &QueueName,
         which: &RedriveSelection,
         after: &str,
-    ) -> Result<Redriven, StoreError> {
-        let txn = self.st.begin(&self.kv);
+    ) -> Result<Step, StoreError> {
+        let mut txn = self.st.begin(&self.kv);
         let Some(resolved) = self.st.resolve(&txn, dlq)? else {
-            return Ok(Redriven::default());
+            return Ok(Step::default());
         };
         if !resolved.stored {
-            return Ok(Redriven::default());
+            return Ok(Step::default());
         }
         let rec = resolved.rec;
-        let (ids, next) = match which {
-            RedriveSelection::Ids(ids) => (ids.iter().map(|i| i.to_string()).collect(), None),
+        let mut moved = 0;
+        let next = match which {
+            RedriveSelection::Ids(ids) => {
+                for id in ids {
+                    // Read in turn: an ID named twice is moved once.
+                    if let Some(ev) = State::read_event(&txn, rec.id, id.as_str())? {
+                        moved += redrive_one(&mut self.st, &mut txn, now, &rec, &ev)?;
+                    }
+                }
+                None
+            }
             RedriveSelection::All => {
-                let page = self.list_dead_letters(dlq, REDRIVE_STEP, after)?;
-                let ids: Vec<String> = page.items.into_iter().map(|e| e.id.to_string()).collect();
-                (
-                    ids,
-                    Some(page.next_page_token).filter(|next| !next.is_empty()),
-                )
+                let events = events_after(&self.kv, &rec, after, REDRIVE_STEP)?;
+                for ev in &events {
+                    moved += redrive_one(&mut self.st, &mut txn, now, &rec, ev)?;
+                }
+                next_step(&events, REDRIVE_STEP)
             }
         };
-        let mut txn = txn;
-        let mut moved = 0;
-        for id in &ids {
-            let Some(ev) = State::read_event(&txn, rec.id, id)? else {
-                continue;
-            };
-            if ev.state == EventState::Leased {
-                continue;
-            }
-            let Some(origin) = ev
-                .headers
-                .get(DEAD_LETTER_FROM)
-                .and_then(|q| QueueName::parse(q).ok())
-            else {
-                continue;
-            };
-            remove_event(&mut self.st, &mut txn, &rec, &ev)?;
-            let mut headers = ev.headers.clone();
-            headers.remove(DEAD_LETTER_FROM);
-            headers.remove(DEAD_LETTER_REASON);
-            headers.remove(LAST_FAILURE);
-            let delivery = Delivery {
-                queue: origin,
-                id: ev.id.clone(),
-                payload: ev.payload.clone(),
-                headers,
-                activate_at: now,
-                created_at: ev.created_at,
-            };
-            self.st
-                .deliver(&mut txn, now, delivery, QueueKind::Explicit)?;
-            moved += 1;
-        }
+        let left = State::held(&txn, rec.id)?;
         let batch = self.st.seal(txn);
         self.st.commit(&mut self.kv, batch);
-        Ok(Redriven { moved, next })
+        Ok(Step {
+            done: moved,
+            left,
+            next,
+        })
     }
 
     fn find(
@@ -278,6 +257,73 @@ impl Shard {
 }
 
 /// Deletes an unleased event and its index entry.
+/// Up to `max` events of a queue, in ID order after the event `after` ("": from the first).
+pub(super) fn events_after(
+    kv: &Kv,
+    rec: &QueueRecord,
+    after: &str,
+    max: usize,
+) -> Result<Vec<EventRecord>, StoreError> {
+    let (space_start, end) = keys::event_space(rec.id);
+    let start = match after {
+        "" => space_start,
+        after => keys::successor(&keys::event(rec.id, after)),
+    };
+    let mut events = Vec::new();
+    kv.scan(&start, &end, |k, v| {
+        if events.len() == max {
+            return Ok(Flow::Stop);
+        }
+        events.push(records::decode_event(k, v).map_err(|e| State::corrupt(kv, e))?);
+        Ok(Flow::Continue)
+    })?;
+    Ok(events)
+}
+
+/// Where the step after one over `events` starts: after the last, if the step was full.
+pub(super) fn next_step(events: &[EventRecord], max: usize) -> Option<String> {
+    match events.last() {
+        Some(last) if events.len() == max => Some(last.id.to_string()),
+        _ => None,
+    }
+}
+
+/// Moves one dead letter back to the queue it came from, unless it is leased or names no
+/// queue. Returns how many moved (0 or 1).
+fn redrive_one(
+    st: &mut State,
+    txn: &mut Txn<'_>,
+    now: Timestamp,
+    rec: &QueueRecord,
+    ev: &EventRecord,
+) -> Result<u64, StoreError> {
+    if ev.state == EventState::Leased {
+        return Ok(0);
+    }
+    let Some(origin) = ev
+        .headers
+        .get(DEAD_LETTER_FROM)
+        .and_then(|q| QueueName::parse(q).ok())
+    else {
+        return Ok(0);
+    };
+    remove_event(st, txn, rec, ev)?;
+    let mut headers = ev.headers.clone();
+    headers.remove(DEAD_LETTER_FROM);
+    headers.remove(DEAD_LETTER_REASON);
+    headers.remove(LAST_FAILURE);
+    let delivery = Delivery {
+        queue: origin,
+        id: ev.id.clone(),
+        payload: ev.payload.clone(),
+        headers,
+        activate_at: now,
+        created_at: ev.created_at,
+    };
+    st.deliver(txn, now, delivery, QueueKind::Explicit)?;
+    Ok(1)
+}
+
 pub(super) fn remove_event(
     st: &mut State,
     txn: &mut Txn<'_>,

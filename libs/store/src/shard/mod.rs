@@ -27,6 +27,7 @@ use crate::error::StoreError;
 use crate::kv::{Flow, Kv};
 use crate::observe::{NoObserver, ShardObserver};
 pub use admin::PURGE_STEP;
+pub use events::REDRIVE_STEP;
 pub use limits::ShardLimits;
 pub use refused::UNDELIVERABLE;
 pub use state::Resolved;

@@ -286,6 +286,12 @@ impl State {
         Ok(Self::stored_counters(txn, qid)?.unwrap_or_default())
     }
 
+    /// Events a queue holds: ready, delayed and leased.
+    pub fn held(txn: &Txn<'_>, qid: u64) -> Result<u64, StoreError> {
+        let c = Self::counters(txn, qid)?;
+        Ok(c.ready + c.delayed + c.leased)
+    }
+
     pub fn stored_counters(txn: &Txn<'_>, qid: u64) -> Result<Option<Counters>, StoreError> {
         match txn.get(&keys::counters(qid))? {
             None => Ok(None),

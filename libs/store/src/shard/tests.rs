@@ -215,8 +215,9 @@ fn expired_lease_redelivers_then_dead_letters_at_max_attempts() {
     assert_eq!(
         s.redrive(at(32), &q("jobs.dlq"), &RedriveSelection::All, "")
             .expect("redrive"),
-        Redriven {
-            moved: 1,
+        Step {
+            done: 1,
+            left: 0,
             next: None
         }
     );
@@ -692,15 +693,17 @@ fn a_redrive_of_all_goes_in_steps_past_the_leased_dead_letters() {
     let first = s
         .redrive(at(3), &q("jobs.dlq"), &all, "")
         .expect("first step");
-    assert_eq!(first.moved as usize, REDRIVE_STEP - 2);
+    assert_eq!(first.done as usize, REDRIVE_STEP - 2);
+    assert_eq!(first.left, 7, "the two leased and the five after the step");
     let after = first.next.expect("a next step");
     let last = s
         .redrive(at(3), &q("jobs.dlq"), &all, &after)
         .expect("last step");
     assert_eq!(
         last,
-        Redriven {
-            moved: 5,
+        Step {
+            done: 5,
+            left: 2,
             next: None
         }
     );
@@ -906,7 +909,7 @@ fn a_queue_holding_events_is_deleted_only_with_force() {
 }
 
 #[test]
-fn a_purge_step_removes_at_most_its_share_and_says_what_is_left() {
+fn a_purge_step_removes_at_most_its_share_and_says_where_the_next_starts() {
     let (_d, mut s) = with_queue(QueueConfig::default());
     for i in 0..5 {
         s.enqueue(at(0), cmd(&format!("e{i}"))).expect("enqueue");
@@ -915,22 +918,11 @@ fn a_purge_step_removes_at_most_its_share_and_says_what_is_left() {
     later.activate_at = Some(at(60));
     s.enqueue(at(0), later).expect("enqueue");
     s.take(at(1), &q("jobs"), 2, None).expect("take");
-    let first = s.purge_queue(&q("jobs"), 4).expect("purge");
-    assert_eq!(
-        first,
-        Purged {
-            removed: 4,
-            left: 2
-        }
-    );
-    let second = s.purge_queue(&q("jobs"), 4).expect("purge");
-    assert_eq!(
-        second,
-        Purged {
-            removed: 2,
-            left: 0
-        }
-    );
+    let first = s.purge_queue(&q("jobs"), 4, "").expect("purge");
+    assert_eq!((first.done, first.left), (4, 2));
+    let after = first.next.expect("a full step names the next");
+    let second = s.purge_queue(&q("jobs"), 4, &after).expect("purge");
+    assert_eq!((second.done, second.left, second.next), (2, 0, None));
     let stats = s.queue_stats(at(2), &q("jobs")).expect("stats");
     assert_eq!((stats.ready, stats.delayed, stats.leased), (0, 0, 0));
     assert!(
@@ -948,26 +940,16 @@ fn a_purge_step_removes_at_most_its_share_and_says_what_is_left() {
         };
         s.enqueue(at(0), to_user).expect("enqueue");
     }
-    let step = s.purge_queue(&q("inbox:u1"), 2).expect("purge");
-    assert_eq!(
-        step,
-        Purged {
-            removed: 2,
-            left: 1
-        }
-    );
-    let last = s.purge_queue(&q("inbox:u1"), 2).expect("purge");
-    assert_eq!(
-        last,
-        Purged {
-            removed: 1,
-            left: 0
-        }
-    );
+    let step = s.purge_queue(&q("inbox:u1"), 2, "").expect("purge");
+    assert_eq!((step.done, step.left), (2, 1));
+    let last = s
+        .purge_queue(&q("inbox:u1"), 2, &step.next.expect("next"))
+        .expect("purge");
+    assert_eq!((last.done, last.left, last.next), (1, 0, None));
     // Emptied, a per-user queue is gone: nothing is left to purge.
     assert_eq!(
-        s.purge_queue(&q("inbox:u1"), 2).expect("purge"),
-        Purged::default()
+        s.purge_queue(&q("inbox:u1"), 2, "").expect("purge"),
+        Step::default()
     );
 }
 

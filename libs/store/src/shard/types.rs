@@ -16,20 +16,15 @@ pub struct Page<T> {
 
 pub use cascade_core::event::{DEAD_LETTER_FROM, DEAD_LETTER_REASON, LAST_FAILURE};
 
-/// What one step of a purge did.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct Purged {
-    /// Events it removed.
-    pub removed: u64,
+/// What one step of a long operation did (a purge, a redrive): the dispatcher runs its steps
+/// in separate turns of the writer, so that the shard's other queues wait for one step at a
+/// time.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Step {
+    /// Events it removed or moved.
+    pub done: u64,
     /// Events the queue still holds.
     pub left: u64,
-}
-
-/// What one step of a redrive did.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Redriven {
-    /// Dead letters it moved back.
-    pub moved: u64,
-    /// The dead letter after which the next step starts; `None`: no more.
+    /// The event after which the next step starts; `None`: there is no more.
     pub next: Option<String>,
 }

@@ -1,5 +1,6 @@
 //! One bus request to one answer: take it off the bus, run it as ONE closure on the shard's
-//! writer, wake whoever may care, answer. In one process an enqueue, a take or a completion
+//! writer (a purge or a redrive of a whole queue as several, one per step), wake whoever may
+//! care, answer. In one process an enqueue, a take or a completion
 //! comes as the values the gateway validated; a message (any request over NATS, any other
 //! request) is converted here, validating again what the gateway validated, since the bus
 //! between processes is not a trust boundary. Per-item failures of a batch are answered per

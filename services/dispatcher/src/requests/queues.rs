@@ -5,13 +5,14 @@
 
 use std::sync::Arc;
 
-use cascade_core::QueueName;
+use cascade_core::{QueueName, Timestamp};
 use cascade_proto::bus::v1::Empty;
 use cascade_proto::convert::{
     self, event_into_proto, queue_name_from_proto, queue_stats_to_proto, queue_to_proto,
 };
 use cascade_proto::v1;
-use cascade_store::shard::PURGE_STEP;
+use cascade_store::shard::{PURGE_STEP, REDRIVE_STEP, Step};
+use cascade_store::{Shard, StoreError};
 use prost::Message;
 
 use crate::DispatcherError;
@@ -73,14 +74,20 @@ pub(super) async fn delete(
 ) -> Result<Empty, DispatcherError> {
     let name = queue_name_from_proto(&request.name, "name")?;
     check_queue_or_template(ctx, &name)?;
+    let mut purged = 0;
     if request.force && !name.is_template() {
         // The events first, in steps; the delete then takes what came meanwhile.
-        purge_in_steps(ctx, &name).await?;
+        purged = purge_in_steps(ctx, &name).await?;
     }
-    ctx.store
+    let deleted = ctx
+        .store
         .run(move |shard, _| shard.delete_queue(&name, request.force))
-        .await?;
-    Ok(Empty {})
+        .await;
+    match deleted {
+        // A per-user or dead-letter queue goes with its last event: the purge deleted it.
+        Err(StoreError::QueueNotFound { .. }) if purged > 0 => Ok(Empty {}),
+        deleted => deleted.map(|()| Empty {}).map_err(DispatcherError::from),
+    }
 }
 
 pub(super) async fn purge(
@@ -93,25 +100,41 @@ pub(super) async fn purge(
     Ok(v1::PurgeQueueResponse { purged })
 }
 
-/// Purges `name` one step at a time, each step durable on its own. Events enqueued while it
-/// runs may go with it; it stops once it has taken as many steps as the queue's events
-/// filled after the first, so a steady producer cannot keep it going.
 async fn purge_in_steps(ctx: &ShardContext, name: &QueueName) -> Result<u64, DispatcherError> {
-    let mut purged = 0;
-    let mut steps_left: Option<u64> = None;
-    loop {
-        let step = name.clone();
-        let done = ctx
-            .store
-            .run(move |shard, _| shard.purge_queue(&step, PURGE_STEP))
-            .await?;
-        purged += done.removed;
-        let steps_left = steps_left.get_or_insert(done.left.div_ceil(PURGE_STEP as u64));
-        if done.removed < PURGE_STEP as u64 || *steps_left == 0 {
-            return Ok(purged);
+    in_steps(ctx, PURGE_STEP, |after| {
+        let name = name.clone();
+        move |shard, _| shard.purge_queue(&name, PURGE_STEP, &after)
+    })
+    .await
+}
+
+/// Runs a purge or a redrive as its steps (`Step`), each in a turn of the shard's writer and
+/// durable on its own, so that the shard's other queues wait for one step at a time. Each
+/// step starts where the last ended; the last says there is no more. What comes while it
+/// runs may go with it, but it takes no more steps than the queue held events when it began
+/// (`left` after its first step, in steps of `size`), so a steady producer cannot keep it
+/// going, and it ends early when the shard stops. Returns the events done.
+async fn in_steps<S>(
+    ctx: &ShardContext,
+    size: usize,
+    step: impl Fn(String) -> S,
+) -> Result<u64, DispatcherError>
+where
+    S: FnOnce(&mut Shard, Timestamp) -> Result<Step, StoreError> + Send + 'static,
+{
+    let first = ctx.store.run(step(String::new())).await?;
+    let (mut done, mut next) = (first.done, first.next);
+    let mut steps_left = first.left.div_ceil(size as u64);
+    while let Some(after) = next {
+        if steps_left == 0 || ctx.stopping.is_triggered() {
+            break;
         }
-        *steps_left -= 1;
+        steps_left -= 1;
+        let taken = ctx.store.run(step(after)).await?;
+        done += taken.done;
+        next = taken.next;
     }
+    Ok(done)
 }
 
 pub(super) async fn stats(
@@ -179,24 +202,14 @@ pub(super) async fn redrive(
 ) -> Result<v1::RedriveResponse, DispatcherError> {
     let (queue, selection) = convert::redrive_from_proto(&request)?;
     ctx.check_owned(&queue)?;
-    // A step per turn of the shard's writer (see `Shard::redrive`).
-    let (mut moved, mut after) = (0, String::new());
     let selection = Arc::new(selection);
-    loop {
+    let moved = in_steps(ctx, REDRIVE_STEP, |after| {
         let (queue, selection) = (queue.clone(), Arc::clone(&selection));
-        let step = ctx
-            .store
-            .run(move |shard, now| shard.redrive(now, &queue, &selection, &after))
-            .await?;
-        moved += step.moved;
-        if step.moved > 0 {
-            // The events went back to the queues they came from, here or through the outbox.
-            ctx.wakeups.wake_all();
-            ctx.wake_outbox();
-        }
-        match step.next {
-            Some(next) => after = next,
-            None => return Ok(v1::RedriveResponse { moved }),
-        }
-    }
+        move |shard, now| shard.redrive(now, &queue, &selection, &after)
+    })
+    .await?;
+    // The events went back to the queues they came from, here or through the outbox.
+    ctx.wakeups.wake_all();
+    ctx.wake_outbox();
+    Ok(v1::RedriveResponse { moved })
 }
