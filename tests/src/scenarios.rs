@@ -542,6 +542,16 @@ pub async fn purge_and_forced_delete_remove_a_large_queue_in_steps(cluster: &mut
     create(&c, "deleted", config(30.0, 5)).await;
     assert_eq!(stats(&c, "deleted").await.ready, 0);
 
+    let never = c
+        .admin()
+        .delete_queue(api::DeleteQueueRequest {
+            name: "never-made".into(),
+            force: true,
+        })
+        .await
+        .expect_err("a queue that never existed");
+    assert_eq!(never.code(), Code::NotFound, "{never}");
+
     // A per-user queue goes with its last event: a forced delete that purged it succeeds.
     create(&c, "purgeable:*", config(30.0, 5)).await;
     for i in 0..3 {

@@ -142,7 +142,12 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         report("take-sizes", r);
     }
     if run("purge-steps") {
-        let events = if plan.brief { 3 } else { PURGE_STEPS } * PURGE_STEP;
+        let events = (if plan.brief { 3 } else { PURGE_STEPS }) * PURGE_STEP;
+        // What an interrupted run left would add to the fill.
+        let leftover = dir.join("purge");
+        if leftover.exists() {
+            std::fs::remove_dir_all(&leftover)?;
+        }
         let r = runtime.block_on(with_store(&dir, "purge", |s| fill_for_purge(s, events)))?;
         report("purge-fill", r);
         let r = runtime.block_on(with_store(&dir, "purge", purge_in_steps))?;
@@ -161,8 +166,7 @@ fn env_secs(name: &str, default: u64) -> Duration {
 
 /// Opens the store `name` under `dir` (fsync durability, default options), runs `scenario`,
 /// and shuts the store down cleanly. `backlog` persists between `fill` and `drain`, and
-/// `purge` between its fill and its purge (which leaves it empty); every other scenario
-/// starts from an empty store.
+/// `purge` between its fill and its purge; every other scenario starts from an empty store.
 async fn with_store<F, Fut>(dir: &Path, name: &str, scenario: F) -> Result<String, StoreError>
 where
     F: FnOnce(Shared) -> Fut,

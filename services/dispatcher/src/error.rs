@@ -37,6 +37,11 @@ pub enum DispatcherError {
         size: usize,
         max: usize,
     },
+    /// A purge or a redrive the shard's stop cut short, after some of its steps.
+    #[error(
+        "the shard is stopping: the {what} ended after {done} events; run it again for the rest"
+    )]
+    CutShort { what: &'static str, done: u64 },
 }
 
 impl From<ShardError> for DispatcherError {
@@ -53,6 +58,7 @@ impl DispatcherError {
             DispatcherError::BadRequest { .. } => Code::InvalidArgument,
             DispatcherError::WrongShard { .. } => Code::FailedPrecondition,
             DispatcherError::TooLarge { .. } => Code::ResourceExhausted,
+            DispatcherError::CutShort { .. } => Code::Unavailable,
             DispatcherError::Shard(e) => e.code(),
         }
     }

@@ -2,7 +2,7 @@
 
 use cascade_core::{QueueConfig, QueueName, Timestamp};
 
-use super::events::{events_after, next_step, remove_event};
+use super::events::{events_after, remove_event};
 use super::families::{Families, covered_prefixes, stats_of};
 use super::state::{State, not_found};
 use super::{FamilyStats, Page, Queue, QueueStats, Shard, Step};
@@ -145,7 +145,7 @@ impl Shard {
             });
         }
         let mut txn = txn;
-        for ev in &events_after(&self.kv, &rec, "", usize::MAX)? {
+        for ev in &events_after(&self.kv, &rec, "", usize::MAX)?.0 {
             remove_event(&mut self.st, &mut txn, &rec, ev)?;
         }
         if let Some(left) = State::stored_counters(&txn, rec.id)? {
@@ -191,12 +191,19 @@ impl Shard {
         after: &str,
     ) -> Result<Step, StoreError> {
         let mut txn = self.st.begin(&self.kv);
-        let resolved = self.st.resolve_queue(&txn, name)?;
+        let resolved = match self.st.resolve_queue(&txn, name) {
+            // A dead-letter queue goes with its last event, which someone else may have
+            // taken since the last step: the purge is over.
+            Err(StoreError::QueueNotFound { .. }) if !after.is_empty() => {
+                return Ok(Step::default());
+            }
+            resolved => resolved?,
+        };
         if !resolved.stored {
             return Ok(Step::default());
         }
         let rec = resolved.rec;
-        let events = events_after(&self.kv, &rec, after, max)?;
+        let (events, next) = events_after(&self.kv, &rec, after, max)?;
         for ev in &events {
             remove_event(&mut self.st, &mut txn, &rec, ev)?;
         }
@@ -206,7 +213,7 @@ impl Shard {
         Ok(Step {
             done: events.len() as u64,
             left,
-            next: next_step(&events, max),
+            next,
         })
     }
 

@@ -220,11 +220,11 @@ impl Shard {
                 None
             }
             RedriveSelection::All => {
-                let events = events_after(&self.kv, &rec, after, REDRIVE_STEP)?;
+                let (events, next) = events_after(&self.kv, &rec, after, REDRIVE_STEP)?;
                 for ev in &events {
                     moved += redrive_one(&mut self.st, &mut txn, now, &rec, ev)?;
                 }
-                next_step(&events, REDRIVE_STEP)
+                next
             }
         };
         let left = State::held(&txn, rec.id)?;
@@ -256,36 +256,33 @@ impl Shard {
     }
 }
 
-/// Deletes an unleased event and its index entry.
-/// Up to `max` events of a queue, in ID order after the event `after` ("": from the first).
+/// Up to `max` events of a queue, in ID order after the event `after` ("": from the first),
+/// and the ID after which the next step starts if the queue holds more.
 pub(super) fn events_after(
     kv: &Kv,
     rec: &QueueRecord,
     after: &str,
     max: usize,
-) -> Result<Vec<EventRecord>, StoreError> {
+) -> Result<(Vec<EventRecord>, Option<String>), StoreError> {
     let (space_start, end) = keys::event_space(rec.id);
     let start = match after {
         "" => space_start,
         after => keys::successor(&keys::event(rec.id, after)),
     };
-    let mut events = Vec::new();
+    let (mut events, mut more) = (Vec::new(), false);
     kv.scan(&start, &end, |k, v| {
         if events.len() == max {
+            more = true;
             return Ok(Flow::Stop);
         }
         events.push(records::decode_event(k, v).map_err(|e| State::corrupt(kv, e))?);
         Ok(Flow::Continue)
     })?;
-    Ok(events)
-}
-
-/// Where the step after one over `events` starts: after the last, if the step was full.
-pub(super) fn next_step(events: &[EventRecord], max: usize) -> Option<String> {
-    match events.last() {
-        Some(last) if events.len() == max => Some(last.id.to_string()),
+    let next = match events.last() {
+        Some(last) if more => Some(last.id.to_string()),
         _ => None,
-    }
+    };
+    Ok((events, next))
 }
 
 /// Moves one dead letter back to the queue it came from, unless it is leased or names no
@@ -324,6 +321,7 @@ fn redrive_one(
     Ok(1)
 }
 
+/// Deletes an event, leased or not, with its index entries, and counts it out of its queue.
 pub(super) fn remove_event(
     st: &mut State,
     txn: &mut Txn<'_>,

@@ -954,6 +954,37 @@ fn a_purge_step_removes_at_most_its_share_and_says_where_the_next_starts() {
 }
 
 #[test]
+fn a_purge_ends_quietly_when_its_dead_letter_queue_vanished_between_steps() {
+    let (_d, mut s) = with_queue(QueueConfig::default());
+    for i in 0..3 {
+        s.enqueue(at(0), cmd(&format!("e{i}"))).expect("enqueue");
+    }
+    for leased in s.take(at(1), &q("jobs"), 3, None).expect("take") {
+        let dead = Outcome::DeadLetter {
+            reason: "bad".into(),
+        };
+        let id = leased.event.id.as_str();
+        s.complete(at(1), &q("jobs"), id, leased.token, dead)
+            .expect("dead letter");
+    }
+    let dlq = q("jobs.dlq");
+    let first = s.purge_queue(&dlq, 1, "").expect("first step");
+    let after = first.next.expect("more to purge");
+    // A consumer of the dead letters takes and acknowledges the rest: the queue goes.
+    for leased in s.take(at(2), &dlq, 10, None).expect("take") {
+        let id = leased.event.id.as_str();
+        s.complete(at(2), &dlq, id, leased.token, Outcome::Ack)
+            .expect("ack");
+    }
+    assert_eq!(
+        s.purge_queue(&dlq, 1, &after).expect("the next step"),
+        Step::default()
+    );
+    let gone = s.purge_queue(&dlq, 1, "").expect_err("a first step");
+    assert!(matches!(gone, StoreError::QueueNotFound { .. }), "{gone}");
+}
+
+#[test]
 fn a_take_lost_in_a_crash_never_sees_its_lease_token_handed_out_again() {
     let (dir, mut s) = with_queue(QueueConfig::default());
     s.begin_run();

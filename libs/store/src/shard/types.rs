@@ -23,7 +23,8 @@ pub use cascade_core::event::{DEAD_LETTER_FROM, DEAD_LETTER_REASON, LAST_FAILURE
 pub struct Step {
     /// Events it removed or moved.
     pub done: u64,
-    /// Events the queue still holds.
+    /// Events the queue still holds (for a redrive, the leased dead letters and those that
+    /// name no queue to go back to among them): what bounds the steps after the first.
     pub left: u64,
     /// The event after which the next step starts; `None`: there is no more.
     pub next: Option<String>,

@@ -101,36 +101,44 @@ pub(super) async fn purge(
 }
 
 async fn purge_in_steps(ctx: &ShardContext, name: &QueueName) -> Result<u64, DispatcherError> {
-    in_steps(ctx, PURGE_STEP, |after| {
+    let step = |after: String| {
         let name = name.clone();
-        move |shard, _| shard.purge_queue(&name, PURGE_STEP, &after)
-    })
-    .await
+        move |shard: &mut Shard, _| shard.purge_queue(&name, PURGE_STEP, &after)
+    };
+    in_steps(ctx, "purge", PURGE_STEP, step, |_: &Step| {}).await
 }
 
 /// Runs a purge or a redrive as its steps (`Step`), each in a turn of the shard's writer and
-/// durable on its own, so that the shard's other queues wait for one step at a time. Each
-/// step starts where the last ended; the last says there is no more. What comes while it
-/// runs may go with it, but it takes no more steps than the queue held events when it began
-/// (`left` after its first step, in steps of `size`), so a steady producer cannot keep it
-/// going, and it ends early when the shard stops. Returns the events done.
+/// durable on its own, so that the shard's other queues wait for one step at a time; `each`
+/// sees every step once it is durable. Each step starts where the last ended; the last says
+/// there is no more. What comes while it runs may go with it, but it takes no more steps
+/// than the queue held events when it began (`left` after its first step, in steps of
+/// `size`), so a steady producer cannot keep it going. The shard's stop cuts it short
+/// (`CutShort`). Returns the events done.
 async fn in_steps<S>(
     ctx: &ShardContext,
+    what: &'static str,
     size: usize,
     step: impl Fn(String) -> S,
+    each: impl Fn(&Step),
 ) -> Result<u64, DispatcherError>
 where
     S: FnOnce(&mut Shard, Timestamp) -> Result<Step, StoreError> + Send + 'static,
 {
     let first = ctx.store.run(step(String::new())).await?;
+    each(&first);
     let (mut done, mut next) = (first.done, first.next);
     let mut steps_left = first.left.div_ceil(size as u64);
     while let Some(after) = next {
-        if steps_left == 0 || ctx.stopping.is_triggered() {
+        if steps_left == 0 {
             break;
+        }
+        if ctx.stopping.is_triggered() {
+            return Err(DispatcherError::CutShort { what, done });
         }
         steps_left -= 1;
         let taken = ctx.store.run(step(after)).await?;
+        each(&taken);
         done += taken.done;
         next = taken.next;
     }
@@ -203,13 +211,17 @@ pub(super) async fn redrive(
     let (queue, selection) = convert::redrive_from_proto(&request)?;
     ctx.check_owned(&queue)?;
     let selection = Arc::new(selection);
-    let moved = in_steps(ctx, REDRIVE_STEP, |after| {
+    let step = |after: String| {
         let (queue, selection) = (queue.clone(), Arc::clone(&selection));
-        move |shard, now| shard.redrive(now, &queue, &selection, &after)
-    })
-    .await?;
-    // The events went back to the queues they came from, here or through the outbox.
-    ctx.wakeups.wake_all();
-    ctx.wake_outbox();
+        move |shard: &mut Shard, now| shard.redrive(now, &queue, &selection, &after)
+    };
+    let moved_back = |step: &Step| {
+        if step.done > 0 {
+            // The events went back to the queues they came from, here or through the outbox.
+            ctx.wakeups.wake_all();
+            ctx.wake_outbox();
+        }
+    };
+    let moved = in_steps(ctx, "redrive", REDRIVE_STEP, step, moved_back).await?;
     Ok(v1::RedriveResponse { moved })
 }

@@ -1,0 +1,264 @@
+//! What a take carried when its answer does not say what became of it. A worker's take
+//! carries the outcomes of its last events; the gateway answers one result per outcome.
+//! Two answers give no results, and then the worker must send the outcomes on their own, by
+//! `Complete`, once: a gateway from before takes carried completions ignores the field and
+//! answers none, and a take the worker gives up at the end of its drain is never answered.
+//!
+//! The real gateway does neither on demand, so these tests run the worker against a
+//! stand-in of the gateway's `Worker` service on loopback. It hands out the events it was
+//! given to the first take, records every completion a take carries or `Complete` sends,
+//! and answers a take that carries any as the test asks.
+
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime};
+
+use cascade_proto::v1::completion::Outcome as ProtoOutcome;
+use cascade_proto::v1::worker_server::{Worker as WorkerService, WorkerServer};
+use cascade_proto::v1::{
+    self, CompleteRequest, CompleteResponse, Completion, CompletionResult, ExtendLeaseRequest,
+    ExtendLeaseResponse, LeasedEvent, TakeRequest, TakeResponse,
+};
+use cascade_worker::{Client, Event, HandlerError, Outcome, Worker, WorkerConfig, handler_fn};
+use tokio::sync::Notify;
+use tonic::transport::server::TcpIncoming;
+use tonic::{Request, Response, Status};
+
+/// How the stand-in answers a take that carries completions.
+#[derive(Clone, Copy)]
+enum Carrying {
+    /// At once, with no events and no results, as a gateway that ignores the field does.
+    AnsweredWithoutResults,
+    /// Never: the take waits until the worker gives it up.
+    NeverAnswered,
+}
+
+struct StandIn {
+    carrying: Carrying,
+    /// What the next take hands out.
+    to_hand_out: Mutex<Vec<LeasedEvent>>,
+    /// Completions carried by takes, and sent by `Complete`, in the order they came.
+    carried: Mutex<Vec<Completion>>,
+    completed: Mutex<Vec<Completion>>,
+    changed: Notify,
+}
+
+impl StandIn {
+    fn new(carrying: Carrying, events: &[&str]) -> Arc<StandIn> {
+        let to_hand_out = events.iter().map(|id| leased(id)).collect();
+        Arc::new(StandIn {
+            carrying,
+            to_hand_out: Mutex::new(to_hand_out),
+            carried: Mutex::new(Vec::new()),
+            completed: Mutex::new(Vec::new()),
+            changed: Notify::new(),
+        })
+    }
+
+    fn carried(&self) -> Vec<Completion> {
+        self.carried.lock().expect("lock").clone()
+    }
+
+    fn completed(&self) -> Vec<Completion> {
+        self.completed.lock().expect("lock").clone()
+    }
+
+    /// Waits (at most 10 s, so that a broken worker fails the test instead of hanging it)
+    /// until `done` holds.
+    async fn wait_for(&self, what: &str, done: impl Fn(&StandIn) -> bool) {
+        let waiting = async {
+            loop {
+                let changed = self.changed.notified();
+                if done(self) {
+                    return;
+                }
+                changed.await;
+            }
+        };
+        tokio::time::timeout(Duration::from_secs(10), waiting)
+            .await
+            .unwrap_or_else(|_| panic!("waited 10 s for {what}"));
+    }
+}
+
+#[tonic::async_trait]
+impl WorkerService for StandIn {
+    async fn take(&self, request: Request<TakeRequest>) -> Result<Response<TakeResponse>, Status> {
+        let request = request.into_inner();
+        let events = std::mem::take(&mut *self.to_hand_out.lock().expect("lock"));
+        if request.completions.is_empty() {
+            if events.is_empty() {
+                // A long poll that found nothing; shorter than the worker's, so it never
+                // gives up on one.
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+            return Ok(Response::new(TakeResponse {
+                events,
+                completions: Vec::new(),
+            }));
+        }
+        self.carried
+            .lock()
+            .expect("lock")
+            .extend(request.completions);
+        self.changed.notify_waiters();
+        match self.carrying {
+            Carrying::AnsweredWithoutResults => Ok(Response::new(TakeResponse {
+                events,
+                completions: Vec::new(),
+            })),
+            Carrying::NeverAnswered => std::future::pending().await,
+        }
+    }
+
+    async fn complete(
+        &self,
+        request: Request<CompleteRequest>,
+    ) -> Result<Response<CompleteResponse>, Status> {
+        let completions = request.into_inner().completions;
+        let results = completions
+            .iter()
+            .map(|_| CompletionResult::default())
+            .collect();
+        self.completed.lock().expect("lock").extend(completions);
+        self.changed.notify_waiters();
+        Ok(Response::new(CompleteResponse { results }))
+    }
+
+    async fn extend_lease(
+        &self,
+        _: Request<ExtendLeaseRequest>,
+    ) -> Result<Response<ExtendLeaseResponse>, Status> {
+        Err(Status::unimplemented(
+            "no lease here runs long enough to be extended",
+        ))
+    }
+}
+
+/// Event `id` of `jobs`, leased for a minute with the token `token-<id>`.
+fn leased(id: &str) -> LeasedEvent {
+    let now = SystemTime::now();
+    let in_a_minute = now + Duration::from_secs(60);
+    LeasedEvent {
+        event: Some(v1::Event {
+            id: id.to_owned(),
+            queue: "jobs".into(),
+            payload: id.as_bytes().to_vec(),
+            activate_at: Some(now.into()),
+            created_at: Some(now.into()),
+            state: v1::EventState::Leased as i32,
+            attempts: 1,
+            ..v1::Event::default()
+        }),
+        lease_token: format!("token-{id}"),
+        lease_expires_at: Some(in_a_minute.into()),
+    }
+}
+
+/// Serves `stand_in` on a loopback port of its own and connects a client to it.
+async fn serve(stand_in: &Arc<StandIn>) -> Client {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let addr = listener.local_addr().expect("address");
+    tokio::spawn(
+        tonic::transport::Server::builder()
+            .add_service(WorkerServer::from_arc(Arc::clone(stand_in)))
+            .serve_with_incoming(TcpIncoming::from(listener)),
+    );
+    Client::connect(&format!("http://{addr}"))
+        .await
+        .expect("connect to the stand-in")
+}
+
+/// `(id, outcome, token)` of each completion, sorted by ID.
+fn summary(completions: &[Completion]) -> Vec<(String, &'static str, String)> {
+    let mut summary: Vec<_> = completions
+        .iter()
+        .map(|c| {
+            let outcome = match &c.outcome {
+                Some(ProtoOutcome::Ack(_)) => "ack",
+                Some(ProtoOutcome::Release(_)) => "release",
+                _ => "other",
+            };
+            (c.id.clone(), outcome, c.lease_token.clone())
+        })
+        .collect();
+    summary.sort();
+    summary
+}
+
+fn ack_of(id: &str) -> (String, &'static str, String) {
+    (id.to_owned(), "ack", format!("token-{id}"))
+}
+
+#[tokio::test]
+async fn an_answer_without_results_sends_what_the_take_carried_on_its_own() {
+    let stand_in = StandIn::new(Carrying::AnsweredWithoutResults, &["e1"]);
+    let client = serve(&stand_in).await;
+    // One handler at a time, done at once: the ack is known before the next take goes
+    // out, so that take carries it.
+    let config = WorkerConfig::new("jobs")
+        .expect("queue")
+        .concurrency(1)
+        .poll_wait(Duration::from_secs(1))
+        .drain_grace(Duration::from_secs(1));
+    let acks = handler_fn(|_: Event, _| async { Ok::<_, HandlerError>(Outcome::Ack) });
+    let worker = Worker::new(&client, config, acks).expect("worker");
+    let handle = worker.handle();
+    let running = tokio::spawn(worker.run());
+
+    stand_in
+        .wait_for("the ack sent by Complete", |s| !s.completed().is_empty())
+        .await;
+    handle.shutdown();
+    running.await.expect("worker task").expect("a clean stop");
+    assert_eq!(summary(&stand_in.carried()), [ack_of("e1")]);
+    assert_eq!(summary(&stand_in.completed()), [ack_of("e1")], "once");
+    let stats = handle.stats();
+    assert_eq!((stats.completed, stats.complete_failures), (1, 0));
+}
+
+#[tokio::test]
+async fn a_take_given_up_at_the_end_of_the_drain_sends_what_it_carried_on_its_own() {
+    let stand_in = StandIn::new(Carrying::NeverAnswered, &["quick", "stuck"]);
+    let client = serve(&stand_in).await;
+    // Two handlers: "quick" acks at once while "stuck" never ends, so a take goes out with
+    // the ack while "stuck" still runs, and the stand-in holds it.
+    let config = WorkerConfig::new("jobs")
+        .expect("queue")
+        .concurrency(2)
+        .batch(2)
+        .poll_wait(Duration::from_secs(1))
+        .drain_grace(Duration::from_millis(200));
+    let handler = handler_fn(|event: Event, _| async move {
+        if event.id.as_str() == "stuck" {
+            std::future::pending::<()>().await;
+        }
+        Ok::<_, HandlerError>(Outcome::Ack)
+    });
+    let worker = Worker::new(&client, config, handler).expect("worker");
+    let handle = worker.handle();
+    let running = tokio::spawn(worker.run());
+    stand_in
+        .wait_for("a take carrying the ack", |s| !s.carried().is_empty())
+        .await;
+    assert!(
+        stand_in.completed().is_empty(),
+        "{:?}",
+        stand_in.completed()
+    );
+
+    // The drain's grace ends with "stuck" still running and the take still out: both
+    // are given up, and the worker sends the ack and the release of "stuck" itself.
+    handle.shutdown();
+    running.await.expect("worker task").expect("a clean stop");
+    assert_eq!(summary(&stand_in.carried()), [ack_of("quick")]);
+    assert_eq!(
+        summary(&stand_in.completed()),
+        [
+            ack_of("quick"),
+            ("stuck".into(), "release", "token-stuck".into())
+        ],
+        "each once"
+    );
+}
