@@ -13,7 +13,9 @@ use crate::text::is_queue_char;
 /// The longest queue name, in bytes.
 pub const MAX_QUEUE_NAME_BYTES: usize = 200;
 const RULE: &str = "must be 1-200 bytes of [A-Za-z0-9._:-] (a template ends in '*')";
-const DEAD_LETTER_SUFFIX: &str = ".dlq";
+/// What a queue's default dead-letter queue adds to its name, and a template family's to its
+/// (`inbox:*.dlq` holds the dead-letter queues of `inbox:*`'s queues).
+pub const DEAD_LETTER_SUFFIX: &str = ".dlq";
 
 /// A validated queue name or template.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]

@@ -503,9 +503,23 @@ async fn stats_round(store: Shared, users: u64) -> Result<String, StoreError> {
         })
         .await?;
     let per_queue = started.elapsed();
+    // A template of its own sums only its queues; one within `inbox:*` sums every family.
+    let mut created = Vec::new();
+    for name in ["outbox:*", "inbox:vip:*"] {
+        let template = QueueName::parse(name).expect("a valid name");
+        let took = store
+            .run(move |s, now| {
+                let started = Instant::now();
+                s.create_queue(now, template, QueueConfig::default())?;
+                Ok(started.elapsed())
+            })
+            .await?;
+        created.push(format!("{name} {took:?}"));
+    }
     Ok(format!(
         "{users} per-user queues: a round reads {queues} queue(s) + {families} family in {round:?}; \
-         reading every queue's stats ({every}) takes {per_queue:?}"
+         reading every queue's stats ({every}) takes {per_queue:?}; creating a template then takes {}",
+        created.join(", ")
     ))
 }
 

@@ -3,7 +3,7 @@
 use cascade_core::{QueueConfig, QueueName, Timestamp};
 
 use super::events::{events_after, remove_event};
-use super::families::{Families, covered_prefixes, stats_of};
+use super::families::{covered_prefixes, stats_of};
 use super::state::{State, not_found};
 use super::{FamilyStats, Page, Queue, QueueStats, Shard, Step};
 use crate::codec::keys;
@@ -163,7 +163,10 @@ impl Shard {
         });
         let families = templates
             .as_ref()
-            .map(|left| Families::load(&self.kv, left, &self.st.stages))
+            .map(|left| {
+                let families = &self.st.families;
+                families.after_template_change(&self.kv, left, &self.st.stages, name)
+            })
             .transpose()?;
         let counted = u64::from(!State::adds_queue(Some(&rec)));
         let left = self.st.seqs.queue_count.saturating_sub(counted);

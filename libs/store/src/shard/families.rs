@@ -8,8 +8,9 @@
 //! queue is never a member: stages are published, shown and scaled one by one, even under a
 //! template such as `*`. The sums are rebuilt from the stored counters whenever the templates
 //! or the set of stages change (that moves queues in or out of families), before the change
-//! is written, so a failed rebuild fails the change; in between, every counter write applies
-//! its difference. A member's
+//! is written, so a failed rebuild fails the change (a template with no other inside or
+//! around its name range rebuilds only its own: `after_template_change`); in between, every
+//! counter write applies its difference. A member's
 //! running totals stay in its family's after the member is removed (an emptied per-user queue
 //! is), so a family's totals only grow between rebuilds; a rebuild may lower them to what the
 //! live members hold, which a reader takes as a counter reset.
@@ -24,6 +25,7 @@ use std::collections::{BTreeSet, HashMap};
 use std::time::Duration;
 
 use cascade_core::commands::{FamilyStats, QueueStats};
+use cascade_core::queue::DEAD_LETTER_SUFFIX;
 use cascade_core::{Pipeline, QueueName};
 
 use super::State;
@@ -85,6 +87,48 @@ impl Families {
                 }
                 Ok(Flow::Continue)
             })?;
+        }
+        Ok(families)
+    }
+
+    /// The sums once the template `changed` was added or removed (`templates`: the list
+    /// after). Only the families of templates whose prefix holds `changed`'s, or lies within
+    /// it, can change. When no other template is like that, the other families keep their
+    /// sums and only `changed`'s own are summed again from its prefix (or dropped), so that
+    /// a new template of its own beside a million per-user queues costs a scan of its own
+    /// queues, not of theirs. Otherwise every family is summed again (`load`).
+    pub fn after_template_change(
+        &self,
+        kv: &Kv,
+        templates: &[QueueRecord],
+        stages: &BTreeSet<QueueName>,
+        changed: &QueueName,
+    ) -> Result<Families, StoreError> {
+        let prefix = changed.template_prefix().unwrap_or_default();
+        let nested = |t: &&QueueRecord| {
+            t.name != *changed
+                && t.name
+                    .template_prefix()
+                    .is_some_and(|p| p.starts_with(prefix) || prefix.starts_with(p))
+        };
+        if templates.iter().any(|t| nested(&t)) {
+            return Families::load(kv, templates, stages);
+        }
+        let own = [
+            changed.as_str().to_owned(),
+            format!("{changed}{DEAD_LETTER_SUFFIX}"),
+        ];
+        let mut families = Families {
+            sums: self
+                .sums
+                .iter()
+                .filter(|(family, _)| !own.contains(family))
+                .map(|(family, sum)| (family.clone(), *sum))
+                .collect(),
+        };
+        if let Some(added) = templates.iter().find(|t| t.name == *changed) {
+            let summed = Families::load(kv, std::slice::from_ref(added), stages)?;
+            families.sums.extend(summed.sums);
         }
         Ok(families)
     }

@@ -203,11 +203,15 @@ impl State {
         let mut templates = self.templates.clone();
         let added = !templates.iter().any(|t| t.name == rec.name);
         txn.put(keys::template(rec.name.as_str()), Vec::new());
+        let name = rec.name.clone();
         templates.retain(|t| t.name != rec.name);
         templates.push(rec);
         super::sort_templates(&mut templates);
         let families = added
-            .then(|| Families::load(kv, &templates, &self.stages))
+            .then(|| {
+                self.families
+                    .after_template_change(kv, &templates, &self.stages, &name)
+            })
             .transpose()?;
         self.seqs.set_queue_count(count);
         self.templates = templates;

@@ -714,6 +714,58 @@ fn a_redrive_of_all_goes_in_steps_past_the_leased_dead_letters() {
 }
 
 #[test]
+fn a_template_beside_unrelated_ones_sums_its_own_queues_and_leaves_theirs() {
+    use super::families::Families;
+    let (dir, mut s) = open(ShardSettings::default());
+    s.create_queue(at(0), q("inbox:*"), QueueConfig::default())
+        .expect("template");
+    let into = |queue: &str| EnqueueCmd {
+        queue: q(queue),
+        ..cmd("x")
+    };
+    // A member that comes and goes: its totals stay in its family's.
+    s.enqueue(at(1), into("inbox:gone")).expect("enqueue");
+    let gone = s.take(at(1), &q("inbox:gone"), 1, None).expect("take");
+    let id = gone[0].event.id.as_str();
+    s.complete(at(1), &q("inbox:gone"), id, gone[0].token, Outcome::Ack)
+        .expect("ack");
+    s.enqueue(at(1), into("inbox:alice")).expect("enqueue");
+    // Queues made before the template that will cover them.
+    s.create_queue(at(1), q("other:a"), QueueConfig::default())
+        .expect("create");
+    for _ in 0..2 {
+        s.enqueue(at(1), into("other:a")).expect("enqueue");
+    }
+    let sums = |s: &Shard| -> Vec<(String, u64, u64, u64)> {
+        let families = s.family_stats().into_iter();
+        families
+            .map(|f| (f.name, f.queues, f.stats.ready, f.stats.enqueued_total))
+            .collect()
+    };
+    let inbox = ("inbox:*".to_owned(), 1, 1, 2);
+    assert_eq!(sums(&s), std::slice::from_ref(&inbox));
+
+    s.create_queue(at(2), q("other:*"), QueueConfig::default())
+        .expect("an unrelated template");
+    let both = [inbox.clone(), ("other:*".to_owned(), 1, 2, 2)];
+    assert_eq!(sums(&s), both, "inbox:* kept the totals of its gone member");
+    // What the new family holds is what summing every queue again finds.
+    let summed = Families::load(s.kv(), &s.st.templates, &s.st.stages).expect("load");
+    assert_eq!(summed.stats("other:*"), s.st.families.stats("other:*"));
+
+    // Deleting it drops its family and leaves the others as they were, on disk too.
+    s.delete_queue(&q("other:*"), false).expect("delete");
+    assert_eq!(sums(&s), std::slice::from_ref(&inbox));
+    let layer = s.kv_mut().freeze();
+    crate::kv::checkpoint::write(s.kv().db(), s.kv().dir(), &layer, 1).expect("checkpoint");
+    s.kv_mut().finish_checkpoint();
+    drop(s);
+    let kv = Kv::open(&dir.path().join("state"), 1 << 20).expect("reopen kv");
+    let s = Shard::new(kv, ShardSettings::default()).expect("reopen");
+    assert_eq!(sums(&s), [inbox]);
+}
+
+#[test]
 fn template_families_sum_their_queues_and_stats_listing_skips_them() {
     let (_d, mut s) = open(ShardSettings::default());
     for name in ["jobs", "inbox:", "zeta", "inbox:*"] {
