@@ -196,7 +196,8 @@ impl Shard {
         let mut txn = self.st.begin(&self.kv);
         let resolved = match self.st.resolve_queue(&txn, name) {
             // A dead-letter queue goes with its last event, which someone else may have
-            // taken since the last step: the purge is over.
+            // taken since the last step, and a queue may be deleted between two steps: the
+            // purge is over.
             Err(StoreError::QueueNotFound { .. }) if !after.is_empty() => {
                 return Ok(Step::default());
             }

@@ -9,8 +9,9 @@
 //! template such as `*`. The sums are rebuilt from the stored counters whenever the templates
 //! or the set of stages change (that moves queues in or out of families), before the change
 //! is written, so a failed rebuild fails the change (a template with no other inside or
-//! around its name range rebuilds only its own: `after_template_change`); in between, every
-//! counter write applies its difference. A member's
+//! around its name range rebuilds only its own: `after_template_change`, which leaves the
+//! other families' sums, their members' vanished totals and any drift as they were); in
+//! between, every counter write applies its difference. A member's
 //! running totals stay in its family's after the member is removed (an emptied per-user queue
 //! is), so a family's totals only grow between rebuilds; a rebuild may lower them to what the
 //! live members hold, which a reader takes as a counter reset.
@@ -158,13 +159,17 @@ impl Families {
         );
     }
 
-    /// Stores every sum of `self` in place of those of `before`.
+    /// Stores the sums of `self` in place of those of `before`, which are the stored ones:
+    /// only those that differ, so that a template's change beside thousands of others
+    /// writes its own families, not every one.
     pub fn write_all(&self, txn: &mut Txn<'_>, before: &Families) {
         for gone in before.sums.keys().filter(|f| !self.sums.contains_key(*f)) {
             txn.delete(keys::family(gone));
         }
-        for family in self.sums.keys() {
-            self.write(txn, family);
+        for (family, sum) in &self.sums {
+            if before.sums.get(family) != Some(sum) {
+                self.write(txn, family);
+            }
         }
     }
 

@@ -733,9 +733,17 @@ fn a_template_beside_unrelated_ones_sums_its_own_queues_and_leaves_theirs() {
     // Queues made before the template that will cover them.
     s.create_queue(at(1), q("other:a"), QueueConfig::default())
         .expect("create");
-    for _ in 0..2 {
+    for _ in 0..3 {
         s.enqueue(at(1), into("other:a")).expect("enqueue");
     }
+    // And a dead letter of one, in `other:a.dlq`.
+    let dead = s.take(at(1), &q("other:a"), 1, None).expect("take");
+    let bad = Outcome::DeadLetter {
+        reason: "bad".into(),
+    };
+    let id = dead[0].event.id.as_str();
+    s.complete(at(1), &q("other:a"), id, dead[0].token, bad)
+        .expect("dead letter");
     let sums = |s: &Shard| -> Vec<(String, u64, u64, u64)> {
         let families = s.family_stats().into_iter();
         families
@@ -747,11 +755,21 @@ fn a_template_beside_unrelated_ones_sums_its_own_queues_and_leaves_theirs() {
 
     s.create_queue(at(2), q("other:*"), QueueConfig::default())
         .expect("an unrelated template");
-    let both = [inbox.clone(), ("other:*".to_owned(), 1, 2, 2)];
-    assert_eq!(sums(&s), both, "inbox:* kept the totals of its gone member");
-    // What the new family holds is what summing every queue again finds.
+    let all = [
+        inbox.clone(),
+        ("other:*".to_owned(), 1, 2, 3),
+        ("other:*.dlq".to_owned(), 1, 1, 1),
+    ];
+    assert_eq!(sums(&s), all, "inbox:* kept the totals of its gone member");
+    // What the new families hold is what summing every queue again finds.
     let summed = Families::load(s.kv(), &s.st.templates, &s.st.stages).expect("load");
-    assert_eq!(summed.stats("other:*"), s.st.families.stats("other:*"));
+    for family in ["other:*", "other:*.dlq"] {
+        assert_eq!(
+            summed.stats(family),
+            s.st.families.stats(family),
+            "{family}"
+        );
+    }
 
     // Deleting it drops its family and leaves the others as they were, on disk too.
     s.delete_queue(&q("other:*"), false).expect("delete");
