@@ -96,4 +96,18 @@ mod tests {
         assert_eq!(sent.code, 9);
         assert!(sent.message.contains("not current"), "{}", sent.message);
     }
+
+    #[test]
+    fn a_purge_cut_short_is_unavailable_and_says_how_far_it_got() {
+        let cut = DispatcherError::CutShort {
+            what: "purge",
+            done: 20_000,
+        };
+        let sent = cut.to_status();
+        assert_eq!(sent.code, Code::Unavailable.grpc_code());
+        assert_eq!(
+            sent.message,
+            "the shard is stopping: the purge ended after 20000 events; run it again for the rest"
+        );
+    }
 }
