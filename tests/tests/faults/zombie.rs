@@ -66,7 +66,7 @@ fn stage(name: &str, kind: api::handler_spec::Kind, lease_s: f64) -> api::Stage 
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_stopped_workers_late_completion_is_refused_and_the_event_moves_once() {
+async fn a_stopped_workers_late_outcome_changes_nothing_and_the_event_moves_once() {
     let env = [("CASCADE__STANDALONE__STAGE_WORKERS", "false")];
     let mut cluster =
         tokio::task::spawn_blocking(move || Cluster::start_with(Mode::Standalone, None, &env))
