@@ -133,6 +133,25 @@ pub fn ack() -> api::completion::Outcome {
     api::completion::Outcome::Ack(api::Ack {})
 }
 
+/// One `EnqueueBatch`: the result of each item.
+pub async fn enqueue_batch(c: &Client, items: Vec<api::EnqueueRequest>) -> Vec<api::EnqueueResult> {
+    c.ingest()
+        .enqueue_batch(api::EnqueueBatchRequest { items })
+        .await
+        .expect("batch")
+        .into_inner()
+        .results
+}
+
+/// `DeleteQueue` with `force`, its events with it.
+pub async fn force_delete(c: &Client, queue: &str) -> Result<(), tonic::Status> {
+    let request = api::DeleteQueueRequest {
+        name: queue.into(),
+        force: true,
+    };
+    c.admin().delete_queue(request).await.map(drop)
+}
+
 pub async fn stats(c: &Client, queue: &str) -> api::QueueStats {
     c.admin()
         .queue_stats(api::QueueStatsRequest { name: queue.into() })
@@ -468,13 +487,7 @@ pub async fn enqueue_batch_answers_each_item(cluster: &mut Cluster) {
         item("batch-missing", "3"),
         item(&a, "4"),
     ];
-    let results = c
-        .ingest()
-        .enqueue_batch(api::EnqueueBatchRequest { items })
-        .await
-        .expect("batch")
-        .into_inner()
-        .results;
+    let results = enqueue_batch(&c, items).await;
     let codes: Vec<i32> = results.iter().map(|r| r.code).collect();
     assert_eq!(codes, [0, 0, Code::NotFound as i32, 0], "{results:?}");
     assert_eq!(results[1].ok.as_ref().expect("ok").queue, b);
@@ -493,15 +506,7 @@ pub async fn purge_and_forced_delete_remove_a_large_queue_in_steps(cluster: &mut
         create(&c, name, config(30.0, 5)).await;
         for first in (0..EVENTS).step_by(1_000) {
             let items = (first..first + 1_000).map(|i| item(name, &i.to_string()));
-            let results = c
-                .ingest()
-                .enqueue_batch(api::EnqueueBatchRequest {
-                    items: items.collect(),
-                })
-                .await
-                .expect("batch")
-                .into_inner()
-                .results;
+            let results = enqueue_batch(&c, items.collect()).await;
             assert!(results.iter().all(|r| r.code == 0), "{results:?}");
         }
         let mut later = item(name, "later");
@@ -523,13 +528,7 @@ pub async fn purge_and_forced_delete_remove_a_large_queue_in_steps(cluster: &mut
     assert_eq!((s.ready, s.delayed, s.leased), (0, 0, 0), "{s:?}");
     assert!(take(&c, "purged", 10, 0.0).await.is_empty());
 
-    c.admin()
-        .delete_queue(api::DeleteQueueRequest {
-            name: "deleted".into(),
-            force: true,
-        })
-        .await
-        .expect("forced delete");
+    force_delete(&c, "deleted").await.expect("forced delete");
     let gone = c
         .admin()
         .queue_stats(api::QueueStatsRequest {
@@ -542,12 +541,7 @@ pub async fn purge_and_forced_delete_remove_a_large_queue_in_steps(cluster: &mut
     create(&c, "deleted", config(30.0, 5)).await;
     assert_eq!(stats(&c, "deleted").await.ready, 0);
 
-    let never = c
-        .admin()
-        .delete_queue(api::DeleteQueueRequest {
-            name: "never-made".into(),
-            force: true,
-        })
+    let never = force_delete(&c, "never-made")
         .await
         .expect_err("a queue that never existed");
     assert_eq!(never.code(), Code::NotFound, "{never}");
@@ -557,11 +551,7 @@ pub async fn purge_and_forced_delete_remove_a_large_queue_in_steps(cluster: &mut
     for i in 0..3 {
         enqueue(&c, item("purgeable:u1", &i.to_string())).await;
     }
-    c.admin()
-        .delete_queue(api::DeleteQueueRequest {
-            name: "purgeable:u1".into(),
-            force: true,
-        })
+    force_delete(&c, "purgeable:u1")
         .await
         .expect("forced delete of a per-user queue");
     assert!(take(&c, "purgeable:u1", 10, 0.0).await.is_empty());

@@ -19,7 +19,7 @@ use cascade_proto::v1::{
     ExtendLeaseResponse, LeasedEvent, TakeRequest, TakeResponse,
 };
 use cascade_worker::{Client, Event, HandlerError, Outcome, Worker, WorkerConfig, handler_fn};
-use tokio::sync::Notify;
+use tokio::sync::{Notify, watch};
 use tonic::transport::server::TcpIncoming;
 use tonic::{Request, Response, Status};
 
@@ -40,6 +40,9 @@ struct StandIn {
     carried: Mutex<Vec<Completion>>,
     completed: Mutex<Vec<Completion>>,
     changed: Notify,
+    /// Set when the test is done: a take that found nothing waits for it, as a long poll
+    /// waits for an event, so the worker does not take again and again meanwhile.
+    done: watch::Sender<bool>,
 }
 
 impl StandIn {
@@ -51,6 +54,7 @@ impl StandIn {
             carried: Mutex::new(Vec::new()),
             completed: Mutex::new(Vec::new()),
             changed: Notify::new(),
+            done: watch::Sender::new(false),
         })
     }
 
@@ -87,9 +91,8 @@ impl WorkerService for StandIn {
         let events = std::mem::take(&mut *self.to_hand_out.lock().expect("lock"));
         if request.completions.is_empty() {
             if events.is_empty() {
-                // A long poll that found nothing; shorter than the worker's, so it never
-                // gives up on one.
-                tokio::time::sleep(Duration::from_millis(50)).await;
+                // Ends before the worker's drain is over: the test sets `done` first.
+                let _ = self.done.subscribe().wait_for(|done| *done).await;
             }
             return Ok(Response::new(TakeResponse {
                 events,
@@ -210,6 +213,7 @@ async fn an_answer_without_results_sends_what_the_take_carried_on_its_own() {
     stand_in
         .wait_for("the ack sent by Complete", |s| !s.completed().is_empty())
         .await;
+    stand_in.done.send_replace(true);
     handle.shutdown();
     running.await.expect("worker task").expect("a clean stop");
     assert_eq!(summary(&stand_in.carried()), [ack_of("e1")]);

@@ -153,39 +153,20 @@ impl Shard {
         page_token: &str,
     ) -> Result<Page<Event>, StoreError> {
         let txn = Txn::new(&self.kv);
-        let Some(resolved) = self.st.resolve(&txn, dlq)? else {
+        let Some(resolved) = self.st.resolve(&txn, dlq)?.filter(|r| r.stored) else {
             return Ok(Page {
                 items: Vec::new(),
                 next_page_token: String::new(),
             });
         };
         let rec = resolved.rec;
-        let (space_start, end) = keys::event_space(rec.id);
-        let start = if page_token.is_empty() {
-            space_start
-        } else {
-            keys::successor(&keys::event(rec.id, page_token))
-        };
-        let mut items = Vec::new();
-        let mut more = false;
-        if resolved.stored {
-            self.kv.scan(&start, &end, |k, v| {
-                if items.len() == page_size {
-                    more = true;
-                    return Ok(Flow::Stop);
-                }
-                let ev = records::decode_event(k, v).map_err(|e| State::corrupt(&self.kv, e))?;
-                items.push(to_event(&rec.name, ev));
-                Ok(Flow::Continue)
-            })?;
-        }
-        let next_page_token = match (more, items.last()) {
-            (true, Some(last)) => last.id.to_string(),
-            _ => String::new(),
-        };
+        let (events, next) = events_after(&self.kv, &rec, page_token, page_size)?;
         Ok(Page {
-            items,
-            next_page_token,
+            items: events
+                .into_iter()
+                .map(|ev| to_event(&rec.name, ev))
+                .collect(),
+            next_page_token: next.unwrap_or_default(),
         })
     }
 

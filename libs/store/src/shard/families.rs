@@ -106,13 +106,13 @@ impl Families {
         changed: &QueueName,
     ) -> Result<Families, StoreError> {
         let prefix = changed.template_prefix().unwrap_or_default();
-        let nested = |t: &&QueueRecord| {
+        let nested = templates.iter().any(|t| {
             t.name != *changed
                 && t.name
                     .template_prefix()
                     .is_some_and(|p| p.starts_with(prefix) || prefix.starts_with(p))
-        };
-        if templates.iter().any(|t| nested(&t)) {
+        });
+        if nested {
             return Families::load(kv, templates, stages);
         }
         let own = [

@@ -71,6 +71,18 @@ pub(super) fn cmd(payload: &str) -> EnqueueCmd {
     }
 }
 
+/// Takes up to `n` events of `queue` and sends each to its dead-letter queue.
+fn take_and_dead_letter(s: &mut Shard, now: Timestamp, queue: &str, n: usize) {
+    for leased in s.take(now, &q(queue), n, None).expect("take") {
+        let dead = Outcome::DeadLetter {
+            reason: "bad".into(),
+        };
+        let id = leased.event.id.as_str();
+        s.complete(now, &q(queue), id, leased.token, dead)
+            .expect("dead letter");
+    }
+}
+
 fn payloads(leased: &[LeasedEvent]) -> Vec<String> {
     leased
         .iter()
@@ -652,12 +664,7 @@ fn a_second_dead_letter_with_the_same_id_is_kept_under_a_new_id() {
             ..cmd(payload)
         };
         s.enqueue(at(t), c).expect("enqueue");
-        let l = s.take(at(t), &q("jobs"), 1, None).expect("take");
-        let dead = Outcome::DeadLetter {
-            reason: "bad".into(),
-        };
-        s.complete(at(t), &q("jobs"), "x", l[0].token, dead)
-            .expect("dead letter");
+        take_and_dead_letter(&mut s, at(t), "jobs", 1);
     }
     let dead = s
         .list_dead_letters(&q("jobs.dlq"), 10, "")
@@ -676,14 +683,7 @@ fn a_redrive_of_all_goes_in_steps_past_the_leased_dead_letters() {
     for i in 0..total {
         s.enqueue(at(0), cmd(&format!("e{i}"))).expect("enqueue");
     }
-    for leased in s.take(at(1), &q("jobs"), total, None).expect("take") {
-        let dead = Outcome::DeadLetter {
-            reason: "bad".into(),
-        };
-        let id = leased.event.id.as_str();
-        s.complete(at(1), &q("jobs"), id, leased.token, dead)
-            .expect("dead letter");
-    }
+    take_and_dead_letter(&mut s, at(1), "jobs", total);
     // Two dead letters are being looked at: a redrive leaves them.
     assert_eq!(
         s.take(at(2), &q("jobs.dlq"), 2, None).expect("take").len(),
@@ -737,13 +737,7 @@ fn a_template_beside_unrelated_ones_sums_its_own_queues_and_leaves_theirs() {
         s.enqueue(at(1), into("other:a")).expect("enqueue");
     }
     // And a dead letter of one, in `other:a.dlq`.
-    let dead = s.take(at(1), &q("other:a"), 1, None).expect("take");
-    let bad = Outcome::DeadLetter {
-        reason: "bad".into(),
-    };
-    let id = dead[0].event.id.as_str();
-    s.complete(at(1), &q("other:a"), id, dead[0].token, bad)
-        .expect("dead letter");
+    take_and_dead_letter(&mut s, at(1), "other:a", 1);
     let sums = |s: &Shard| -> Vec<(String, u64, u64, u64)> {
         let families = s.family_stats().into_iter();
         families
@@ -797,13 +791,7 @@ fn template_families_sum_their_queues_and_stats_listing_skips_them() {
     for queue in ["inbox:alice", "inbox:alice", "inbox:bob", "jobs"] {
         s.enqueue(at(1), into(queue)).expect("enqueue");
     }
-    let bob = s.take(at(2), &q("inbox:bob"), 1, None).expect("take");
-    let dead = Outcome::DeadLetter {
-        reason: "bad".into(),
-    };
-    let id = bob[0].event.id.as_str();
-    s.complete(at(2), &q("inbox:bob"), id, bob[0].token, dead)
-        .expect("dead-letter");
+    take_and_dead_letter(&mut s, at(2), "inbox:bob", 1);
 
     // bob's queue vanished with its last event; its totals stay in the family's.
     let families = s.family_stats();
@@ -1029,14 +1017,7 @@ fn a_purge_ends_quietly_when_its_dead_letter_queue_vanished_between_steps() {
     for i in 0..3 {
         s.enqueue(at(0), cmd(&format!("e{i}"))).expect("enqueue");
     }
-    for leased in s.take(at(1), &q("jobs"), 3, None).expect("take") {
-        let dead = Outcome::DeadLetter {
-            reason: "bad".into(),
-        };
-        let id = leased.event.id.as_str();
-        s.complete(at(1), &q("jobs"), id, leased.token, dead)
-            .expect("dead letter");
-    }
+    take_and_dead_letter(&mut s, at(1), "jobs", 3);
     let dlq = q("jobs.dlq");
     let first = s.purge_queue(&dlq, 1, "").expect("first step");
     let after = first.next.expect("more to purge");
