@@ -5,7 +5,7 @@
 //!
 //! Run: `cargo bench -p cascade-store --bench engine [-- SCENARIO...]`
 //! Scenarios: fsync, enqueue-1, enqueue-64, steady-single, steady-batch, fill, drain,
-//! stats-round, take-sizes, purge-steps (default: all, in that order; `drain` drains the
+//! call-costs, stats-round, take-sizes, purge-steps (default: all, in that order; `drain` drains the
 //! backlog `fill` left).
 //! Environment: `CASCADE_BENCH_DIR` (default `bench-data/` in the working directory; keep it
 //! on the disk you want to measure, not on tmpfs), `CASCADE_BENCH_SECS` (length of the short
@@ -17,7 +17,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use cascade_core::{Outcome, QueueConfig, QueueName, SystemClock};
+use cascade_core::{LeaseToken, Outcome, QueueConfig, QueueName, SystemClock, Timestamp};
 use cascade_store::probe::raw_fsync_rate;
 use cascade_store::shard::{EnqueueCmd, LeasedEvent, PURGE_STEP};
 use cascade_store::{Durability, Shard, ShardSettings, Store, StoreError, StoreOptions, durable};
@@ -31,6 +31,8 @@ const DRAIN_EVENTS: u64 = 1_000_000;
 const STATS_USERS: u64 = 200_000;
 /// The takes `take-sizes` times, and how many times each.
 const TAKE_SIZES: [(usize, usize); 4] = [(10, 50), (100, 20), (1_000, 10), (10_000, 3)];
+/// Rounds of enqueue, take and ack `call-costs` times.
+const CALL_ROUNDS: usize = 2_000;
 /// Steps of `PURGE_STEP` events that `purge-steps` purges.
 const PURGE_STEPS: usize = 20;
 /// Events enqueued and not yet acked at most during `steady`: a steady flow, not a fill.
@@ -131,6 +133,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     if run("drain") {
         let r = runtime.block_on(with_store(&dir, "backlog", |s| drain(s, drain_events)))?;
         report("drain", r);
+    }
+    if run("call-costs") {
+        let rounds = if plan.brief { 10 } else { CALL_ROUNDS };
+        let r = runtime.block_on(with_store(&dir, "call-costs", |s| call_costs(s, rounds)))?;
+        report("call-costs", r);
     }
     if run("stats-round") {
         let users = if plan.brief { 1_000 } else { STATS_USERS };
@@ -369,6 +376,7 @@ async fn steady(store: Shared, per_call: usize, length: Duration) -> Result<Stri
     let progress = Arc::new(Progress::default());
     let done = Arc::new(AtomicBool::new(false));
     let started = Instant::now();
+    let writer_before = writer_ticks();
     let consumers = {
         let (store, progress, done) =
             (Arc::clone(&store), Arc::clone(&progress), Arc::clone(&done));
@@ -379,10 +387,49 @@ async fn steady(store: Shared, per_call: usize, length: Duration) -> Result<Stri
     consumers.await.expect("consumers")?;
     let elapsed = started.elapsed().as_secs_f64();
     let acked = progress.acked.load(Ordering::Relaxed);
+    let writer = writer_before
+        .zip(writer_ticks())
+        .map(|(before, after)| {
+            let secs = after.saturating_sub(before) as f64 / TICKS_PER_SECOND;
+            format!(
+                "; writer {:.2} µs of CPU per event",
+                secs * 1e6 / acked.max(1) as f64
+            )
+        })
+        .unwrap_or_default();
     Ok(format!(
-        "{:>9.0} events/s through ({acked} enqueued and acked in {elapsed:.1} s; {SUBMITTERS} submitters x {per_call} per call, backlog <= {STEADY_BACKLOG}, {CONSUMERS} consumers take+ack {BATCH})",
+        "{:>9.0} events/s through ({acked} enqueued and acked in {elapsed:.1} s; {SUBMITTERS} submitters x {per_call} per call, backlog <= {STEADY_BACKLOG}, {CONSUMERS} consumers take+ack {BATCH}{writer})",
         acked as f64 / elapsed,
     ))
+}
+
+/// The kernel's clock ticks per second for `/proc` times (USER_HZ, 100 on Linux).
+const TICKS_PER_SECOND: f64 = 100.0;
+
+/// The CPU time the store's writer thread has used, in clock ticks, from `/proc` (Linux;
+/// elsewhere `None`). With the writer saturated, its time per event is the engine's cost,
+/// steadier from run to run than the rate, which the disk moves too.
+fn writer_ticks() -> Option<u64> {
+    let mut total = None;
+    for task in std::fs::read_dir("/proc/self/task").ok()?.flatten() {
+        let Ok(stat) = std::fs::read_to_string(task.path().join("stat")) else {
+            continue;
+        };
+        // `pid (name) state …`: utime and stime are the 12th and 13th fields after the name.
+        let Some((name, rest)) = stat.split_once(" (").and_then(|(_, s)| s.rsplit_once(") "))
+        else {
+            continue;
+        };
+        if name != "cascade-writer" {
+            continue;
+        }
+        let fields: Vec<&str> = rest.split_whitespace().collect();
+        let ticks = |i: usize| fields.get(i).and_then(|f| f.parse::<u64>().ok());
+        if let (Some(user), Some(system)) = (ticks(11), ticks(12)) {
+            *total.get_or_insert(0) += user + system;
+        }
+    }
+    total
 }
 
 /// Enqueue only, `BATCH` per call, for `length`; prints the rate of every 10 s so a burst
@@ -547,6 +594,62 @@ async fn take_sizes(store: Shared) -> Result<String, StoreError> {
         line += &format!(" {n}: {:.2} us;", fastest.as_secs_f64() * 1e6 / n as f64);
     }
     Ok(line)
+}
+
+/// The writer's time per event of one call of `BATCH` enqueues, one take of `BATCH` and one
+/// call acknowledging them, each the median of `CALL_ROUNDS` rounds: the engine's own cost,
+/// without the disk that moves the steady rates from run to run.
+async fn call_costs(store: Shared, rounds: usize) -> Result<String, StoreError> {
+    let mut times: [Vec<Duration>; 3] = Default::default();
+    for _ in 0..rounds {
+        let cmds: Vec<EnqueueCmd> = (0..BATCH).map(|_| enqueue_cmd()).collect();
+        let enqueued = timed(&store, move |s, now| {
+            for cmd in cmds {
+                s.enqueue(now, cmd)?;
+            }
+            Ok(())
+        });
+        let (took, ()) = enqueued.await?;
+        times[0].push(took);
+        let (took, taken) = timed(&store, |s, now| s.take(now, &queue(), BATCH, None)).await?;
+        times[1].push(took);
+        let leases: Vec<(String, LeaseToken)> = taken
+            .iter()
+            .map(|leased| (leased.event.id.to_string(), leased.token))
+            .collect();
+        let acked = timed(&store, move |s, now| {
+            for (id, token) in leases {
+                s.complete(now, &queue(), &id, token, Outcome::Ack)?;
+            }
+            Ok(())
+        });
+        let (took, ()) = acked.await?;
+        times[2].push(took);
+    }
+    let per_event = |mut times: Vec<Duration>| {
+        times.sort();
+        times[times.len() / 2].as_secs_f64() * 1e6 / BATCH as f64
+    };
+    let [enqueue, take, ack] = times.map(per_event);
+    Ok(format!(
+        "writer time per event, calls of {BATCH} (median of {rounds}): enqueue {enqueue:.2} us, take {take:.2} us, ack {ack:.2} us; {:.2} us in all",
+        enqueue + take + ack
+    ))
+}
+
+/// Runs `op` on the writer; its time there and its result.
+async fn timed<T, F>(store: &Store<Shard>, op: F) -> Result<(Duration, T), StoreError>
+where
+    T: Send + 'static,
+    F: FnOnce(&mut Shard, Timestamp) -> Result<T, StoreError> + Send + 'static,
+{
+    store
+        .run(move |s, now| {
+            let started = Instant::now();
+            let out = op(s, now)?;
+            Ok((started.elapsed(), out))
+        })
+        .await
 }
 
 /// Fills the store `purge` with `events` ready events; the next scenario finds them in sled,

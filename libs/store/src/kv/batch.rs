@@ -138,6 +138,11 @@ impl Batch {
         self.ops.is_empty()
     }
 
+    /// The keys the batch writes or deletes, in order, a key once per op.
+    pub fn keys(&self) -> impl Iterator<Item = &[u8]> {
+        self.ops.iter().map(Op::key)
+    }
+
     pub fn into_ops(self) -> Vec<Op> {
         self.ops
     }

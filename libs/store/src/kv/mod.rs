@@ -230,6 +230,12 @@ impl<'a> Txn<'a> {
         self.kv
     }
 
+    /// This transaction's own latest write to `key`, if it made one: `Some(None)` if it
+    /// deletes it.
+    pub fn own(&self, key: &[u8]) -> Option<Option<&[u8]>> {
+        self.batch.lookup(key)
+    }
+
     pub fn get(&self, key: &[u8]) -> Result<Option<Value<'_>>, StoreError> {
         match self.batch.lookup(key) {
             Some(own) => Ok(own.map(Value::Mem)),

@@ -339,20 +339,6 @@ impl Shard {
 }
 
 impl State {
-    /// The stored record of `name` (not a template's config for it).
-    pub(super) fn stored_queue(
-        &self,
-        txn: &Txn<'_>,
-        name: &QueueName,
-    ) -> Result<Option<QueueRecord>, StoreError> {
-        match txn.get(&keys::queue(name.as_str()))? {
-            Some(v) => Ok(Some(
-                records::decode_queue(&v).map_err(|e| State::corrupt(txn.kv(), e))?,
-            )),
-            None => Ok(None),
-        }
-    }
-
     /// Whether `put_queue` with `config` changes `existing`: not when it is already an
     /// explicit queue (or template) with that config.
     pub(super) fn needs_write(existing: Option<&QueueRecord>, config: &QueueConfig) -> bool {

@@ -12,6 +12,7 @@ mod families;
 mod lease;
 mod limits;
 mod pipelines;
+mod queue_cache;
 mod refused;
 mod state;
 pub mod types;
@@ -88,6 +89,7 @@ impl Shard {
             dedup_floor: 0,
             dedup_head_expiry: None,
             unlogged: Vec::new(),
+            queues: Default::default(),
         };
         let mut shard = Shard { kv, st };
         shard.st.stages = families::stage_queues(&shard.list_pipelines()?);

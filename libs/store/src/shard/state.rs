@@ -2,12 +2,14 @@
 //! and counters inside a transaction, and delivering an event locally or through the outbox.
 
 use std::borrow::Cow;
+use std::cell::RefCell;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use cascade_core::{EventId, EventState, QueueName, Timestamp};
 
 use super::ShardSettings;
 use super::families::{Families, MemberChange, family_of};
+use super::queue_cache::QueueCache;
 use crate::codec::keys;
 use crate::codec::records::{
     self, Counters, Delivery, EventRecord, HandOff, QueueKind, QueueRecord,
@@ -137,6 +139,8 @@ pub(super) struct State {
     /// Log records (`Batch::encode`) of the transactions committed since the writer last
     /// took them.
     pub unlogged: Vec<Vec<u8>>,
+    /// Read through `resolve`, which borrows the state shared.
+    pub queues: RefCell<QueueCache>,
 }
 
 impl State {
@@ -152,6 +156,7 @@ impl State {
         if batch.is_empty() {
             return;
         }
+        self.queues.get_mut().forget_written(&batch);
         // Encoded first: the layer then takes the keys and values without a copy.
         self.unlogged.push(batch.encode());
         kv.apply(batch);
@@ -239,8 +244,7 @@ impl State {
 
     /// The queue `name` names, if it exists or a template matches it.
     pub fn resolve(&self, txn: &Txn<'_>, name: &QueueName) -> Result<Option<Resolved>, StoreError> {
-        if let Some(v) = txn.get(&keys::queue(name.as_str()))? {
-            let rec = records::decode_queue(&v).map_err(|e| Self::corrupt(txn.kv(), e))?;
+        if let Some(rec) = self.stored_queue(txn, name)? {
             return Ok(Some(Resolved { rec, stored: true }));
         }
         Ok(self.template_for(name).map(|t| Resolved {
@@ -253,6 +257,29 @@ impl State {
             },
             stored: false,
         }))
+    }
+
+    /// The stored record of `name` (not a template's config for it) as `txn` sees it: its
+    /// own write, else the cached record, else the store's (cached then).
+    pub(super) fn stored_queue(
+        &self,
+        txn: &Txn<'_>,
+        name: &QueueName,
+    ) -> Result<Option<QueueRecord>, StoreError> {
+        let key = keys::queue(name.as_str());
+        let decode = |v: &[u8]| records::decode_queue(v).map_err(|e| Self::corrupt(txn.kv(), e));
+        if let Some(own) = txn.own(&key) {
+            return own.map(decode).transpose();
+        }
+        if let Some(rec) = self.queues.borrow().get(name) {
+            return Ok(Some(rec.clone()));
+        }
+        let Some(v) = txn.kv().get(&key)? else {
+            return Ok(None);
+        };
+        let rec = decode(&v)?;
+        self.queues.borrow_mut().insert(rec.clone());
+        Ok(Some(rec))
     }
 
     /// Like `resolve`, for operations on events: a template itself holds none.

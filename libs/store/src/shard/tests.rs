@@ -386,6 +386,42 @@ fn update_and_delete_refused_while_leased() {
 }
 
 #[test]
+fn a_queue_changed_or_deleted_after_use_is_seen_as_it_is_now() {
+    let big = QueueConfig {
+        max_payload_bytes: 1_000,
+        ..QueueConfig::default()
+    };
+    let (_d, mut s) = with_queue(big);
+    let payload = "x".repeat(500);
+    s.enqueue(at(0), cmd(&payload))
+        .expect("within the first limit");
+    let small = QueueConfig {
+        max_payload_bytes: 100,
+        ..QueueConfig::default()
+    };
+    s.put_queue(at(1), q("jobs"), small).expect("update");
+    let refused = s.enqueue(at(2), cmd(&payload));
+    assert!(
+        matches!(refused, Err(StoreError::PayloadTooLarge { max: 100, .. })),
+        "{refused:?}"
+    );
+    s.delete_queue(&q("jobs"), true).expect("delete");
+    let gone = s.enqueue(at(3), cmd("y"));
+    assert!(
+        matches!(gone, Err(StoreError::QueueNotFound { .. })),
+        "{gone:?}"
+    );
+    s.create_queue(at(4), q("jobs"), QueueConfig::default())
+        .expect("again");
+    let e = s
+        .enqueue(at(5), cmd(&payload))
+        .expect("the new queue's limit");
+    let taken = s.take(at(6), &q("jobs"), 10, None).expect("take");
+    assert_eq!(taken.len(), 1, "only the new queue's event: {taken:?}");
+    assert_eq!(taken[0].event.id, e.id);
+}
+
+#[test]
 fn update_of_activation_time_moves_between_ready_and_delayed() {
     let (_d, mut s) = with_queue(QueueConfig::default());
     let e = s.enqueue(at(0), cmd("x")).expect("enqueue");
