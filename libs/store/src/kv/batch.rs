@@ -2,7 +2,7 @@
 //! batch, which is one write-ahead-log record and, at a checkpoint, part of one sled batch.
 
 use std::collections::HashMap;
-use std::hash::{BuildHasher, BuildHasherDefault, Hasher, RandomState};
+use std::hash::{BuildHasher, BuildHasherDefault, Hasher};
 
 use crate::codec::Malformed;
 use crate::codec::bytes::{Reader, Writer};
@@ -44,10 +44,12 @@ pub struct Batch {
 }
 
 /// Positions by key hash. Two keys with one hash share an entry, which then names the later
-/// op of the two; a lookup that finds another key there scans (see `lookup`).
-#[derive(Clone, Default)]
+/// op of the two; a lookup that finds another key there scans (see `lookup`), so keys made to
+/// collide cost a batch no more than it cost before it had an index. The hash is a fast one
+/// (a take of 100 hashes each of its 300 writes and 100 reads), seeded at random.
+#[derive(Clone)]
 struct KeyIndex {
-    hashes: RandomState,
+    hashes: foldhash::fast::RandomState,
     latest: HashMap<u64, usize, BuildHasherDefault<HashedAlready>>,
 }
 
@@ -124,7 +126,11 @@ impl Batch {
         match &mut self.index {
             Some(index) => index.note(self.ops[at].key(), at),
             None if self.ops.len() > SCANNED_OPS => {
-                let mut index = KeyIndex::default();
+                let mut index = KeyIndex {
+                    hashes: foldhash::fast::RandomState::default(),
+                    // Room for a few times the ops that made the batch index them.
+                    latest: HashMap::with_capacity_and_hasher(4 * SCANNED_OPS, Default::default()),
+                };
                 for (at, op) in self.ops.iter().enumerate() {
                     index.note(op.key(), at);
                 }
