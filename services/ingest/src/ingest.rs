@@ -21,7 +21,6 @@ use cascade_proto::v1::{
 };
 use cascade_security::{Caller, Permission};
 use cascade_telemetry::attr;
-use futures::FutureExt;
 use tonic::{Request, Response, Status};
 use tracing::{Instrument, Span};
 
@@ -207,13 +206,17 @@ impl Ingest for Gateway {
         let mut items = request.items;
         self.limits.check_items("items", items.len())?;
         let (span, item_spans) = trace::enqueue_batch_spans(&metadata, &mut items);
-        let preparing = items.into_iter().enumerate().map(|(index, item)| {
-            let prepared = self.prepare_enqueue(&caller, item);
-            prepared.map(move |prepared| EnqueueBatch::under_item(prepared, index))
-        });
-        let mut prepared = futures::future::join_all(preparing)
-            .instrument(span.clone())
-            .await;
+        // One after the other: only an item naming a pipeline may wait, for the pipeline's
+        // first lookup; later ones find it cached.
+        let preparing = async {
+            let mut prepared = Vec::with_capacity(items.len());
+            for (index, item) in items.into_iter().enumerate() {
+                let item = self.prepare_enqueue(&caller, item).await;
+                prepared.push(EnqueueBatch::under_item(item, index));
+            }
+            prepared
+        };
+        let mut prepared = preparing.instrument(span.clone()).await;
         refuse_whole(&mut prepared)?;
         self.enqueue_quota(&caller, prepared.iter().filter(|p| p.is_ok()).count())?;
         // Created inside the request's span, to be its child.

@@ -12,10 +12,11 @@
 //! advance reaches its shard with its target resolved (`advance`). A `Take` may carry
 //! completions too (`carried`).
 
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use cascade_core::Outcome;
+use cascade_core::{Outcome, QueueName};
 use cascade_proto::bus::v1::dispatcher_reply::Result as Reply;
 use cascade_proto::bus::v1::dispatcher_request::Op;
 use cascade_proto::convert::{
@@ -28,7 +29,6 @@ use cascade_proto::v1::{
     ExtendLeaseResponse, Release, TakeRequest, TakeResponse, worker_server::Worker,
 };
 use cascade_security::{Caller, Permission};
-use futures::FutureExt;
 use tokio::sync::oneshot;
 use tokio::time::Instant;
 use tonic::{Request, Response, Status};
@@ -89,6 +89,7 @@ impl Gateway {
         &self,
         caller: &Caller,
         completion: Completion,
+        targets: &mut Targets,
     ) -> Prepared<CompletionItem> {
         // Its bytes in the shard's request, as the client sent it; an advance's below, once
         // its target is resolved.
@@ -117,9 +118,7 @@ impl Gateway {
             payload_quota(caller, "advance.payload", payload_len)?;
         }
         let client_to = string_len(to.as_deref().unwrap_or_default());
-        let target = self
-            .advance_target(&item.queue, to.as_deref(), "advance.to")
-            .await?;
+        let target = targets.resolve(self, &item.queue, to.as_deref()).await?;
         let resolved = match target {
             Target::Ack => None,
             Target::Stage(stage) => Some(stage),
@@ -141,6 +140,28 @@ impl Gateway {
             }
         }
         Ok((self.shards.owner(&item.queue), Sized { item, bytes }))
+    }
+}
+
+/// The advance targets one request's completions resolved, by queue and `to`: resolving one
+/// may ask a shard whether a queue exists.
+#[derive(Default)]
+struct Targets(HashMap<(QueueName, Option<String>), Target>);
+
+impl Targets {
+    async fn resolve(
+        &mut self,
+        gateway: &Gateway,
+        queue: &QueueName,
+        to: Option<&str>,
+    ) -> Result<Target, IngestError> {
+        let key = (queue.clone(), to.map(str::to_owned));
+        if let Some(target) = self.0.get(&key) {
+            return Ok(target.clone());
+        }
+        let target = gateway.advance_target(queue, to, "advance.to").await?;
+        self.0.insert(key, target.clone());
+        Ok(target)
     }
 }
 
@@ -169,14 +190,17 @@ impl Gateway {
     ) -> Result<(Vec<tracing::Span>, Vec<Prepared<CompletionItem>>), IngestError> {
         self.limits.check_items("completions", completions.len())?;
         let advances = trace::advance_spans(&mut completions);
-        let preparing = completions
-            .into_iter()
-            .enumerate()
-            .map(|(index, completion)| {
-                let prepared = self.prepare_completion(caller, completion);
-                prepared.map(move |prepared| CompleteBatch::under_item(prepared, index))
-            });
-        let mut prepared = futures::future::join_all(preparing).await;
+        // One after the other: only an advance may wait (for its target), and a request's
+        // advances share their targets. A future per completion, joined, cost more in moving
+        // those futures about than the preparing itself.
+        let mut targets = Targets::default();
+        let mut prepared = Vec::with_capacity(completions.len());
+        for (index, completion) in completions.into_iter().enumerate() {
+            let item = self
+                .prepare_completion(caller, completion, &mut targets)
+                .await;
+            prepared.push(CompleteBatch::under_item(item, index));
+        }
         refuse_whole(&mut prepared)?;
         Ok((advances, prepared))
     }
