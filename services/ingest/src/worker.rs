@@ -13,6 +13,7 @@
 //! completions too (`carried`).
 
 use std::collections::HashMap;
+use std::collections::hash_map::Entry;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -143,10 +144,11 @@ impl Gateway {
     }
 }
 
-/// The advance targets one request's completions resolved, by queue and `to`: resolving one
-/// may ask a shard whether a queue exists.
+/// The advance targets one request's completions resolved, by queue and `to`, or why they
+/// could not be: resolving one may ask a shard whether a queue exists, and a request's
+/// advances to one target ask once, even when the shard does not answer.
 #[derive(Default)]
-struct Targets(HashMap<(QueueName, Option<String>), Target>);
+struct Targets(HashMap<(QueueName, Option<String>), Result<Target, IngestError>>);
 
 impl Targets {
     async fn resolve(
@@ -155,13 +157,16 @@ impl Targets {
         queue: &QueueName,
         to: Option<&str>,
     ) -> Result<Target, IngestError> {
-        let key = (queue.clone(), to.map(str::to_owned));
-        if let Some(target) = self.0.get(&key) {
-            return Ok(target.clone());
+        let resolved = match self.0.entry((queue.clone(), to.map(str::to_owned))) {
+            Entry::Occupied(found) => found.into_mut(),
+            Entry::Vacant(slot) => {
+                slot.insert(gateway.advance_target(queue, to, "advance.to").await)
+            }
+        };
+        match resolved {
+            Ok(target) => Ok(target.clone()),
+            Err(err) => Err(err.again()),
         }
-        let target = gateway.advance_target(queue, to, "advance.to").await?;
-        self.0.insert(key, target.clone());
-        Ok(target)
     }
 }
 

@@ -237,7 +237,7 @@ impl<'a> Txn<'a> {
     }
 
     pub fn get(&self, key: &[u8]) -> Result<Option<Value<'_>>, StoreError> {
-        match self.batch.lookup(key) {
+        match self.own(key) {
             Some(own) => Ok(own.map(Value::Mem)),
             None => self.kv.get(key),
         }

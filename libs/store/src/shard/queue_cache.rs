@@ -26,12 +26,12 @@ impl QueueCache {
         self.records.get(name.as_str())
     }
 
-    /// `rec` as it is stored now.
-    pub fn insert(&mut self, rec: QueueRecord) {
+    /// `rec`, stored now under `name`'s key.
+    pub fn insert(&mut self, name: &QueueName, rec: QueueRecord) {
         if self.records.len() >= MAX_QUEUES {
             self.records.clear();
         }
-        self.records.insert(rec.name.as_str().to_owned(), rec);
+        self.records.insert(name.as_str().to_owned(), rec);
     }
 
     /// Forgets the queues whose records `batch` writes or deletes.

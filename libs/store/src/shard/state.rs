@@ -278,7 +278,7 @@ impl State {
             return Ok(None);
         };
         let rec = decode(&v)?;
-        self.queues.borrow_mut().insert(rec.clone());
+        self.queues.borrow_mut().insert(name, rec.clone());
         Ok(Some(rec))
     }
 

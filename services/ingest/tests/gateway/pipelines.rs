@@ -301,7 +301,7 @@ async fn advances_reach_their_shard_with_the_target_resolved() {
         advance("jobs", "done"),
         advance("other.stage", ""),
         advance("orders.review", "orders.ship"),
-        // Again: a request resolves a target once, and a failed one fails each time.
+        // Again: what a request resolved, or failed to, answers its later advances alike.
         advance("orders.validate", "archive"),
         advance("orders.validate", "shipp"),
     ];
@@ -334,6 +334,19 @@ async fn advances_reach_their_shard_with_the_target_resolved() {
         "{}",
         results[8].message
     );
+
+    let asked: Vec<String> = recorded
+        .all()
+        .into_iter()
+        .filter_map(|(_, request)| match request.op {
+            Some(Op::GetQueue(get)) => Some(get.name),
+            _ => None,
+        })
+        .collect();
+    for name in ["archive", "shipp"] {
+        let times = asked.iter().filter(|asked| *asked == name).count();
+        assert_eq!(times, 1, "whether '{name}' exists, asked once: {asked:?}");
+    }
 
     let mut reached: Vec<(String, String)> = outcomes(&recorded)
         .into_iter()
