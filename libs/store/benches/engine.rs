@@ -554,13 +554,10 @@ async fn stats_round(store: Shared, users: u64) -> Result<String, StoreError> {
     let mut created = Vec::new();
     for name in ["outbox:*", "inbox:vip:*"] {
         let template = QueueName::parse(name).expect("a valid name");
-        let took = store
-            .run(move |s, now| {
-                let started = Instant::now();
-                s.create_queue(now, template, QueueConfig::default())?;
-                Ok(started.elapsed())
-            })
-            .await?;
+        let created_in = timed(&store, move |s, now| {
+            s.create_queue(now, template, QueueConfig::default())
+        });
+        let (took, _) = created_in.await?;
         created.push(format!("{name} {took:?}"));
     }
     Ok(format!(
@@ -670,13 +667,10 @@ async fn purge_in_steps(store: Shared) -> Result<String, StoreError> {
     let (mut steps, mut slowest, mut total, mut purged) = (0, Duration::ZERO, Duration::ZERO, 0);
     let mut after = String::new();
     loop {
-        let (took, step) = store
-            .run(move |s, _| {
-                let started = Instant::now();
-                let step = s.purge_queue(&queue(), PURGE_STEP, &after)?;
-                Ok((started.elapsed(), step))
-            })
-            .await?;
+        let (took, step) = timed(&store, move |s, _| {
+            s.purge_queue(&queue(), PURGE_STEP, &after)
+        })
+        .await?;
         steps += 1;
         slowest = slowest.max(took);
         total += took;

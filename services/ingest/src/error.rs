@@ -163,30 +163,6 @@ impl IngestError {
         )))
     }
 
-    /// The same failure for another item that met it: the same code, message and field
-    /// (an error that names no field is kept as its code and message).
-    pub fn again(&self) -> IngestError {
-        match self {
-            IngestError::Invalid(err) => IngestError::Invalid(err.clone()),
-            IngestError::TooLarge {
-                field,
-                size,
-                limit,
-                why,
-            } => IngestError::TooLarge {
-                field: field.clone(),
-                size: *size,
-                limit: *limit,
-                why: why.clone(),
-            },
-            IngestError::NoSuchPipeline { field, name } => IngestError::NoSuchPipeline {
-                field: field.clone(),
-                name: name.clone(),
-            },
-            other => IngestError::shard(other.item_code(), other.to_string()),
-        }
-    }
-
     /// A shard's failure, kept with its code and message.
     pub fn shard(code: i32, message: impl Into<String>) -> IngestError {
         IngestError::Shard {

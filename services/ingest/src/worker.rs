@@ -165,8 +165,18 @@ impl Targets {
         };
         match resolved {
             Ok(target) => Ok(target.clone()),
-            Err(err) => Err(err.again()),
+            Err(err) => Err(repeated(err)),
         }
+    }
+}
+
+/// A failed target lookup, for another advance that met it: the same code, message and
+/// field. A lookup fails only with an invalid `to` (the one error that names a field) or
+/// with what a shard or the bus answered.
+fn repeated(err: &IngestError) -> IngestError {
+    match err {
+        IngestError::Invalid(invalid) => IngestError::Invalid(invalid.clone()),
+        other => IngestError::shard(other.item_code(), other.to_string()),
     }
 }
 

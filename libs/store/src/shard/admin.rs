@@ -12,8 +12,9 @@ use crate::error::StoreError;
 use crate::kv::{Flow, Txn};
 
 /// Events one step of a purge removes: a step of events checkpointed into sled holds the
-/// writer for 20–40 ms on the benchmark machine (the engine benchmark's `purge-steps`), so
-/// the shard's other queues wait for one step at a time, not for a whole purge of millions.
+/// writer for 20–30 ms on average, about 40 at most, on the benchmark machine (the engine
+/// benchmark's `purge-steps`), so the shard's other queues wait for one step at a time, not
+/// for a whole purge of millions.
 pub const PURGE_STEP: usize = 10_000;
 
 impl Shard {
