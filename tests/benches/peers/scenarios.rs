@@ -22,7 +22,7 @@ pub const BATCH: usize = 100;
 const FILL_CHUNK: usize = 1000;
 /// Consumers of the delayed scenario.
 const DELAYED_CONSUMERS: usize = 4;
-/// Pause of a consumer that found nothing due (a system with no long poll).
+/// Pause of a consumer whose whole round of queues found nothing due (no long poll).
 const IDLE_PAUSE: Duration = Duration::from_millis(1);
 /// The kernel's clock ticks per second for `/proc` times.
 const TICKS_PER_SECOND: f64 = 100.0;
@@ -291,6 +291,9 @@ pub async fn delayed<P: Peer>(
         let delivered = Arc::clone(&delivered);
         tasks.spawn(async move {
             let (mut late, mut early) = (Vec::new(), 0);
+            // Takes in a row that found nothing: a consumer pauses only once a whole round
+            // of its queues came back empty, as one would with queues of its own to serve.
+            let mut empty_in_a_row = 0;
             for queue in mine.iter().cycle() {
                 if delivered.load(Ordering::Relaxed) >= count as u64 || Instant::now() > deadline {
                     break;
@@ -298,7 +301,13 @@ pub async fn delayed<P: Peer>(
                 let batch = P::take_ack(&mut consumer, queue, BATCH).await?;
                 let now = now_micros();
                 if batch.is_empty() {
-                    tokio::time::sleep(IDLE_PAUSE).await;
+                    empty_in_a_row += 1;
+                    if empty_in_a_row >= mine.len() {
+                        empty_in_a_row = 0;
+                        tokio::time::sleep(IDLE_PAUSE).await;
+                    }
+                } else {
+                    empty_in_a_row = 0;
                 }
                 for taken in &batch {
                     match now.checked_sub(due_of(taken)) {

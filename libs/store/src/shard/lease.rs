@@ -42,10 +42,13 @@ impl Shard {
             .cloned()
             .unwrap_or(space_start);
         let mut ids = Vec::with_capacity(max.min(1024));
-        let mut last_key = None;
+        let mut last_key: Option<Vec<u8>> = None;
         self.kv.scan(&start, &end, |k, v| {
             ids.push(String::from_utf8_lossy(v).into_owned());
-            last_key = Some(k.to_vec());
+            // One buffer for every key visited: only the last one is kept.
+            let last = last_key.get_or_insert_with(Vec::new);
+            last.clear();
+            last.extend_from_slice(k);
             Ok(if ids.len() >= max {
                 Flow::Stop
             } else {
