@@ -135,16 +135,21 @@ impl Kv {
         let mut disk = self.sled()?.range(start..end);
         let mut disk_head = next_disk(&mut disk, &self.dir)?;
         loop {
-            // The lowest key in memory, and whether sled holds a lower one or the same.
+            // The lowest key in memory, which layers hold it, and whether sled holds a lower
+            // one or the same. Each pair of heads is compared once.
             let in_active = active.peek().map(|(k, _)| k.as_slice());
             let in_frozen = frozen
                 .as_mut()
                 .and_then(|f| f.peek())
                 .map(|(k, _)| k.as_slice());
-            let in_memory = match (in_active, in_frozen) {
-                (Some(a), Some(f)) => Some(a.min(f)),
-                (a, f) => a.or(f),
+            let (from_active, from_frozen) = match (in_active, in_frozen) {
+                (Some(a), Some(f)) => {
+                    let order = a.cmp(f);
+                    (order.is_le(), order.is_ge())
+                }
+                (a, f) => (a.is_some(), f.is_some()),
             };
+            let in_memory = if from_active { in_active } else { in_frozen };
             let disk_order = match (&disk_head, in_memory) {
                 (Some((k, _)), Some(m)) => Some((**k).cmp(m)),
                 (Some(_), None) => Some(Ordering::Less),
@@ -164,12 +169,10 @@ impl Kv {
             // The uppermost layer holding the key wins; every layer moves past it. Memory
             // keys and values are visited where they lie, without a copy.
             let mut value = None;
-            if in_active == Some(key) {
+            if from_active {
                 value = active.next().map(|(_, d)| d.value.as_deref());
             }
-            if in_frozen == Some(key)
-                && let Some((_, d)) = frozen.as_mut().and_then(Iterator::next)
-            {
+            if from_frozen && let Some((_, d)) = frozen.as_mut().and_then(Iterator::next) {
                 value = value.or(Some(d.value.as_deref()));
             }
             if disk_order == Some(Ordering::Equal) {
