@@ -291,8 +291,8 @@ pub async fn delayed<P: Peer>(
         let delivered = Arc::clone(&delivered);
         tasks.spawn(async move {
             let (mut late, mut early) = (Vec::new(), 0);
-            // Takes in a row that found nothing: a consumer pauses only once a whole round
-            // of its queues came back empty, as one would with queues of its own to serve.
+            // Takes in a row that found nothing: a consumer of several queues idles only
+            // when none of them had work.
             let mut empty_in_a_row = 0;
             for queue in mine.iter().cycle() {
                 if delivered.load(Ordering::Relaxed) >= count as u64 || Instant::now() > deadline {
@@ -302,7 +302,7 @@ pub async fn delayed<P: Peer>(
                 let now = now_micros();
                 if batch.is_empty() {
                     empty_in_a_row += 1;
-                    if empty_in_a_row >= mine.len() {
+                    if empty_in_a_row == mine.len() {
                         empty_in_a_row = 0;
                         tokio::time::sleep(IDLE_PAUSE).await;
                     }

@@ -42,13 +42,12 @@ impl Shard {
             .cloned()
             .unwrap_or(space_start);
         let mut ids = Vec::with_capacity(max.min(1024));
-        let mut last_key: Option<Vec<u8>> = None;
+        // One buffer for every key visited: only the last one is kept.
+        let mut last_key = Vec::new();
         self.kv.scan(&start, &end, |k, v| {
             ids.push(String::from_utf8_lossy(v).into_owned());
-            // One buffer for every key visited: only the last one is kept.
-            let last = last_key.get_or_insert_with(Vec::new);
-            last.clear();
-            last.extend_from_slice(k);
+            last_key.clear();
+            last_key.extend_from_slice(k);
             Ok(if ids.len() >= max {
                 Flow::Stop
             } else {
@@ -89,13 +88,12 @@ impl Shard {
                 c.leased += n;
             })?;
         }
-        match last_key {
-            Some(k) => {
-                self.st.ready_cursor.insert(rec.id, keys::successor(&k));
-            }
-            None => {
-                self.st.ready_cursor.remove(&rec.id);
-            }
+        if ids.is_empty() {
+            self.st.ready_cursor.remove(&rec.id);
+        } else {
+            self.st
+                .ready_cursor
+                .insert(rec.id, keys::successor(&last_key));
         }
         let batch = self.st.seal(txn);
         self.st.commit(&mut self.kv, batch);
