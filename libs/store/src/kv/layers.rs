@@ -4,7 +4,7 @@
 
 use std::collections::BTreeMap;
 use std::collections::btree_map::Entry;
-use std::ops::Deref;
+use std::ops::{Bound, Deref};
 use std::sync::Arc;
 
 use super::batch::{Batch, Op};
@@ -18,7 +18,64 @@ pub struct Dirty {
     pub below: bool,
 }
 
-pub type Layer = BTreeMap<Vec<u8>, Dirty>;
+/// One layer's keys, in an ordered map per keyspace (a key's first byte): a search among a
+/// queue's counters or the leases does not walk the tree of the events, and a search among
+/// the events walks a tree of events alone.
+#[derive(Debug)]
+pub struct Layer {
+    spaces: Box<[Keyspace; 256]>,
+}
+
+type Keyspace = BTreeMap<Vec<u8>, Dirty>;
+
+/// The map of `key`'s keyspace; the empty key sorts before every other, so with space 0.
+fn space_of(key: &[u8]) -> usize {
+    key.first().map_or(0, |&b| usize::from(b))
+}
+
+impl Default for Layer {
+    fn default() -> Self {
+        Layer {
+            spaces: Box::new(std::array::from_fn(|_| BTreeMap::new())),
+        }
+    }
+}
+
+impl Layer {
+    pub fn get(&self, key: &[u8]) -> Option<&Dirty> {
+        self.spaces[space_of(key)].get(key)
+    }
+
+    fn entry(&mut self, key: Vec<u8>) -> Entry<'_, Vec<u8>, Dirty> {
+        self.spaces[space_of(&key)].entry(key)
+    }
+
+    /// The entries in `[start, end)`, in key order; `start` must be below `end`.
+    pub fn range<'a>(
+        &'a self,
+        start: &'a [u8],
+        end: &'a [u8],
+    ) -> impl Iterator<Item = (&'a Vec<u8>, &'a Dirty)> + 'a {
+        let bounds = (Bound::Included(start), Bound::Excluded(end));
+        // Every key of a space past `end`'s first byte is past `end`.
+        self.spaces[space_of(start)..=space_of(end)]
+            .iter()
+            .flat_map(move |space| space.range::<[u8], _>(bounds))
+    }
+
+    /// Every entry, in key order.
+    pub fn iter(&self) -> impl Iterator<Item = (&Vec<u8>, &Dirty)> {
+        self.spaces.iter().flat_map(BTreeMap::iter)
+    }
+
+    pub fn len(&self) -> usize {
+        self.spaces.iter().map(BTreeMap::len).sum()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.spaces.iter().all(BTreeMap::is_empty)
+    }
+}
 
 const ENTRY_OVERHEAD: usize = 64;
 

@@ -7,7 +7,6 @@ pub mod checkpoint;
 mod layers;
 
 use std::cmp::Ordering;
-use std::ops::Bound;
 use std::path::{Path, PathBuf};
 
 pub use batch::{Batch, Op};
@@ -125,13 +124,12 @@ impl Kv {
         if start >= end {
             return Ok(()); // Empty, as a `Range` whose start is not below its end.
         }
-        let range = (Bound::Included(start), Bound::Excluded(end));
-        let mut active = self.layers.active.range::<[u8], _>(range).peekable();
+        let mut active = self.layers.active.range(start, end).peekable();
         let mut frozen = self
             .layers
             .frozen
             .as_ref()
-            .map(|f| f.range::<[u8], _>(range).peekable());
+            .map(|f| f.range(start, end).peekable());
         let mut disk = self.sled()?.range(start..end);
         let mut disk_head = next_disk(&mut disk, &self.dir)?;
         loop {
@@ -396,6 +394,37 @@ mod tests {
                 );
             }
         }
+    }
+
+    /// The layers keep a map per keyspace (first byte): a scan crosses them in key order,
+    /// from the empty key to keys of the last keyspace, and stops at a bound inside one.
+    #[test]
+    fn scans_cross_keyspaces_in_key_order() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut kv = Kv::open(dir.path(), 1 << 20).expect("open");
+        let keys: [&[u8]; 7] = [b"", &[0], &[0, 9], &[0x7f, 1], &[0x80], &[0xff], &[0xff, 0xff]];
+        let mut batch = Batch::default();
+        for key in keys.iter().rev() {
+            batch.put(key.to_vec(), key.to_vec());
+        }
+        kv.apply(batch);
+        let scanned = |start: &[u8], end: &[u8]| {
+            let mut seen = Vec::new();
+            kv.scan(start, end, |k, _| {
+                seen.push(k.to_vec());
+                Ok(Flow::Continue)
+            })
+            .expect("scan");
+            seen
+        };
+        let all: Vec<Vec<u8>> = keys.iter().map(|k| k.to_vec()).collect();
+        assert_eq!(scanned(b"", &[0xff, 0xff, 0]), all);
+        assert_eq!(scanned(&[0, 1], &[0xff, 0xff]), all[2..6]);
+        assert_eq!(scanned(&[0x7f], &[0x80]), all[3..4]);
+        for key in keys {
+            assert_eq!(kv.get(key).expect("get").as_deref(), Some(key));
+        }
+        assert_eq!(kv.freeze().len(), keys.len());
     }
 
     #[test]
