@@ -10,7 +10,8 @@
 //! also from a stock tonic client, and the same load of calls that do nothing, the gRPC
 //! floor: see `floor.rs`), `take` (take
 //! and ack in batches of 100 from a backlog, 1 and 16 consumers), `delayed` (50,000 events
-//! due evenly over 10 s, taken as they come due: their lateness). Each prints its rate, the
+//! due evenly over 10 s, taken as they come due, by a long poll where the system has one:
+//! their lateness). Each prints its rate, the
 //! median call, and the CPU time per operation of the server and of the clients (this
 //! process), from `/proc`; the last table gives Cascade's ratio to each system, and the
 //! disk's raw fdatasync rate and median of the same run. `scale` (Cascade alone, run only
@@ -22,8 +23,10 @@
 //! all). Environment: `CASCADE_BENCH_SECS` (window, default 10), `CASCADE_BENCH_WARMUP_SECS`
 //! (2), `CASCADE_BENCH_BACKLOG` (500,000), `CASCADE_BENCH_STORED` and
 //! `CASCADE_BENCH_PENDING` (the scale scenario's per-user queues and timers, 1,000,000
-//! each). Under `cargo test --all-targets` (no `--bench`) every scenario runs briefly
-//! against every system, proving the harness works.
+//! each), `CASCADE_BENCH_POLL=1` (Cascade's delayed consumers poll as Redis's and
+//! PostgreSQL's must, instead of waiting in a long-poll `Take`). Under `cargo test
+//! --all-targets` (no `--bench`) every scenario runs briefly against every system, proving
+//! the harness works.
 
 mod floor;
 mod nats;
@@ -62,6 +65,8 @@ pub struct Plan {
     stored: usize,
     pending: usize,
     settle: Duration,
+    /// Cascade's delayed consumers poll as the others must, instead of its long poll.
+    cascade_polls: bool,
 }
 
 impl Plan {
@@ -88,6 +93,7 @@ impl Plan {
                 stored: 2_000,
                 pending: 2_000,
                 settle: Duration::ZERO,
+                cascade_polls: env("CASCADE_BENCH_POLL", 0) == 1,
             },
             false => Plan {
                 warmup: Duration::from_secs(env("CASCADE_BENCH_WARMUP_SECS", 2)),
@@ -102,6 +108,7 @@ impl Plan {
                 stored: env("CASCADE_BENCH_STORED", 1_000_000) as usize,
                 pending: env("CASCADE_BENCH_PENDING", 1_000_000) as usize,
                 settle: Duration::from_secs(5),
+                cascade_polls: env("CASCADE_BENCH_POLL", 0) == 1,
             },
         }
     }
@@ -154,7 +161,10 @@ fn main() -> Result<(), BoxError> {
                         .collect()
                 };
                 let addr = cluster.gateway().to_owned();
-                let peer = Arc::new(Cascade { addr: addr.clone() });
+                let peer = Arc::new(Cascade {
+                    addr: addr.clone(),
+                    long_polls: !plan.cascade_polls,
+                });
                 runtime.block_on(run(&peer, &server, &scenarios, &plan, &mut rows))?;
                 if scenarios.contains(&"enqueue") {
                     let queues = scenarios::queues("enqueue");

@@ -40,6 +40,7 @@ pub fn run(runtime: &Runtime, plan: &Plan) -> Result<(), BoxError> {
     cluster.set_patience(PATIENCE);
     let peer = Arc::new(Cascade {
         addr: cluster.gateway().to_owned(),
+        long_polls: !plan.cascade_polls,
     });
     let (producing, delayed) = (scenarios::queues("scale"), scenarios::queues("late"));
     let (pending, backlog) = (scenarios::queues("pending"), scenarios::queues("backlog"));

@@ -20,9 +20,10 @@ pub const QUEUES: usize = 16;
 pub const BATCH: usize = 100;
 /// Events per bulk enqueue while filling a backlog.
 const FILL_CHUNK: usize = 1000;
-/// Consumers of the delayed scenario.
+/// Consumers of the delayed scenario on a system without a long poll, each going round a
+/// quarter of the queues.
 const DELAYED_CONSUMERS: usize = 4;
-/// Pause of a consumer whose whole round of queues found nothing due (no long poll).
+/// Pause of a polling consumer whose whole round of queues found nothing due.
 const IDLE_PAUSE: Duration = Duration::from_millis(1);
 /// The kernel's clock ticks per second for `/proc` times.
 const TICKS_PER_SECOND: f64 = 100.0;
@@ -279,28 +280,32 @@ pub async fn delayed<P: Peer>(
     fill(peer, queues, count, move |i| Some(start + i as u64 * step)).await?;
     let deadline = Instant::now() + plan.lead + plan.spread + Duration::from_secs(60);
     let delivered = Arc::new(AtomicU64::new(0));
+    // A system with a long poll waits on each queue; the others go round theirs.
+    let long_poll = peer.long_poll();
+    let consumers = match long_poll {
+        Some(_) => queues.len(),
+        None => DELAYED_CONSUMERS,
+    };
     let mut tasks = JoinSet::new();
-    for n in 0..DELAYED_CONSUMERS {
+    for n in 0..consumers {
         let mut consumer = peer.consumer().await?;
-        let mine: Vec<String> = queues
-            .iter()
-            .skip(n)
-            .step_by(DELAYED_CONSUMERS)
-            .cloned()
-            .collect();
+        let mine: Vec<String> = queues.iter().skip(n).step_by(consumers).cloned().collect();
         let delivered = Arc::clone(&delivered);
         tasks.spawn(async move {
             let (mut late, mut early) = (Vec::new(), 0);
-            // Takes in a row that found nothing: a consumer of several queues idles only
-            // when none of them had work.
+            // Takes in a row that found nothing: a polling consumer of several queues idles
+            // only when none of them had work.
             let mut empty_in_a_row = 0;
             for queue in mine.iter().cycle() {
                 if delivered.load(Ordering::Relaxed) >= count as u64 || Instant::now() > deadline {
                     break;
                 }
-                let batch = P::take_ack(&mut consumer, queue, BATCH).await?;
+                let batch = match long_poll {
+                    Some(wait) => P::take_ack_waiting(&mut consumer, queue, BATCH, wait).await?,
+                    None => P::take_ack(&mut consumer, queue, BATCH).await?,
+                };
                 let now = now_micros();
-                if batch.is_empty() {
+                if batch.is_empty() && long_poll.is_none() {
                     empty_in_a_row += 1;
                     if empty_in_a_row == mine.len() {
                         empty_in_a_row = 0;

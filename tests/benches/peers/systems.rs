@@ -5,7 +5,7 @@
 //! module.
 
 use std::future::Future;
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use cascade_client::{Client, api};
 
@@ -80,6 +80,12 @@ pub trait Peer: Producing {
     /// Makes `queues` ready for use.
     fn setup(&self, queues: &[String]) -> impl Future<Output = Result<(), BoxError>> + Send;
     fn consumer(&self) -> impl Future<Output = Result<Self::Consumer, BoxError>> + Send;
+    /// The longest a take may wait for an event of its queue, if the system has a long poll
+    /// ([`Peer::take_ack_waiting`]) and uses it: its delayed consumers then wait on one queue
+    /// each instead of polling several.
+    fn long_poll(&self) -> Option<Duration> {
+        None
+    }
     /// Many events at once, the fastest way the system offers (a backlog's fill).
     fn enqueue_many(
         producer: &mut Self::Producer,
@@ -94,6 +100,17 @@ pub trait Peer: Producing {
         queue: &str,
         max: usize,
     ) -> impl Future<Output = Result<Vec<Vec<u8>>, BoxError>> + Send;
+    /// [`Peer::take_ack`], waiting up to `wait` for a first event if none is due yet. Only
+    /// called on systems with a [`Peer::long_poll`].
+    fn take_ack_waiting(
+        consumer: &mut Self::Consumer,
+        queue: &str,
+        max: usize,
+        wait: Duration,
+    ) -> impl Future<Output = Result<Vec<Vec<u8>>, BoxError>> + Send {
+        let _ = wait;
+        Self::take_ack(consumer, queue, max)
+    }
     /// Sends the acks still held for a next request; the consumer is done.
     fn finish(_consumer: &mut Self::Consumer) -> impl Future<Output = Result<(), BoxError>> + Send {
         async { Ok(()) }
@@ -104,7 +121,13 @@ pub trait Peer: Producing {
 /// the acks of the consumer's previous batch (its last acks go in one `Complete`).
 pub struct Cascade {
     pub addr: String,
+    /// Whether its delayed consumers wait in a long poll, as its worker SDK does, or poll
+    /// as the others must.
+    pub long_polls: bool,
 }
+
+/// The wait of a long-poll take: long enough that an idle queue costs one call a second.
+const LONG_POLL: Duration = Duration::from_secs(1);
 
 /// A Cascade consumer: its connection and the acks its next take carries.
 pub struct CascadeConsumer {
@@ -175,6 +198,10 @@ impl Peer for Cascade {
         })
     }
 
+    fn long_poll(&self) -> Option<Duration> {
+        self.long_polls.then_some(LONG_POLL)
+    }
+
     async fn enqueue_many(
         client: &mut Client,
         queue: &str,
@@ -198,9 +225,19 @@ impl Peer for Cascade {
     ) -> Result<Vec<Vec<u8>>, BoxError> {
         // No long poll: like the others' takes, it answers at once with what is ready, so
         // a consumer going round its queues is not held by an empty one.
+        Self::take_ack_waiting(consumer, queue, max, Duration::ZERO).await
+    }
+
+    async fn take_ack_waiting(
+        consumer: &mut CascadeConsumer,
+        queue: &str,
+        max: usize,
+        wait: Duration,
+    ) -> Result<Vec<Vec<u8>>, BoxError> {
         let take = api::TakeRequest {
             queue: queue.to_owned(),
             max_events: max as u32,
+            wait: (!wait.is_zero()).then(|| wait.try_into()).transpose()?,
             completions: std::mem::take(&mut consumer.acks),
             ..api::TakeRequest::default()
         };
