@@ -65,8 +65,9 @@ pub struct Plan {
     stored: usize,
     pending: usize,
     settle: Duration,
-    /// Cascade's delayed consumers poll as the others must, instead of its long poll.
-    cascade_polls: bool,
+    /// Whether Cascade's delayed consumers wait in a long poll (else they poll as the others
+    /// must).
+    cascade_long_polls: bool,
 }
 
 impl Plan {
@@ -79,6 +80,7 @@ impl Plan {
                 .and_then(|v| v.parse().ok())
                 .unwrap_or(full)
         };
+        let cascade_long_polls = env("CASCADE_BENCH_POLL", 0) != 1;
         match brief {
             true => Plan {
                 warmup: Duration::from_millis(200),
@@ -93,7 +95,7 @@ impl Plan {
                 stored: 2_000,
                 pending: 2_000,
                 settle: Duration::ZERO,
-                cascade_polls: env("CASCADE_BENCH_POLL", 0) == 1,
+                cascade_long_polls,
             },
             false => Plan {
                 warmup: Duration::from_secs(env("CASCADE_BENCH_WARMUP_SECS", 2)),
@@ -108,8 +110,18 @@ impl Plan {
                 stored: env("CASCADE_BENCH_STORED", 1_000_000) as usize,
                 pending: env("CASCADE_BENCH_PENDING", 1_000_000) as usize,
                 settle: Duration::from_secs(5),
-                cascade_polls: env("CASCADE_BENCH_POLL", 0) == 1,
+                cascade_long_polls,
             },
+        }
+    }
+}
+
+impl Plan {
+    /// Cascade at `addr`, driven as this plan says.
+    fn cascade(&self, addr: &str) -> Cascade {
+        Cascade {
+            addr: addr.to_owned(),
+            long_polls: self.cascade_long_polls,
         }
     }
 }
@@ -161,10 +173,7 @@ fn main() -> Result<(), BoxError> {
                         .collect()
                 };
                 let addr = cluster.gateway().to_owned();
-                let peer = Arc::new(Cascade {
-                    addr: addr.clone(),
-                    long_polls: !plan.cascade_polls,
-                });
+                let peer = Arc::new(plan.cascade(&addr));
                 runtime.block_on(run(&peer, &server, &scenarios, &plan, &mut rows))?;
                 if scenarios.contains(&"enqueue") {
                     let queues = scenarios::queues("enqueue");

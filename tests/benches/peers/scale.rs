@@ -2,7 +2,8 @@
 //! an empty store; then `plan.stored` per-user queues of one template holding one event
 //! each and `plan.pending` timers due in an hour; after that load, a SIGKILL and restart
 //! (how soon it serves again), the same enqueue load on the full store (its p99 against the
-//! empty store's), the delayed scenario among the pending timers (with the shard's own
+//! empty store's), the delayed scenario among the pending timers (its consumers waiting in
+//! a long poll unless `CASCADE_BENCH_POLL=1`, with the shard's own
 //! activation lateness from `/metrics` beside the consumers'), and a clean restart after
 //! which `plan.backlog` events, all in sled by then, are taken and acked.
 //! After each step it prints the server's resident memory, the events stored and the data
@@ -38,10 +39,7 @@ pub fn run(runtime: &Runtime, plan: &Plan) -> Result<(), BoxError> {
     // How long a restart or a clean stop takes is measured, not bounded: at 10M events it
     // may pass a test's limits.
     cluster.set_patience(PATIENCE);
-    let peer = Arc::new(Cascade {
-        addr: cluster.gateway().to_owned(),
-        long_polls: !plan.cascade_polls,
-    });
+    let peer = Arc::new(plan.cascade(cluster.gateway()));
     let (producing, delayed) = (scenarios::queues("scale"), scenarios::queues("late"));
     let (pending, backlog) = (scenarios::queues("pending"), scenarios::queues("backlog"));
     for queues in [&producing, &delayed, &pending, &backlog] {

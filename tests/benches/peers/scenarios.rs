@@ -20,8 +20,8 @@ pub const QUEUES: usize = 16;
 pub const BATCH: usize = 100;
 /// Events per bulk enqueue while filling a backlog.
 const FILL_CHUNK: usize = 1000;
-/// Consumers of the delayed scenario on a system without a long poll, each going round a
-/// quarter of the queues.
+/// Consumers of the delayed scenario on a system without a long poll, each going round
+/// `QUEUES / DELAYED_CONSUMERS` of the queues.
 const DELAYED_CONSUMERS: usize = 4;
 /// Pause of a polling consumer whose whole round of queues found nothing due.
 const IDLE_PAUSE: Duration = Duration::from_millis(1);
@@ -305,14 +305,16 @@ pub async fn delayed<P: Peer>(
                     None => P::take_ack(&mut consumer, queue, BATCH).await?,
                 };
                 let now = now_micros();
-                if batch.is_empty() && long_poll.is_none() {
-                    empty_in_a_row += 1;
+                if long_poll.is_none() {
+                    empty_in_a_row = if batch.is_empty() {
+                        empty_in_a_row + 1
+                    } else {
+                        0
+                    };
                     if empty_in_a_row == mine.len() {
                         empty_in_a_row = 0;
                         tokio::time::sleep(IDLE_PAUSE).await;
                     }
-                } else {
-                    empty_in_a_row = 0;
                 }
                 for taken in &batch {
                     match now.checked_sub(due_of(taken)) {

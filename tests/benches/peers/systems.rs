@@ -101,14 +101,13 @@ pub trait Peer: Producing {
         max: usize,
     ) -> impl Future<Output = Result<Vec<Vec<u8>>, BoxError>> + Send;
     /// [`Peer::take_ack`], waiting up to `wait` for a first event if none is due yet. Only
-    /// called on systems with a [`Peer::long_poll`].
+    /// called on systems with a [`Peer::long_poll`]; the others answer at once.
     fn take_ack_waiting(
         consumer: &mut Self::Consumer,
         queue: &str,
         max: usize,
-        wait: Duration,
+        _wait: Duration,
     ) -> impl Future<Output = Result<Vec<Vec<u8>>, BoxError>> + Send {
-        let _ = wait;
         Self::take_ack(consumer, queue, max)
     }
     /// Sends the acks still held for a next request; the consumer is done.
@@ -121,8 +120,8 @@ pub trait Peer: Producing {
 /// the acks of the consumer's previous batch (its last acks go in one `Complete`).
 pub struct Cascade {
     pub addr: String,
-    /// Whether its delayed consumers wait in a long poll, as its worker SDK does, or poll
-    /// as the others must.
+    /// Whether its delayed consumers wait in a long-poll `Take`, as its worker SDK's do, or
+    /// poll as Redis's and PostgreSQL's must.
     pub long_polls: bool,
 }
 
@@ -223,8 +222,7 @@ impl Peer for Cascade {
         queue: &str,
         max: usize,
     ) -> Result<Vec<Vec<u8>>, BoxError> {
-        // No long poll: like the others' takes, it answers at once with what is ready, so
-        // a consumer going round its queues is not held by an empty one.
+        // No wait: a consumer going round its queues is not held by an empty one.
         Self::take_ack_waiting(consumer, queue, max, Duration::ZERO).await
     }
 

@@ -328,6 +328,8 @@ mod tests {
     /// Random writes to sled, to a frozen layer and to the active one, scanned over random
     /// ranges and stopped at random points: the same keys and values as a map of what each
     /// key holds now.
+    const EDGES: [u8; 7] = [0x00, 0x01, b'a', 0x7f, 0x80, 0xfe, 0xff];
+
     #[test]
     fn scans_see_each_key_as_its_uppermost_layer_holds_it() {
         let mut rng = fastrand::Rng::with_seed(11);
@@ -335,7 +337,9 @@ mod tests {
             let dir = tempfile::tempdir().expect("tempdir");
             let mut kv = Kv::open(dir.path(), 1 << 20).expect("open");
             let mut now: BTreeMap<Vec<u8>, Vec<u8>> = BTreeMap::new();
-            let key = |rng: &mut fastrand::Rng| vec![b'a' + rng.u8(0..6), b'a' + rng.u8(0..4)];
+            // Bytes at the edges of the layers' keyspaces (a map per first byte).
+            let byte = |rng: &mut fastrand::Rng| EDGES[rng.usize(..EDGES.len())];
+            let key = |rng: &mut fastrand::Rng| vec![byte(rng), byte(rng)];
             for n in 0..rng.usize(0..30) {
                 let (k, v) = (key(&mut rng), format!("disk-{n}").into_bytes());
                 kv.db().insert(&k, v.clone()).expect("insert");
@@ -365,7 +369,7 @@ mod tests {
                 // and after all of them, and reversed (an empty scan) are all visited.
                 let bound = |rng: &mut fastrand::Rng| {
                     let len = rng.usize(0..4);
-                    (0..len).map(|_| b'a' + rng.u8(0..7)).collect::<Vec<u8>>()
+                    (0..len).map(|_| byte(rng)).collect::<Vec<u8>>()
                 };
                 let (start, end) = (bound(&mut rng), bound(&mut rng));
                 let stop_after = rng.usize(1..12);
@@ -402,7 +406,15 @@ mod tests {
     fn scans_cross_keyspaces_in_key_order() {
         let dir = tempfile::tempdir().expect("tempdir");
         let mut kv = Kv::open(dir.path(), 1 << 20).expect("open");
-        let keys: [&[u8]; 7] = [b"", &[0], &[0, 9], &[0x7f, 1], &[0x80], &[0xff], &[0xff, 0xff]];
+        let keys: [&[u8]; 7] = [
+            b"",
+            &[0],
+            &[0, 9],
+            &[0x7f, 1],
+            &[0x80],
+            &[0xff],
+            &[0xff, 0xff],
+        ];
         let mut batch = Batch::default();
         for key in keys.iter().rev() {
             batch.put(key.to_vec(), key.to_vec());
