@@ -8,15 +8,14 @@
 //!
 //! Scenarios: `enqueue` (unary, 1, 16 and 256 producers, one connection each; for Cascade
 //! also from a stock tonic client, and the same load of calls that do nothing, the gRPC
-//! floor: see `floor.rs`), `take` (take
-//! and ack in batches of 100 from a backlog, 1 and 16 consumers), `delayed` (50,000 events
-//! due evenly over 10 s, taken as they come due, by a long poll where the system has one:
-//! their lateness). Each prints its rate, the
-//! median call, and the CPU time per operation of the server and of the clients (this
-//! process), from `/proc`; the last table gives Cascade's ratio to each system, and the
-//! disk's raw fdatasync rate and median of the same run. `scale` (Cascade alone, run only
-//! when named: it takes minutes) loads a million per-user queues and a million pending
-//! timers and measures what they cost: see `scale.rs`.
+//! floor: see `floor.rs`), `take` (take and ack in batches of 100 from a backlog, 1 and 16
+//! consumers), `delayed` (50,000 events due evenly over 10 s, taken as they come due, by a
+//! long poll where the system has one: their lateness). Each prints its rate, the median
+//! call, and the CPU time per operation of the server and of the clients (this process),
+//! from `/proc`; the last table gives Cascade's ratio to each system, and the disk's raw
+//! fdatasync rate and median of the same run. `scale` (Cascade alone, run only when named:
+//! it takes minutes) loads a million per-user queues and a million pending timers and
+//! measures what they cost: see `scale.rs`.
 //!
 //! Run: `cargo build --release --bins && cargo bench -p cascade-e2e --bench peers
 //! [-- SCENARIO... SYSTEM...]` (systems: `cascade`, `redis`, `postgres`, `nats`; default:
@@ -114,9 +113,7 @@ impl Plan {
             },
         }
     }
-}
 
-impl Plan {
     /// Cascade at `addr`, driven as this plan says.
     fn cascade(&self, addr: &str) -> Cascade {
         Cascade {

@@ -325,11 +325,12 @@ mod tests {
         assert_eq!(kv.get(b"b").expect("get").as_deref(), Some(&b"mem-b"[..]));
     }
 
+    /// Key bytes at the edges of the layers' keyspaces (a map per first byte).
+    const EDGES: [u8; 7] = [0x00, 0x01, b'a', 0x7f, 0x80, 0xfe, 0xff];
+
     /// Random writes to sled, to a frozen layer and to the active one, scanned over random
     /// ranges and stopped at random points: the same keys and values as a map of what each
     /// key holds now.
-    const EDGES: [u8; 7] = [0x00, 0x01, b'a', 0x7f, 0x80, 0xfe, 0xff];
-
     #[test]
     fn scans_see_each_key_as_its_uppermost_layer_holds_it() {
         let mut rng = fastrand::Rng::with_seed(11);
@@ -337,7 +338,6 @@ mod tests {
             let dir = tempfile::tempdir().expect("tempdir");
             let mut kv = Kv::open(dir.path(), 1 << 20).expect("open");
             let mut now: BTreeMap<Vec<u8>, Vec<u8>> = BTreeMap::new();
-            // Bytes at the edges of the layers' keyspaces (a map per first byte).
             let byte = |rng: &mut fastrand::Rng| EDGES[rng.usize(..EDGES.len())];
             let key = |rng: &mut fastrand::Rng| vec![byte(rng), byte(rng)];
             for n in 0..rng.usize(0..30) {
