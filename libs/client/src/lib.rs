@@ -1,6 +1,7 @@
 //! A small client for Cascade's gRPC API: one HTTP/2 connection shared by the
 //! `Ingest`, `Worker` and `Admin` stubs. The stubs are the generated ones, so every RPC and
-//! message of the contract is available as is.
+//! message of the contract is available as is. A worker calls through [`WorkerCalls`], which
+//! in the process that serves the gateway skips the connection.
 //!
 //! [`ClientOptions`] carry what a secured gateway asks for: TLS (the gateway's CA, and a
 //! client certificate for mutual TLS) and a bearer token, sent on every call as
@@ -8,17 +9,22 @@
 //! or else the system's roots; an address without a scheme is `https://` when TLS options
 //! are given and `http://` otherwise.
 
+mod worker_calls;
+
 use std::path::Path;
+use std::sync::Arc;
 
 use cascade_proto::v1::admin_client::AdminClient;
 use cascade_proto::v1::ingest_client::IngestClient;
 use cascade_proto::v1::worker_client::WorkerClient;
+use cascade_proto::v1::worker_server::Worker;
 use tonic::metadata::{Ascii, MetadataValue};
 use tonic::service::Interceptor;
 use tonic::service::interceptor::InterceptedService;
 use tonic::transport::{Certificate, Channel, ClientTlsConfig, Endpoint, Identity};
 
 pub use cascade_proto::v1 as api;
+pub use worker_calls::WorkerCalls;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ClientError {
@@ -124,6 +130,8 @@ pub type Connection = InterceptedService<Channel, BearerToken>;
 pub struct Client {
     channel: Channel,
     token: BearerToken,
+    /// The gateway's `Worker` service itself, when this process serves it.
+    in_process_worker: Option<Arc<dyn Worker>>,
 }
 
 impl Client {
@@ -142,6 +150,7 @@ impl Client {
         Ok(Client {
             channel,
             token: token(options)?,
+            in_process_worker: None,
         })
     }
 
@@ -151,6 +160,7 @@ impl Client {
         Ok(Client {
             channel: endpoint(addr, options)?.connect_lazy(),
             token: token(options)?,
+            in_process_worker: None,
         })
     }
 
@@ -159,6 +169,16 @@ impl Client {
         Client {
             channel,
             token: BearerToken::default(),
+            in_process_worker: None,
+        }
+    }
+
+    /// A client of the gateway this process serves: [`Client::worker_calls`] calls `worker`
+    /// (the gateway's service) directly; the stubs use `channel` (an in-process one).
+    pub fn in_process(channel: Channel, worker: Arc<dyn Worker>) -> Client {
+        Client {
+            in_process_worker: Some(worker),
+            ..Client::from_channel(channel)
         }
     }
 
@@ -168,6 +188,15 @@ impl Client {
 
     pub fn worker(&self) -> WorkerClient<Connection> {
         WorkerClient::new(self.connection()).max_decoding_message_size(MAX_RESPONSE_BYTES)
+    }
+
+    /// What a worker calls: the gateway's service itself when this process serves it,
+    /// else the `Worker` stub.
+    pub fn worker_calls(&self) -> WorkerCalls {
+        match &self.in_process_worker {
+            Some(service) => WorkerCalls::InProcess(Arc::clone(service)),
+            None => WorkerCalls::Remote(self.worker()),
+        }
     }
 
     pub fn admin(&self) -> AdminClient<Connection> {

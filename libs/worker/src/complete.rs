@@ -12,9 +12,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use cascade_client::Connection;
+use cascade_client::WorkerCalls;
 use cascade_proto::v1;
-use cascade_proto::v1::worker_client::WorkerClient;
 use prost::Message;
 use tokio::sync::mpsc;
 use tokio::task::JoinSet;
@@ -33,7 +32,7 @@ const FIRST_RETRY_PAUSE: Duration = Duration::from_millis(100);
 
 /// Runs until every sender is dropped and the queue is empty.
 pub(crate) async fn run_completer(
-    client: WorkerClient<Connection>,
+    client: WorkerCalls,
     mut queued: mpsc::Receiver<v1::Completion>,
     max_batch: usize,
     stats: Arc<Stats>,
@@ -85,7 +84,7 @@ pub(crate) async fn run_completer(
     }
 }
 
-async fn send(client: WorkerClient<Connection>, batch: Vec<v1::Completion>, stats: Arc<Stats>) {
+async fn send(client: WorkerCalls, batch: Vec<v1::Completion>, stats: Arc<Stats>) {
     let count = batch.len() as u64;
     let request = v1::CompleteRequest { completions: batch };
     let mut pause = FIRST_RETRY_PAUSE;

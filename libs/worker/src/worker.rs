@@ -37,7 +37,7 @@ impl<H: Handler> Worker<H> {
         Ok(Worker {
             ctx: Ctx {
                 handler: Arc::new(handler),
-                client: client.worker(),
+                client: client.worker_calls(),
                 config,
                 shared,
             },

@@ -155,7 +155,7 @@ pub async fn run_with(
     ));
     let (stop_stages, stage_workers) = start_stage_workers(
         &settings,
-        Client::from_channel(own_clients.channel()),
+        Client::in_process(own_clients.channel(), own_clients.worker()),
         bus.clone(),
         metrics.clone(),
         local_rm,

@@ -13,8 +13,7 @@
 //!
 //! Each connection tells its requests who is at the other end ([`Peer`]): its address and
 //! the names of a client certificate the handshake verified. `cascade standalone`'s own
-//! clients reach the gateway through in-memory connections ([`in_process`]) that never
-//! leave the process.
+//! clients reach the gateway without leaving the process ([`mod@crate::in_process`]).
 //!
 //! What an HTTP/2 connection may then cost is bounded by the server's settings
 //! (`server.rs`): streams per connection, message size, keepalive.
@@ -27,15 +26,14 @@ use std::time::Duration;
 
 use cascade_security::tls;
 use futures::Stream;
-use hyper_util::rt::TokioIo;
 use tokio::io::{AsyncRead, AsyncWrite, DuplexStream, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc};
 use tokio::time::{Instant, Sleep};
 use tokio_rustls::server::TlsStream;
 use tonic::transport::server::Connected;
-use tonic::transport::{Channel, Endpoint};
 
+use crate::in_process::InProcessListener;
 use crate::peer::Peer;
 
 /// File descriptors kept for everything but client connections.
@@ -45,9 +43,7 @@ const ACCEPT_PAUSE: Duration = Duration::from_millis(50);
 /// One warning per this many connections refused, so a flood does not flood the log.
 const WARN_EVERY: u64 = 1000;
 /// Connections accepted (handshakes done) and not yet taken by the server.
-const ACCEPTED_QUEUE: usize = 64;
-/// Bytes an in-process connection buffers each way.
-const IN_PROCESS_BUFFER: usize = 256 << 10;
+pub(crate) const ACCEPTED_QUEUE: usize = 64;
 
 /// The connection limits of the gRPC port.
 #[derive(Clone, Copy, Debug)]
@@ -109,7 +105,7 @@ pub(crate) fn incoming(
 ) -> impl Stream<Item = io::Result<Connection>> {
     let (accepted, connections) = mpsc::channel(ACCEPTED_QUEUE);
     tokio::spawn(accept_tcp(listeners.tcp, limits, tls, accepted.clone()));
-    if let Some(InProcessListener { mut streams }) = listeners.in_process {
+    if let Some(mut streams) = listeners.in_process.map(InProcessListener::into_streams) {
         tokio::spawn(async move {
             while let Some(stream) = streams.recv().await {
                 let connection =
@@ -188,46 +184,6 @@ async fn accept_tcp(
                 });
             }
         }
-    }
-}
-
-/// The client end of in-process connections: a gRPC channel to this process's gateway that
-/// never leaves the process (`cascade standalone`'s stage workers). Such callers are the
-/// process itself: no TLS, no token.
-#[derive(Clone)]
-pub struct InProcessConnector {
-    streams: mpsc::Sender<DuplexStream>,
-}
-
-/// The gateway's end of in-process connections.
-pub struct InProcessListener {
-    streams: mpsc::Receiver<DuplexStream>,
-}
-
-/// A connector and the listener it reaches.
-pub fn in_process() -> (InProcessConnector, InProcessListener) {
-    let (streams, accepted) = mpsc::channel(ACCEPTED_QUEUE);
-    (
-        InProcessConnector { streams },
-        InProcessListener { streams: accepted },
-    )
-}
-
-impl InProcessConnector {
-    /// A channel whose connections are made on first use and again after a failure.
-    pub fn channel(&self) -> Channel {
-        let streams = self.streams.clone();
-        let connect = tower::service_fn(move |_: tonic::codegen::http::Uri| {
-            let streams = streams.clone();
-            async move {
-                let (client, server) = tokio::io::duplex(IN_PROCESS_BUFFER);
-                streams.send(server).await.map_err(|_| {
-                    io::Error::new(io::ErrorKind::ConnectionRefused, "the gateway has stopped")
-                })?;
-                Ok::<_, io::Error>(TokioIo::new(client))
-            }
-        });
-        Endpoint::from_static("http://in-process.cascade").connect_with_connector_lazy(connect)
     }
 }
 

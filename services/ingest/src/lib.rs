@@ -21,6 +21,7 @@ mod client_errors;
 mod coalesce;
 mod error;
 mod gateway;
+mod in_process;
 mod incoming;
 mod ingest;
 mod limits;
@@ -36,7 +37,8 @@ mod trace;
 mod worker;
 
 pub use error::IngestError;
-pub use incoming::{InProcessConnector, InProcessListener, Listeners, in_process};
+pub use in_process::{InProcessConnector, InProcessListener, in_process};
+pub use incoming::Listeners;
 pub use pipelines::apply_pipeline;
 pub use server::{bind, run, serve};
 pub use status::StatusPage;

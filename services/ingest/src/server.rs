@@ -82,8 +82,9 @@ pub async fn serve(
         metrics,
         auth,
     } = deps;
-    let listeners = listeners.into();
+    let listeners: Listeners = listeners.into();
     let local = listeners.tcp.local_addr().ok();
+    let serving_in_process = listeners.in_process.as_ref().map(|l| l.serving());
     let request_limit = crate::limits::request_limit(&settings);
     let reflection = reflection_service()?;
     let tls = Tls::load(&settings.grpc.tls)?;
@@ -94,6 +95,9 @@ pub async fn serve(
         shutdown.clone(),
         &mut tasks,
     )?);
+    if let Some(serving) = &serving_in_process {
+        serving.publish(&gateway);
+    }
     let (health, health_service) = tonic_health::server::health_reporter();
     set_health(&health, ServingStatus::Serving).await;
 
@@ -104,6 +108,10 @@ pub async fn serve(
         async move {
             shutdown.wait().await;
             readiness.set(false);
+            // As the server takes no new stream from here, so no new direct call.
+            if let Some(serving) = serving_in_process {
+                serving.withdraw();
+            }
             tracing::info!("ingest.stopping");
             stop_health(health).await;
         }

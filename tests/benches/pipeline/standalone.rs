@@ -1,11 +1,13 @@
 //! `cascade standalone` composed in the benchmark's process, as `services/cascade` composes
 //! it: the dispatcher and activation-timer shards and the gateway over the in-process bus,
-//! and one stage worker per stage, a client of the gateway over loopback gRPC. The stage
-//! workers get the benchmark's registry, so that `builtin:noop` is the timing no-op.
+//! and one stage worker per stage, reaching the gateway from inside the process as
+//! standalone's do (the producers use loopback gRPC). The stage workers get the benchmark's
+//! registry, so that `builtin:noop` is the timing no-op.
 
 use std::time::Duration;
 
 use cascade_bus::Bus;
+use cascade_client::Client;
 use cascade_core::Pipeline;
 use cascade_service::{Deps, Readiness, Settings, Shutdown, ShutdownTrigger, shutdown_channel};
 use cascade_stage_worker::{Registry, StageWorker, StageWorkerConfig};
@@ -20,6 +22,8 @@ type Service = JoinHandle<Result<(), String>>;
 
 pub struct Standalone {
     pub gateway: String,
+    /// The stage workers' client, inside the process.
+    own_client: Client,
     services: Vec<Service>,
     stop_services: ShutdownTrigger,
     workers: Vec<Service>,
@@ -61,13 +65,19 @@ impl Standalone {
         }
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
         let gateway = format!("http://{}", listener.local_addr()?);
+        let (own_clients, in_process) = cascade_ingest::in_process();
+        let listeners = cascade_ingest::Listeners {
+            tcp: listener,
+            in_process: Some(in_process),
+        };
         services.push(tokio::spawn(async move {
-            let served = cascade_ingest::serve(listener, settings, Deps::new(bus), stopping).await;
+            let served = cascade_ingest::serve(listeners, settings, Deps::new(bus), stopping).await;
             served.map_err(|e| format!("ingest: {e}"))
         }));
         let (stop_workers, workers_stopping) = shutdown_channel();
         Ok(Standalone {
             gateway,
+            own_client: Client::in_process(own_clients.channel(), own_clients.worker()),
             services,
             stop_services,
             workers: Vec::new(),
@@ -89,11 +99,11 @@ impl Standalone {
         let stages = pipeline.stages.iter();
         for stage in stages.flat_map(|s| std::iter::repeat_n(s, workers as usize)) {
             let mut config = StageWorkerConfig::for_stage(pipeline, &stage.name)?;
-            config.gateway = self.gateway.clone();
             config.concurrency = Some(concurrency);
             config.batch = batch;
             config.poll_wait = Duration::from_secs(1);
-            let worker = StageWorker::new(config, registry, cascade_telemetry::Metrics::new())?;
+            let metrics = cascade_telemetry::Metrics::new();
+            let worker = StageWorker::on_client(config, &self.own_client, registry, metrics)?;
             let stopping = self.workers_stopping.clone();
             self.workers.push(tokio::spawn(async move {
                 let ran = worker.run(stopping).await;

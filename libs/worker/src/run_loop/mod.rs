@@ -24,11 +24,10 @@ use std::sync::Arc;
 use std::task::{Context, Poll, Waker};
 use std::time::{Duration, SystemTime};
 
-use cascade_client::Connection;
+use cascade_client::WorkerCalls;
 use cascade_core::Outcome;
 use cascade_proto::convert::completion_to_proto;
 use cascade_proto::v1;
-use cascade_proto::v1::worker_client::WorkerClient;
 use cascade_telemetry::LOG_ONLY_TARGET;
 use tokio::sync::{Semaphore, mpsc, watch};
 use tokio::task::{JoinError, JoinHandle, JoinSet};
@@ -59,7 +58,7 @@ const TAKE_PAUSE_MAX: Duration = Duration::from_secs(5);
 /// What the loop needs, handed over by `Worker`.
 pub(crate) struct Ctx<H> {
     pub(crate) handler: Arc<H>,
-    pub(crate) client: WorkerClient<Connection>,
+    pub(crate) client: WorkerCalls,
     pub(crate) config: WorkerConfig,
     pub(crate) shared: Arc<Shared>,
 }

@@ -6,7 +6,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use cascade_bus::{Bus, Received};
-use cascade_ingest::IngestError;
+use cascade_ingest::{InProcessListener, IngestError, Listeners};
 use cascade_proto::bus::v1::dispatcher_reply::Result as Reply;
 use cascade_proto::bus::v1::dispatcher_request::Op;
 use cascade_proto::bus::v1::{DispatcherReply, DispatcherRequest, Empty, Status};
@@ -46,17 +46,23 @@ pub struct Gateway {
 
 impl Gateway {
     pub async fn start(settings: Settings, bus: &Bus) -> Gateway {
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        Gateway::start_with(settings, Deps::new(bus.clone()), None).await
+    }
+
+    /// The gateway with `deps` (authentication, readiness) and the process's own
+    /// connections from `in_process`.
+    pub async fn start_with(
+        settings: Settings,
+        deps: Deps,
+        in_process: Option<InProcessListener>,
+    ) -> Gateway {
+        let tcp = tokio::net::TcpListener::bind("127.0.0.1:0")
             .await
             .expect("bind port 0");
-        let addr = listener.local_addr().expect("bound address");
+        let addr = tcp.local_addr().expect("bound address");
         let (trigger, shutdown) = shutdown_channel();
-        let served = tokio::spawn(cascade_ingest::serve(
-            listener,
-            settings,
-            Deps::new(bus.clone()),
-            shutdown,
-        ));
+        let listeners = Listeners { tcp, in_process };
+        let served = tokio::spawn(cascade_ingest::serve(listeners, settings, deps, shutdown));
         Gateway {
             addr,
             trigger,

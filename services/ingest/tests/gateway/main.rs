@@ -7,6 +7,7 @@ mod admin;
 mod coalescing;
 mod discovery;
 mod errors;
+mod in_process;
 mod long_poll;
 mod pipelines;
 mod routing;
