@@ -1,13 +1,18 @@
 //! How the process that serves the gateway reaches it itself (`cascade standalone`'s stage
 //! workers): such callers are the process, so no TLS, no token.
 //!
-//! - A gRPC channel over in-memory connections, for any stub ([`InProcessConnector::channel`]).
-//! - The `Worker` service called directly ([`InProcessConnector::worker`]): a worker's takes
-//!   and completions reach the gateway as values, with no HTTP/2 framing and no protobuf
-//!   encoding on either side. These calls are not counted by the port's admission limits
-//!   (`grpc.max_requests_in_flight`): the stage workers' own settings bound them.
+//! - A gRPC channel over in-memory connections, for any stub ([`InProcessConnector::channel`]):
+//!   its calls go through the gRPC server and its layers, only not through the TCP port.
+//! - The `Worker` service called directly ([`InProcessConnector::worker`]): a worker's takes,
+//!   completions and lease extensions reach the gateway's service code as values, with no
+//!   HTTP/2 framing and no protobuf encoding on either side. They are not counted by
+//!   `grpc.max_requests_in_flight` nor bounded by `grpc.max_concurrent_streams` (the stage
+//!   workers' own settings bound them), and their answers are not counted as unread bytes:
+//!   they are handed over, not buffered.
 
+use std::future::Future;
 use std::io;
+use std::panic::AssertUnwindSafe;
 use std::sync::{Arc, PoisonError, RwLock, Weak};
 
 use cascade_proto::v1::worker_server::Worker;
@@ -16,12 +21,14 @@ use cascade_proto::v1::{
     TakeResponse,
 };
 use cascade_security::Caller;
+use futures::FutureExt;
 use hyper_util::rt::TokioIo;
 use tokio::io::DuplexStream;
 use tokio::sync::mpsc;
 use tonic::transport::{Channel, Endpoint};
 use tonic::{Request, Response, Status};
 
+use crate::admission::Reserved;
 use crate::gateway::Gateway;
 use crate::incoming::ACCEPTED_QUEUE;
 use crate::peer::Peer;
@@ -75,8 +82,9 @@ impl InProcessConnector {
         Endpoint::from_static("http://in-process.cascade").connect_with_connector_lazy(connect)
     }
 
-    /// The gateway's `Worker` service, called directly. Before the gateway serves and once
-    /// it is stopping, calls are answered UNAVAILABLE, as a refused connection would be.
+    /// The gateway's `Worker` service, called directly. Before the gateway serves and from
+    /// the moment it is told to stop, calls are answered UNAVAILABLE (a worker waits that
+    /// out as it does a gateway it cannot reach); the calls in flight then finish.
     pub fn worker(&self) -> Arc<dyn Worker> {
         Arc::new(InProcessWorker {
             serving: self.serving.clone(),
@@ -120,8 +128,9 @@ impl Serving {
     }
 }
 
-/// The `Worker` service for the process's own workers: each call reaches the gateway as
-/// one from an in-process connection would, past the authentication layer.
+/// The `Worker` service for the process's own workers: each call reaches the gateway as one
+/// from an in-process connection would once past the authentication layer, which lets the
+/// process do anything.
 struct InProcessWorker {
     serving: Serving,
     /// One peer for every call, as one connection would be.
@@ -129,18 +138,33 @@ struct InProcessWorker {
 }
 
 impl InProcessWorker {
-    fn own<T>(&self, mut request: Request<T>) -> Request<T> {
+    fn as_the_process<T>(&self, mut request: Request<T>) -> Request<T> {
         request.extensions_mut().insert(self.peer.clone());
         request.extensions_mut().insert(Caller::Unrestricted);
         request
     }
 }
 
+/// A panic in the gateway's code ends the call as it would end a gRPC stream, an error for
+/// the worker (which retries or lets the lease run out), not a panic of the worker's task.
+async fn unwound<T>(
+    call: impl Future<Output = Result<Response<T>, Status>>,
+) -> Result<Response<T>, Status> {
+    AssertUnwindSafe(call)
+        .catch_unwind()
+        .await
+        .unwrap_or_else(|_| Err(Status::internal("the gateway failed on this call")))
+}
+
 #[tonic::async_trait]
 impl Worker for InProcessWorker {
     async fn take(&self, request: Request<TakeRequest>) -> Result<Response<TakeResponse>, Status> {
         let gateway = self.serving.gateway()?;
-        gateway.take(self.own(request)).await
+        let mut taken = unwound(gateway.take(self.as_the_process(request))).await?;
+        // What the gateway holds for a client that has not read its answer: this one is
+        // handed over whole.
+        taken.extensions_mut().remove::<Reserved>();
+        Ok(taken)
     }
 
     async fn complete(
@@ -148,7 +172,7 @@ impl Worker for InProcessWorker {
         request: Request<CompleteRequest>,
     ) -> Result<Response<CompleteResponse>, Status> {
         let gateway = self.serving.gateway()?;
-        gateway.complete(self.own(request)).await
+        unwound(gateway.complete(self.as_the_process(request))).await
     }
 
     async fn extend_lease(
@@ -156,6 +180,6 @@ impl Worker for InProcessWorker {
         request: Request<ExtendLeaseRequest>,
     ) -> Result<Response<ExtendLeaseResponse>, Status> {
         let gateway = self.serving.gateway()?;
-        gateway.extend_lease(self.own(request)).await
+        unwound(gateway.extend_lease(self.as_the_process(request))).await
     }
 }

@@ -7,7 +7,9 @@
 //! Shutdown order: health turns NOT_SERVING (and health `Watch` streams end), the server
 //! stops accepting connections and streams, in-flight RPCs finish (a long-poll `Take` at
 //! most `dispatcher.max_take_wait` plus `bus.request_timeout`; streams still open after that
-//! are cut), then the coalescers' tasks end after answering what they hold.
+//! are cut), then the coalescers' tasks end after answering what they hold. The process's
+//! own workers' direct calls (`in_process`) stop being taken with the streams; those in
+//! flight end within their own poll (`cascade standalone` stops its stage workers first).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -102,16 +104,17 @@ pub async fn serve(
     set_health(&health, ServingStatus::Serving).await;
 
     let stopping = {
+        let serving_in_process = serving_in_process.clone();
         let health = health.clone();
         let shutdown = shutdown.clone();
         let readiness = readiness.clone();
         async move {
             shutdown.wait().await;
-            readiness.set(false);
-            // As the server takes no new stream from here, so no new direct call.
-            if let Some(serving) = serving_in_process {
+            // The server takes no new stream from here, and the gateway no new direct call.
+            if let Some(serving) = &serving_in_process {
                 serving.withdraw();
             }
+            readiness.set(false);
             tracing::info!("ingest.stopping");
             stop_health(health).await;
         }
@@ -178,7 +181,11 @@ pub async fn serve(
         }
     };
     // Dropping the server drops the services, whose coalescers' inboxes then close, and the
-    // coalescer tasks end once they have answered what they hold.
+    // coalescer tasks end once they have answered what they hold: the last direct call must
+    // not keep the gateway alive past its own end.
+    if let Some(serving) = &serving_in_process {
+        serving.withdraw();
+    }
     drop(server);
     while tasks.join_next().await.is_some() {}
     tracing::info!("ingest.stopped");

@@ -1,7 +1,9 @@
-//! The process's own workers call the gateway's `Worker` service directly: answered as they
-//! would be over gRPC, and without credentials where every gRPC client needs them (they are
-//! the process); UNAVAILABLE before the gateway serves and once it has stopped; and a
-//! connector still held does not keep a stopped gateway from ending.
+//! The process's own workers call the gateway's `Worker` service directly: `Take`,
+//! `Complete` and `ExtendLease` reach the shards, without credentials where every gRPC client
+//! needs them (they are the process), and a direct answer is not held as unread bytes. Calls
+//! are UNAVAILABLE before the gateway serves and from the moment it is told to stop, while
+//! the calls in flight finish; a connector still held does not keep a stopped gateway from
+//! ending.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -11,75 +13,108 @@ use cascade_proto::bus::v1::DispatcherReply;
 use cascade_proto::bus::v1::dispatcher_reply::Result as Reply;
 use cascade_proto::bus::v1::dispatcher_request::Op;
 use cascade_proto::v1::completion::Outcome;
-use cascade_proto::v1::{Ack, CompleteRequest, Completion, LeasedEvent, TakeRequest, TakeResponse};
+use cascade_proto::v1::{
+    Ack, CompleteRequest, Completion, ExtendLeaseRequest, LeasedEvent, TakeRequest, TakeResponse,
+};
 use cascade_security::{Authenticator, Identities};
 use cascade_service::{Deps, Readiness};
 use tonic::{Code, Request};
 
-use crate::harness::{Gateway, answer_with, echo, event, fake_shards, settings};
+use crate::harness::{Answer, Gateway, echo, event, fake_shards, settings};
 
-fn take() -> TakeRequest {
-    TakeRequest {
+const TOKEN: &str = "00000000000000ff";
+
+fn take(wait_secs: i64) -> Request<TakeRequest> {
+    Request::new(TakeRequest {
         queue: "jobs".into(),
         max_events: 10,
+        wait: Some(prost_types::Duration {
+            seconds: wait_secs,
+            nanos: 0,
+        }),
         ..TakeRequest::default()
+    })
+}
+
+/// Waits (at most 10 s) until `readiness` says `ready`.
+async fn until(readiness: &Readiness, ready: bool) {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    while readiness.is_ready() != ready {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "readiness never {ready}"
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
     }
 }
 
 #[tokio::test]
-async fn the_processs_own_workers_call_the_gateway_directly_while_it_serves() {
-    let bus = Bus::local();
-    // The shard leases one event to every take.
-    let recorded = fake_shards(
-        &bus,
-        [0],
-        answer_with(|shard, request| match &request.op {
-            Some(Op::Take(take)) => DispatcherReply {
+async fn own_workers_call_the_gateway_directly_while_it_serves() {
+    // A take that may wait is held for its wait and brings nothing; one that may not wait
+    // leases an event.
+    let shard: Answer = Arc::new(|shard, request| {
+        Box::pin(async move {
+            let Some(Op::Take(take)) = &request.op else {
+                return echo(shard, request);
+            };
+            if let Some(wait) = &take.wait {
+                tokio::time::sleep(Duration::from_secs(wait.seconds as u64)).await;
+                return echo(shard, request);
+            }
+            DispatcherReply {
                 result: Some(Reply::Take(TakeResponse {
                     events: vec![LeasedEvent {
                         event: Some(event(&take.queue, "e-1")),
-                        lease_token: "00000000000000ff".into(),
+                        lease_token: TOKEN.into(),
                         lease_expires_at: None,
                     }],
                     completions: Vec::new(),
                 })),
-            },
-            _ => echo(shard, request),
-        }),
-    )
-    .await;
+            }
+        })
+    });
+    let bus = Bus::local();
+    let recorded = fake_shards(&bus, [0], shard).await;
     let (connector, listener) = cascade_ingest::in_process();
     let worker = connector.worker();
 
-    let early = worker.take(Request::new(take())).await;
+    let early = worker.take(take(0)).await;
     assert_eq!(early.expect_err("no gateway yet").code(), Code::Unavailable);
 
-    // Authentication on, and no identity at all: no gRPC client may call.
+    // Authentication on and no identity at all: no gRPC client may call. And a gateway that
+    // holds at most one unread byte: an answer kept for its reader would refuse the next take.
+    let mut settings = settings(1);
+    settings.grpc.max_unread_response_bytes = 1;
     let readiness = Readiness::default();
     let deps = Deps {
         readiness: readiness.clone(),
         auth: Arc::new(Authenticator::enabled(Identities::default())),
         ..Deps::new(bus.clone())
     };
-    let gateway = Gateway::start_with(settings(1), deps, Some(listener)).await;
-    while !readiness.is_ready() {
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
-    let refused = gateway.worker().await.take(take()).await;
+    let gateway = Gateway::start_with(settings, deps, Some(listener)).await;
+    until(&readiness, true).await;
+    let refused = gateway.worker().await.take(take(0).into_inner()).await;
     assert_eq!(refused.expect_err("no token").code(), Code::Unauthenticated);
 
-    let taken = worker.take(Request::new(take())).await.expect("take");
-    let ids: Vec<&str> = taken
-        .get_ref()
-        .events
-        .iter()
-        .map(|e| e.event.as_ref().unwrap().id.as_str())
-        .collect();
-    assert_eq!(ids, ["e-1"]);
+    let first = worker.take(take(0)).await.expect("take");
+    let second = worker
+        .take(take(0))
+        .await
+        .expect("a take while the first answer is held");
+    for taken in [&first, &second] {
+        let ids: Vec<&str> = taken
+            .get_ref()
+            .events
+            .iter()
+            .filter_map(|e| e.event.as_ref())
+            .map(|e| e.id.as_str())
+            .collect();
+        assert_eq!(ids, ["e-1"]);
+    }
     let ack = Completion {
         queue: "jobs".into(),
         id: "e-1".into(),
-        lease_token: taken.get_ref().events[0].lease_token.clone(),
+        lease_token: TOKEN.into(),
         outcome: Some(Outcome::Ack(Ack {})),
     };
     let completed = worker
@@ -91,19 +126,45 @@ async fn the_processs_own_workers_call_the_gateway_directly_while_it_serves() {
         .into_inner();
     assert_eq!(completed.results.len(), 1);
     assert_eq!(completed.results[0].code, 0, "{:?}", completed.results[0]);
-    let reached: Vec<&str> = recorded
-        .all()
-        .iter()
-        .map(|(_, r)| r.op.as_ref().unwrap().name())
-        .collect();
-    assert_eq!(reached, ["take", "complete"]);
+    let extend = ExtendLeaseRequest {
+        queue: "jobs".into(),
+        id: "e-1".into(),
+        lease_token: TOKEN.into(),
+        extend_by: None,
+    };
+    let extended = worker.extend_lease(Request::new(extend)).await;
+    assert!(
+        extended
+            .expect("extend")
+            .get_ref()
+            .lease_expires_at
+            .is_some()
+    );
+    let ops = |recorded: &crate::harness::Recorded| -> Vec<&'static str> {
+        let all = recorded.all();
+        all.iter()
+            .map(|(_, r)| r.op.as_ref().expect("an op").name())
+            .collect()
+    };
+    assert_eq!(ops(&recorded), ["take", "take", "complete", "extend"]);
+
+    // Told to stop while a long poll is in flight: no new call is taken, the one in flight
+    // is answered after its poll.
+    let polling = tokio::spawn({
+        let worker = Arc::clone(&worker);
+        async move { worker.take(take(2)).await }
+    });
+    recorded.wait_for(5).await;
+    gateway.trigger_shutdown();
+    until(&readiness, false).await;
+    let late = worker.take(take(0)).await;
+    assert_eq!(late.expect_err("stopping").code(), Code::Unavailable);
+    let polled = polling.await.expect("join").expect("the long poll");
+    assert!(polled.get_ref().events.is_empty());
 
     // Stopped while the connector (and its worker) are still held.
     gateway.stop().await.expect("the gateway stops");
-    let late = worker.take(Request::new(take())).await;
-    assert_eq!(
-        late.expect_err("the gateway stopped").code(),
-        Code::Unavailable
-    );
-    assert_eq!(recorded.len(), 2);
+    let after = worker.take(take(0)).await;
+    assert_eq!(after.expect_err("stopped").code(), Code::Unavailable);
+    assert_eq!(recorded.len(), 5);
 }
