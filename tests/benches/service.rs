@@ -10,9 +10,9 @@
 //!
 //! Scenarios, each on its own 16 queues (spread over both shards):
 //! - `unary`: 256 clients, each on its own connection, each sending one `Enqueue` at a time;
-//! - `steady`: 8 producers sending `EnqueueBatch` of 100 while 4 consumers `Take` 100 and
-//!   `Complete` them with one request, at most 20,000 events enqueued and not yet acked (a
-//!   flow, not a fill);
+//! - `steady`: 8 producers sending `EnqueueBatch` of 100 while 4 consumers `Take` 100, each
+//!   take carrying the acks of the consumer's last batch, at most 20,000 events enqueued and
+//!   not yet acked (a flow, not a fill);
 //! - `fill`: the 8 producers alone for `CASCADE_BENCH_FILL_SECS`, with 10-s windows.
 //!
 //! Run: `cargo build --release --bins && cargo bench -p cascade-e2e --bench service
@@ -338,6 +338,9 @@ async fn steady(
         let counters = Arc::clone(&counters);
         tasks.spawn(async move {
             let mut worker = client.worker();
+            // The acks of each batch go with the next take, as the worker SDK sends them;
+            // the last ones in a `Complete` of their own.
+            let mut acks = Vec::new();
             for queue in mine.iter().cycle() {
                 if counters.stopping() {
                     break;
@@ -349,31 +352,23 @@ async fn steady(
                         seconds: 0,
                         nanos: 20_000_000,
                     }),
+                    completions: std::mem::take(&mut acks),
                     ..api::TakeRequest::default()
                 };
-                let taken = worker.take(take).await?.into_inner().events;
-                if taken.is_empty() {
-                    continue;
-                }
-                let completions = taken.iter().map(|leased| api::Completion {
-                    queue: queue.clone(),
-                    id: leased
-                        .event
-                        .as_ref()
-                        .map(|e| e.id.clone())
-                        .unwrap_or_default(),
-                    lease_token: leased.lease_token.clone(),
-                    outcome: Some(api::completion::Outcome::Ack(api::Ack {})),
-                });
-                let request = api::CompleteRequest {
-                    completions: completions.collect(),
-                };
+                let sent = take.completions.len();
+                let taken = worker.take(take).await?.into_inner();
+                count_acks(&counters, sent, &taken.completions)?;
+                acks = taken
+                    .events
+                    .iter()
+                    .map(|leased| ack(queue, leased))
+                    .collect();
+            }
+            if !acks.is_empty() {
+                let sent = acks.len();
+                let request = api::CompleteRequest { completions: acks };
                 let results = worker.complete(request).await?.into_inner().results;
-                let acked = results.iter().filter(|r| r.code == 0).count();
-                if acked < results.len() {
-                    return Err(format!("{} acks refused", results.len() - acked).into());
-                }
-                counters.acked.fetch_add(acked as u64, Ordering::Relaxed);
+                count_acks(&counters, sent, &results)?;
             }
             Ok(Vec::new())
         });
@@ -383,10 +378,37 @@ async fn steady(
     Ok((
         rate,
         format!(
-            "{rate:>9.0} events/s through   {} producers x EnqueueBatch of {BATCH}, {} consumers x Take {BATCH} + Complete {BATCH}, backlog <= {BACKLOG}",
+            "{rate:>9.0} events/s through   {} producers x EnqueueBatch of {BATCH}, {} consumers x Take {BATCH} carrying the last batch's acks, backlog <= {BACKLOG}",
             plan.producers, plan.consumers
         ),
     ))
+}
+
+fn ack(queue: &str, leased: &api::LeasedEvent) -> api::Completion {
+    api::Completion {
+        queue: queue.to_owned(),
+        id: leased
+            .event
+            .as_ref()
+            .map(|e| e.id.clone())
+            .unwrap_or_default(),
+        lease_token: leased.lease_token.clone(),
+        outcome: Some(api::completion::Outcome::Ack(api::Ack {})),
+    }
+}
+
+/// Counts the acks `results` answer for; every one of the `sent` must have been applied.
+fn count_acks(
+    counters: &Counters,
+    sent: usize,
+    results: &[api::CompletionResult],
+) -> Result<(), BoxError> {
+    let acked = results.iter().filter(|r| r.code == 0).count();
+    if results.len() != sent || acked < sent {
+        return Err(format!("{acked} of {sent} acks applied").into());
+    }
+    counters.acked.fetch_add(acked as u64, Ordering::Relaxed);
+    Ok(())
 }
 
 async fn fill(
