@@ -338,8 +338,10 @@ async fn steady(
         let counters = Arc::clone(&counters);
         tasks.spawn(async move {
             let mut worker = client.worker();
-            // The acks of each batch go with the next take, as the worker SDK sends them;
-            // the last ones in a `Complete` of their own.
+            // The acks of each batch go with the next take: one round trip per batch, as
+            // the worker SDK makes them; the last ones in a `Complete` of their own. The
+            // next take may be of a queue on the other shard: the gateway then sends the
+            // acks to their own shard first.
             let mut acks = Vec::new();
             for queue in mine.iter().cycle() {
                 if counters.stopping() {

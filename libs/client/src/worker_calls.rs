@@ -1,7 +1,8 @@
 //! The gateway's `Worker` service as a worker calls it: over the client's connection, or,
 //! inside the process that serves the gateway, as a direct call to the service, with the
 //! request and answer as values (no HTTP/2, no protobuf). The same service code answers
-//! either way; what the direct call skips is the transport and the gRPC port's own limits.
+//! either way; what the direct call skips is the transport and the limits of the gRPC
+//! server's connections and streams.
 
 use std::sync::Arc;
 

@@ -7,8 +7,9 @@
 //!   completions and lease extensions reach the gateway's service code as values, with no
 //!   HTTP/2 framing and no protobuf encoding on either side. They are not counted by
 //!   `grpc.max_requests_in_flight` nor bounded by `grpc.max_concurrent_streams` (the stage
-//!   workers' own settings bound them), and their answers are not counted as unread bytes:
-//!   they are handed over, not buffered.
+//!   workers' own settings bound them). A direct `Take` still waits its turn when clients
+//!   hold the gateway's budget of unread answers (`grpc.max_unread_response_bytes`), but its
+//!   own answer is handed over, not held in that budget.
 
 use std::future::Future;
 use std::io;

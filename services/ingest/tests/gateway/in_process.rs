@@ -14,7 +14,8 @@ use cascade_proto::bus::v1::dispatcher_reply::Result as Reply;
 use cascade_proto::bus::v1::dispatcher_request::Op;
 use cascade_proto::v1::completion::Outcome;
 use cascade_proto::v1::{
-    Ack, CompleteRequest, Completion, ExtendLeaseRequest, LeasedEvent, TakeRequest, TakeResponse,
+    Ack, CompleteRequest, Completion, Event, ExtendLeaseRequest, LeasedEvent, TakeRequest,
+    TakeResponse,
 };
 use cascade_security::{Authenticator, Identities};
 use cascade_service::{Deps, Readiness};
@@ -23,6 +24,7 @@ use tonic::{Code, Request};
 use crate::harness::{Answer, Gateway, echo, event, fake_shards, settings};
 
 const TOKEN: &str = "00000000000000ff";
+const PAYLOAD: usize = 1024;
 
 fn take(wait_secs: i64) -> Request<TakeRequest> {
     Request::new(TakeRequest {
@@ -50,8 +52,8 @@ async fn until(readiness: &Readiness, ready: bool) {
 
 #[tokio::test]
 async fn own_workers_call_the_gateway_directly_while_it_serves() {
-    // A take that may wait is held for its wait and brings nothing; one that may not wait
-    // leases an event.
+    // A take that may wait is held for the whole seconds of its wait and brings nothing;
+    // one that may not wait leases an event of the largest payload.
     let shard: Answer = Arc::new(|shard, request| {
         Box::pin(async move {
             let Some(Op::Take(take)) = &request.op else {
@@ -64,7 +66,10 @@ async fn own_workers_call_the_gateway_directly_while_it_serves() {
             DispatcherReply {
                 result: Some(Reply::Take(TakeResponse {
                     events: vec![LeasedEvent {
-                        event: Some(event(&take.queue, "e-1")),
+                        event: Some(Event {
+                            payload: vec![7; PAYLOAD],
+                            ..event(&take.queue, "e-1")
+                        }),
                         lease_token: TOKEN.into(),
                         lease_expires_at: None,
                     }],
@@ -82,9 +87,13 @@ async fn own_workers_call_the_gateway_directly_while_it_serves() {
     assert_eq!(early.expect_err("no gateway yet").code(), Code::Unavailable);
 
     // Authentication on and no identity at all: no gRPC client may call. And a gateway that
-    // holds at most one unread byte: an answer kept for its reader would refuse the next take.
+    // holds at most one payload's bytes of unread answers: an answer kept for its reader
+    // would refuse the next take.
     let mut settings = settings(1);
-    settings.grpc.max_unread_response_bytes = 1;
+    settings.ingest.max_payload = PAYLOAD as u64;
+    settings.grpc.max_unread_response_bytes = PAYLOAD as u64;
+    settings.grpc.max_unread_response_bytes_per_connection = PAYLOAD as u64;
+    settings.validate().expect("valid settings");
     let readiness = Readiness::default();
     let deps = Deps {
         readiness: readiness.clone(),
