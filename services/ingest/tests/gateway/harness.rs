@@ -16,8 +16,8 @@ use cascade_proto::v1::ingest_client::IngestClient;
 use cascade_proto::v1::worker_client::WorkerClient;
 use cascade_proto::v1::{
     CompleteResponse, CompletionResult, EnqueueBatchResponse, EnqueueResponse, EnqueueResult,
-    Event, ExtendLeaseResponse, ListDeadLettersResponse, ListPipelinesResponse, ListQueuesResponse,
-    PurgeQueueResponse, Queue, QueueStats, RedriveResponse, TakeResponse,
+    Event, ExtendLeaseResponse, LeasedEvent, ListDeadLettersResponse, ListPipelinesResponse,
+    ListQueuesResponse, PurgeQueueResponse, Queue, QueueStats, RedriveResponse, TakeResponse,
 };
 use cascade_service::{Deps, Settings, ShutdownTrigger, shutdown_channel};
 use futures::future::BoxFuture;
@@ -249,6 +249,20 @@ pub fn echo(_shard: u32, request: DispatcherRequest) -> DispatcherReply {
     };
     DispatcherReply {
         result: Some(result),
+    }
+}
+
+/// A shard's answer to a take: `event`, leased with `token`.
+pub fn took(event: Event, token: &str) -> DispatcherReply {
+    DispatcherReply {
+        result: Some(Reply::Take(TakeResponse {
+            events: vec![LeasedEvent {
+                event: Some(event),
+                lease_token: token.to_owned(),
+                lease_expires_at: None,
+            }],
+            completions: Vec::new(),
+        })),
     }
 }
 

@@ -9,19 +9,14 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use cascade_bus::Bus;
-use cascade_proto::bus::v1::DispatcherReply;
-use cascade_proto::bus::v1::dispatcher_reply::Result as Reply;
 use cascade_proto::bus::v1::dispatcher_request::Op;
 use cascade_proto::v1::completion::Outcome;
-use cascade_proto::v1::{
-    Ack, CompleteRequest, Completion, Event, ExtendLeaseRequest, LeasedEvent, TakeRequest,
-    TakeResponse,
-};
+use cascade_proto::v1::{Ack, CompleteRequest, Completion, Event, ExtendLeaseRequest, TakeRequest};
 use cascade_security::{Authenticator, Identities};
 use cascade_service::{Deps, Readiness};
 use tonic::{Code, Request};
 
-use crate::harness::{Answer, Gateway, echo, event, fake_shards, settings};
+use crate::harness::{Answer, Gateway, echo, event, fake_shards, settings, took};
 
 const TOKEN: &str = "00000000000000ff";
 const PAYLOAD: usize = 1024;
@@ -63,19 +58,11 @@ async fn own_workers_call_the_gateway_directly_while_it_serves() {
                 tokio::time::sleep(Duration::from_secs(wait.seconds as u64)).await;
                 return echo(shard, request);
             }
-            DispatcherReply {
-                result: Some(Reply::Take(TakeResponse {
-                    events: vec![LeasedEvent {
-                        event: Some(Event {
-                            payload: vec![7; PAYLOAD],
-                            ..event(&take.queue, "e-1")
-                        }),
-                        lease_token: TOKEN.into(),
-                        lease_expires_at: None,
-                    }],
-                    completions: Vec::new(),
-                })),
-            }
+            let largest = Event {
+                payload: vec![7; PAYLOAD],
+                ..event(&take.queue, "e-1")
+            };
+            took(largest, TOKEN)
         })
     });
     let bus = Bus::local();

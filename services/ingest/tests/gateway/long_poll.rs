@@ -7,15 +7,11 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use cascade_bus::Bus;
-use cascade_proto::bus::v1::DispatcherReply;
-use cascade_proto::bus::v1::dispatcher_reply::Result as Reply;
 use cascade_proto::bus::v1::dispatcher_request::Op;
 use cascade_proto::v1::completion::Outcome;
-use cascade_proto::v1::{
-    CompleteRequest, Completion, LeasedEvent, Release, TakeRequest, TakeResponse,
-};
+use cascade_proto::v1::{CompleteRequest, Completion, Release, TakeRequest};
 
-use crate::harness::{Answer, Gateway, answer_with, echo, event, fake_shards, settings};
+use crate::harness::{Answer, Gateway, answer_with, echo, event, fake_shards, settings, took};
 
 fn seconds(d: &prost_types::Duration) -> f64 {
     d.seconds as f64 + f64::from(d.nanos) / 1e9
@@ -100,17 +96,7 @@ async fn the_events_of_a_poll_whose_client_went_away_are_released() {
                 return echo(shard, request);
             };
             tokio::time::sleep(Duration::from_secs(1)).await;
-            let leased = LeasedEvent {
-                event: Some(event("jobs", "e1")),
-                lease_token: "t1".into(),
-                lease_expires_at: None,
-            };
-            DispatcherReply {
-                result: Some(Reply::Take(TakeResponse {
-                    events: vec![leased],
-                    completions: Vec::new(),
-                })),
-            }
+            took(event("jobs", "e1"), "t1")
         })
     });
     let bus = Bus::local();
