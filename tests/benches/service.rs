@@ -30,6 +30,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use cascade_client::{Client, ClientOptions, api};
+use cascade_e2e::bench::AckingConsumer;
 use cascade_e2e::pki::TestCa;
 use cascade_e2e::{Cluster, Mode};
 use tokio::task::JoinSet;
@@ -43,6 +44,8 @@ const PAYLOAD_BYTES: usize = 100;
 /// Events enqueued and not yet acked at most during `steady`.
 const BACKLOG: u64 = 20_000;
 const FILL_WINDOW: Duration = Duration::from_secs(10);
+/// How long a `steady` consumer's take waits for a first event.
+const TAKE_WAIT: Duration = Duration::from_millis(20);
 
 struct Plan {
     producers: usize,
@@ -337,41 +340,18 @@ async fn steady(
             .collect();
         let counters = Arc::clone(&counters);
         tasks.spawn(async move {
-            let mut worker = client.worker();
-            // The acks of each batch go with the next take: one round trip per batch, as
-            // the worker SDK makes them; the last ones in a `Complete` of their own. The
-            // next take may be of a queue on the other shard: the gateway then sends the
-            // acks to their own shard first.
-            let mut acks = Vec::new();
+            // The next take may be of a queue on the other shard: the gateway then sends the
+            // acks it carries to their own shard first.
+            let mut consumer = AckingConsumer::new(client);
             for queue in mine.iter().cycle() {
                 if counters.stopping() {
                     break;
                 }
-                let take = api::TakeRequest {
-                    queue: queue.clone(),
-                    max_events: BATCH as u32,
-                    wait: Some(prost_types::Duration {
-                        seconds: 0,
-                        nanos: 20_000_000,
-                    }),
-                    completions: std::mem::take(&mut acks),
-                    ..api::TakeRequest::default()
-                };
-                let sent = take.completions.len();
-                let taken = worker.take(take).await?.into_inner();
-                count_acks(&counters, sent, &taken.completions)?;
-                acks = taken
-                    .events
-                    .iter()
-                    .map(|leased| ack(queue, leased))
-                    .collect();
+                let (_, acked) = consumer.take(queue, BATCH, TAKE_WAIT).await?;
+                counters.acked.fetch_add(acked as u64, Ordering::Relaxed);
             }
-            if !acks.is_empty() {
-                let sent = acks.len();
-                let request = api::CompleteRequest { completions: acks };
-                let results = worker.complete(request).await?.into_inner().results;
-                count_acks(&counters, sent, &results)?;
-            }
+            let acked = consumer.finish().await?;
+            counters.acked.fetch_add(acked as u64, Ordering::Relaxed);
             Ok(Vec::new())
         });
     }
@@ -384,33 +364,6 @@ async fn steady(
             plan.producers, plan.consumers
         ),
     ))
-}
-
-fn ack(queue: &str, leased: &api::LeasedEvent) -> api::Completion {
-    api::Completion {
-        queue: queue.to_owned(),
-        id: leased
-            .event
-            .as_ref()
-            .map(|e| e.id.clone())
-            .unwrap_or_default(),
-        lease_token: leased.lease_token.clone(),
-        outcome: Some(api::completion::Outcome::Ack(api::Ack {})),
-    }
-}
-
-/// Counts the acks `results` answer for; every one of the `sent` must have been applied.
-fn count_acks(
-    counters: &Counters,
-    sent: usize,
-    results: &[api::CompletionResult],
-) -> Result<(), BoxError> {
-    let acked = results.iter().filter(|r| r.code == 0).count();
-    if results.len() != sent || acked < sent {
-        return Err(format!("{acked} of {sent} acks applied").into());
-    }
-    counters.acked.fetch_add(acked as u64, Ordering::Relaxed);
-    Ok(())
 }
 
 async fn fill(

@@ -1,5 +1,6 @@
 //! What the benchmarks share: picking what to run from the command line, filling per-user
-//! queues, and reading what a run left behind (events stored, bytes on disk).
+//! queues, a consumer that acks with its next take, and reading what a run left behind
+//! (events stored, bytes on disk).
 
 use std::future::Future;
 use std::path::Path;
@@ -140,6 +141,79 @@ pub fn disk_usage(dir: &Path) -> std::io::Result<(u64, u64)> {
         }
     }
     Ok((all, wal))
+}
+
+/// A Cascade consumer that acks each batch with its next `Take`, one round trip per batch as
+/// the worker SDK makes them, and its last acks in one `Complete` ([`AckingConsumer::finish`]).
+pub struct AckingConsumer {
+    client: Client,
+    acks: Vec<api::Completion>,
+}
+
+impl AckingConsumer {
+    pub fn new(client: Client) -> AckingConsumer {
+        AckingConsumer {
+            client,
+            acks: Vec::new(),
+        }
+    }
+
+    /// The payloads of up to `max` events of `queue`, waiting up to `wait` for a first one,
+    /// and how many acks of the last batch the take carried (all applied). The new events'
+    /// acks are held for the next call.
+    pub async fn take(
+        &mut self,
+        queue: &str,
+        max: usize,
+        wait: std::time::Duration,
+    ) -> Result<(Vec<Vec<u8>>, usize), BoxError> {
+        let acks = std::mem::take(&mut self.acks);
+        let sent = acks.len();
+        let take = api::TakeRequest {
+            queue: queue.to_owned(),
+            max_events: max as u32,
+            wait: (!wait.is_zero()).then(|| wait.try_into()).transpose()?,
+            completions: acks,
+            ..api::TakeRequest::default()
+        };
+        let answer = self.client.worker().take(take).await?.into_inner();
+        all_acked(sent, &answer.completions)?;
+        let mut payloads = Vec::with_capacity(answer.events.len());
+        for leased in answer.events {
+            let event = leased.event.unwrap_or_default();
+            self.acks.push(api::Completion {
+                queue: queue.to_owned(),
+                id: event.id,
+                lease_token: leased.lease_token,
+                outcome: Some(api::completion::Outcome::Ack(api::Ack {})),
+            });
+            payloads.push(event.payload);
+        }
+        Ok((payloads, sent))
+    }
+
+    /// Sends the acks still held; returns how many.
+    pub async fn finish(&mut self) -> Result<usize, BoxError> {
+        let completions = std::mem::take(&mut self.acks);
+        let sent = completions.len();
+        if sent > 0 {
+            let request = api::CompleteRequest { completions };
+            let answer = self.client.worker().complete(request).await?;
+            all_acked(sent, &answer.into_inner().results)?;
+        }
+        Ok(sent)
+    }
+}
+
+/// Fails unless each of the `sent` acks has its result and none was refused.
+fn all_acked(sent: usize, results: &[api::CompletionResult]) -> Result<(), BoxError> {
+    if results.len() != sent {
+        return Err(format!("{} results for {sent} acks", results.len()).into());
+    }
+    match results.iter().find(|r| r.code != 0) {
+        Some(refused) => Err(format!("an ack was refused: {}", refused.message).into()),
+        None => Ok(()),
+    }
 }
 
 #[cfg(test)]

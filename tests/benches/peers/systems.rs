@@ -8,6 +8,7 @@ use std::future::Future;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use cascade_client::{Client, api};
+use cascade_e2e::bench::AckingConsumer;
 
 use crate::BoxError;
 
@@ -128,20 +129,6 @@ pub struct Cascade {
 /// The wait of a long-poll take: long enough that an idle queue costs one call a second.
 const LONG_POLL: Duration = Duration::from_secs(1);
 
-/// A Cascade consumer: its connection and the acks its next take carries.
-pub struct CascadeConsumer {
-    client: Client,
-    acks: Vec<api::Completion>,
-}
-
-/// Fails if one of `results` refused its ack.
-fn all_acked(results: &[api::CompletionResult]) -> Result<(), BoxError> {
-    match results.iter().find(|r| r.code != 0) {
-        Some(refused) => Err(format!("an ack was refused: {}", refused.message).into()),
-        None => Ok(()),
-    }
-}
-
 fn timestamp(micros: u64) -> prost_types::Timestamp {
     prost_types::Timestamp {
         seconds: (micros / 1_000_000) as i64,
@@ -175,7 +162,7 @@ impl Producing for Cascade {
 }
 
 impl Peer for Cascade {
-    type Consumer = CascadeConsumer;
+    type Consumer = AckingConsumer;
     const DELAYS: bool = true;
 
     async fn setup(&self, queues: &[String]) -> Result<(), BoxError> {
@@ -190,11 +177,8 @@ impl Peer for Cascade {
         Ok(())
     }
 
-    async fn consumer(&self) -> Result<CascadeConsumer, BoxError> {
-        Ok(CascadeConsumer {
-            client: Client::connect(&self.addr).await?,
-            acks: Vec::new(),
-        })
+    async fn consumer(&self) -> Result<AckingConsumer, BoxError> {
+        Ok(AckingConsumer::new(Client::connect(&self.addr).await?))
     }
 
     fn long_poll(&self) -> Option<Duration> {
@@ -218,7 +202,7 @@ impl Peer for Cascade {
     }
 
     async fn take_ack(
-        consumer: &mut CascadeConsumer,
+        consumer: &mut AckingConsumer,
         queue: &str,
         max: usize,
     ) -> Result<Vec<Vec<u8>>, BoxError> {
@@ -227,41 +211,15 @@ impl Peer for Cascade {
     }
 
     async fn take_ack_waiting(
-        consumer: &mut CascadeConsumer,
+        consumer: &mut AckingConsumer,
         queue: &str,
         max: usize,
         wait: Duration,
     ) -> Result<Vec<Vec<u8>>, BoxError> {
-        let take = api::TakeRequest {
-            queue: queue.to_owned(),
-            max_events: max as u32,
-            wait: (!wait.is_zero()).then(|| wait.try_into()).transpose()?,
-            completions: std::mem::take(&mut consumer.acks),
-            ..api::TakeRequest::default()
-        };
-        let answer = consumer.client.worker().take(take).await?.into_inner();
-        all_acked(&answer.completions)?;
-        let mut payloads = Vec::with_capacity(answer.events.len());
-        for leased in answer.events {
-            let event = leased.event.unwrap_or_default();
-            consumer.acks.push(api::Completion {
-                queue: queue.to_owned(),
-                id: event.id,
-                lease_token: leased.lease_token,
-                outcome: Some(api::completion::Outcome::Ack(api::Ack {})),
-            });
-            payloads.push(event.payload);
-        }
-        Ok(payloads)
+        Ok(consumer.take(queue, max, wait).await?.0)
     }
 
-    async fn finish(consumer: &mut CascadeConsumer) -> Result<(), BoxError> {
-        if consumer.acks.is_empty() {
-            return Ok(());
-        }
-        let completions = std::mem::take(&mut consumer.acks);
-        let request = api::CompleteRequest { completions };
-        let answer = consumer.client.worker().complete(request).await?;
-        all_acked(&answer.into_inner().results)
+    async fn finish(consumer: &mut AckingConsumer) -> Result<(), BoxError> {
+        consumer.finish().await.map(drop)
     }
 }
