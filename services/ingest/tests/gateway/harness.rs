@@ -133,15 +133,25 @@ impl Recorded {
 
     /// Waits until `count` requests have arrived (at most 5 s).
     pub async fn wait_for(&self, count: usize) {
-        let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
-        while self.len() < count {
-            assert!(
-                tokio::time::Instant::now() < deadline,
-                "{} requests arrived, waited for {count}",
-                self.len()
-            );
-            tokio::time::sleep(Duration::from_millis(5)).await;
-        }
+        wait_until(
+            Duration::from_secs(5),
+            || self.len() >= count,
+            || format!("{} requests arrived, waited for {count}", self.len()),
+        )
+        .await;
+    }
+}
+
+/// Checks `done` every few milliseconds until it holds; fails with `failure` after `limit`.
+pub async fn wait_until(
+    limit: Duration,
+    mut done: impl FnMut() -> bool,
+    failure: impl Fn() -> String,
+) {
+    let deadline = tokio::time::Instant::now() + limit;
+    while !done() {
+        assert!(tokio::time::Instant::now() < deadline, "{}", failure());
+        tokio::time::sleep(Duration::from_millis(5)).await;
     }
 }
 

@@ -16,7 +16,7 @@ use cascade_security::{Authenticator, Identities};
 use cascade_service::{Deps, Readiness};
 use tonic::{Code, Request};
 
-use crate::harness::{Answer, Gateway, echo, event, fake_shards, settings, took};
+use crate::harness::{Answer, Gateway, echo, event, fake_shards, settings, took, wait_until};
 
 const TOKEN: &str = "00000000000000ff";
 const PAYLOAD: usize = 1024;
@@ -35,14 +35,12 @@ fn take(wait_secs: i64) -> Request<TakeRequest> {
 
 /// Waits (at most 10 s) until `readiness` says `ready`.
 async fn until(readiness: &Readiness, ready: bool) {
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
-    while readiness.is_ready() != ready {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "readiness never {ready}"
-        );
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
+    wait_until(
+        Duration::from_secs(10),
+        || readiness.is_ready() == ready,
+        || format!("readiness never {ready}"),
+    )
+    .await;
 }
 
 #[tokio::test]
