@@ -136,7 +136,8 @@ fn power_cut_keeps_every_acknowledged_write() {
             shard.kv_mut().finish_checkpoint();
             image_gen += 1;
             copy_dir(&state_dir, &image.join(image_gen.to_string()));
-            wal.remove_through(lsn).expect("remove old segments");
+            let covered = wal.detach_through(lsn).expect("detach old segments");
+            covered.remove().expect("remove old segments");
             durable_wal = file_lengths(wal.dir());
         }
     }

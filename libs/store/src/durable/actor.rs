@@ -13,7 +13,15 @@
 //!   to the log in order, so whatever is made durable after it makes it durable too.
 //! - **checkpointer** (one at a time): writes a frozen layer into sled once the log holds
 //!   every record it contains, fsyncs sled, and lets the log drop the segments it covers.
+//!   It goes at a gentle pace (`checkpoint::Pace`) until the in-memory layers reach
+//!   `checkpoint_bytes` or something waits for it.
+//!
+//! What a checkpoint leaves behind, its layer in memory and the log segments it covers, is
+//! freed and deleted on threads of their own: at millions of keys, freeing the layer took the
+//! writer 140-190 ms and deleting the segments held the syncer 50-120 ms, pauses that every
+//! request would have waited through.
 
+use std::sync::atomic::AtomicBool;
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, SyncSender, TrySendError};
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
@@ -24,9 +32,10 @@ use cascade_core::{Clock, Timestamp};
 use super::disk::{self, DiskWatch};
 use super::{Durability, StoreOptions};
 use crate::error::{StoreError, with_causes};
-use crate::kv::{Kv, checkpoint};
+use crate::kv::checkpoint::{self, Pace};
+use crate::kv::{Kv, Layer};
 use crate::observe::CommitObserver;
-use crate::wal::{Lsn, Wal};
+use crate::wal::{CoveredSegments, Lsn, Wal};
 
 /// What the actor needs from a state machine.
 pub trait Maintenance: Send + 'static {
@@ -147,6 +156,7 @@ impl<S: Maintenance> Store<S> {
             shared: Arc::clone(&shared),
             last_sync: Instant::now(),
             observer: options.commit_observer.clone(),
+            removing: None,
         };
         let threads = vec![
             spawn("cascade-writer", &shared, move || writer.run(jobs)),
@@ -269,12 +279,22 @@ fn spawn(name: &str, shared: &Arc<Shared>, f: impl FnOnce() + Send + 'static) ->
         .expect("spawn a store thread")
 }
 
+/// Drops a checkpointed layer on a thread of its own (the checkpoint's thread has ended, so
+/// this is the last reference). If no thread can be started, it is dropped here.
+fn free_in_background(layer: Arc<Layer>) {
+    let _ = std::thread::Builder::new()
+        .name("cascade-free".into())
+        .spawn(move || drop(layer));
+}
+
 struct Running {
     lsn: Lsn,
     /// What it writes, for the log line that says how fast sled took it.
     keys: usize,
     bytes: usize,
     started: Instant,
+    /// Set to make it go flat out (`Pace::hurry`).
+    hurry: Arc<AtomicBool>,
     done: Receiver<Result<(), StoreError>>,
     thread: JoinHandle<()>,
 }
@@ -424,6 +444,18 @@ impl<S: Maintenance> Writer<S> {
                     "store.checkpoint.backpressure"
                 );
             }
+            self.hurry_checkpoint_when_full();
+        }
+    }
+
+    /// A checkpoint goes flat out once the layers in memory, its own included, reach
+    /// `checkpoint_bytes`: one started because that much changed does from the start, and
+    /// one started by `checkpoint_interval` does when writes pick up before it ends.
+    fn hurry_checkpoint_when_full(&self) {
+        if let Some(running) = &self.checkpoint
+            && self.state.kv().memory_bytes() >= self.options.checkpoint_bytes
+        {
+            Pace::hurry(&running.hurry);
         }
     }
 
@@ -446,11 +478,13 @@ impl<S: Maintenance> Writer<S> {
         let db = self.state.kv().db().clone();
         let dir = self.state.kv().dir().to_path_buf();
         let shared = Arc::clone(&self.shared);
+        let hurry = Arc::new(AtomicBool::new(false));
+        let mut pace = Pace::new(Arc::clone(&hurry));
         let (done_tx, done) = mpsc::sync_channel(1);
         let thread = spawn("cascade-checkpoint", &self.shared, move || {
             // sled must never get ahead of the log: its position would skip records.
             let result = if shared.wait_synced(lsn) {
-                checkpoint::write(&db, &dir, &layer, lsn)
+                checkpoint::write_paced(&db, &dir, &layer, lsn, &mut pace)
             } else {
                 Err(StoreError::Stopped {
                     reason: "the log failed before the checkpoint".into(),
@@ -463,6 +497,7 @@ impl<S: Maintenance> Writer<S> {
             keys,
             bytes,
             started: Instant::now(),
+            hurry,
             done,
             thread,
         });
@@ -474,6 +509,7 @@ impl<S: Maintenance> Writer<S> {
             return;
         };
         let result = if wait {
+            Pace::hurry(&running.hurry);
             running.done.recv().ok()
         } else {
             running.done.try_recv().ok()
@@ -485,7 +521,9 @@ impl<S: Maintenance> Writer<S> {
         let _ = running.thread.join();
         match result {
             Ok(()) => {
-                self.state.kv_mut().finish_checkpoint();
+                if let Some(layer) = self.state.kv_mut().finish_checkpoint() {
+                    free_in_background(layer);
+                }
                 self.last_checkpoint = Instant::now();
                 let _ = self.to_syncer.send(ToSyncer::RemoveThrough(running.lsn));
                 tracing::debug!(
@@ -536,10 +574,21 @@ struct Syncer {
     shared: Arc<Shared>,
     last_sync: Instant,
     observer: Option<Arc<dyn CommitObserver>>,
+    /// The thread deleting the segments the last checkpoint covered, if one was started.
+    removing: Option<JoinHandle<()>>,
 }
 
 impl Syncer {
+    /// Serves until the writer is gone, then waits for the last segments' deletion, so that
+    /// a store opened again in the same directory finds none of them half gone.
     fn run(mut self, rx: Receiver<ToSyncer>) {
+        self.serve(&rx);
+        if let Some(removing) = self.removing.take() {
+            let _ = removing.join();
+        }
+    }
+
+    fn serve(&mut self, rx: &Receiver<ToSyncer>) {
         let idle = match self.durability {
             Durability::Interval(every) => every,
             _ => std::time::Duration::from_secs(3600),
@@ -614,9 +663,29 @@ impl Syncer {
             }
         }
         if let Some(lsn) = remove {
-            self.wal.remove_through(lsn)?;
+            let covered = self.wal.detach_through(lsn)?;
+            if !covered.is_empty() {
+                self.remove_in_background(covered);
+            }
         }
         Ok(())
+    }
+
+    /// Deletes covered segments on a thread of their own, one deletion at a time. A failure
+    /// stops the store, as a failed write of the log would: the disk is not healthy.
+    fn remove_in_background(&mut self, covered: CoveredSegments) {
+        if let Some(previous) = self.removing.take() {
+            let _ = previous.join();
+        }
+        let shared = Arc::clone(&self.shared);
+        self.removing = Some(spawn("cascade-wal-remove", &self.shared, move || {
+            if let Err(e) = covered.remove() {
+                shared.set_fatal(format!(
+                    "deleting log segments a checkpoint covers failed: {}",
+                    with_causes(&e)
+                ));
+            }
+        }));
     }
 }
 

@@ -189,9 +189,10 @@ impl Layers {
         layer
     }
 
-    /// The frozen layer is in sled now: stop reading it.
-    pub fn thaw(&mut self) {
-        self.frozen = None;
+    /// The frozen layer is in sled now: stop reading it. Returns it, for the caller to free
+    /// where that costs no one a wait.
+    pub fn thaw(&mut self) -> Option<Arc<Layer>> {
         self.frozen_bytes = 0;
+        self.frozen.take()
     }
 }

@@ -219,8 +219,10 @@ impl Kv {
         self.layers.freeze()
     }
 
-    pub fn finish_checkpoint(&mut self) {
-        self.layers.thaw();
+    /// The checkpoint is in sled: reads stop looking at its layer, which is returned (freeing
+    /// millions of keys takes a while).
+    pub fn finish_checkpoint(&mut self) -> Option<std::sync::Arc<Layer>> {
+        self.layers.thaw()
     }
 }
 

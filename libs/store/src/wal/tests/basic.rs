@@ -52,16 +52,16 @@ fn read_after_from_the_middle() -> TestResult {
 }
 
 #[test]
-fn remove_through_keeps_current_segment_and_later_records() -> TestResult {
+fn detach_through_keeps_current_segment_and_later_records() -> TestResult {
     let dir = tempfile::tempdir()?;
     let mut wal = write_synced(dir.path(), 11)?;
     assert_eq!(segment_names(dir.path()), [1, 4, 7, 10]);
-    assert_eq!(wal.remove_through(0)?, 0);
-    assert_eq!(wal.remove_through(5)?, 1);
+    assert_eq!(remove_through(&mut wal, 0)?, 0);
+    assert_eq!(remove_through(&mut wal, 5)?, 1);
     assert_eq!(segment_names(dir.path()), [4, 7, 10]);
     assert_eq!(read_all(&wal, 5)?, expected(6..=11));
-    assert_eq!(wal.remove_through(9)?, 2);
-    assert_eq!(wal.remove_through(100)?, 0);
+    assert_eq!(remove_through(&mut wal, 9)?, 2);
+    assert_eq!(remove_through(&mut wal, 100)?, 0);
     assert_eq!(segment_names(dir.path()), [10]);
     assert_eq!(read_all(&wal, 9)?, expected(10..=11));
     assert_eq!(wal.disk_bytes(), 8 + 2 * 36);
@@ -72,11 +72,11 @@ fn remove_through_keeps_current_segment_and_later_records() -> TestResult {
 }
 
 #[test]
-fn reopen_after_remove_through_continues_after_checkpoint() -> TestResult {
+fn reopen_after_detach_through_continues_after_checkpoint() -> TestResult {
     let dir = tempfile::tempdir()?;
     let mut wal = write_synced(dir.path(), 12)?;
     assert_eq!(segment_names(dir.path()), [1, 4, 7, 10, 13]);
-    assert_eq!(wal.remove_through(12)?, 4);
+    assert_eq!(remove_through(&mut wal, 12)?, 4);
     assert_eq!(segment_names(dir.path()), [13]);
     drop(wal);
 
@@ -94,6 +94,25 @@ fn reopen_after_remove_through_continues_after_checkpoint() -> TestResult {
         }) => assert_eq!((expected, found), (1, 13)),
         other => panic!("expected Missing, got {other:?}"),
     }
+    Ok(())
+}
+
+/// The store deletes detached segments on another thread: a crash before that leaves them
+/// on disk, where the next open reads past them and the next checkpoint's removal takes them.
+#[test]
+fn segments_detached_but_left_on_disk_are_removed_after_the_next_checkpoint() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let mut wal = write_synced(dir.path(), 11)?;
+    let covered = wal.detach_through(9)?;
+    assert_eq!(covered.len(), 3);
+    drop((covered, wal));
+    assert_eq!(segment_names(dir.path()), [1, 4, 7, 10]);
+
+    let mut wal = Wal::open(dir.path(), opts(), 9)?;
+    assert_eq!(wal.last_lsn(), 11);
+    assert_eq!(read_all(&wal, 9)?, expected(10..=11));
+    assert_eq!(remove_through(&mut wal, 9)?, 3);
+    assert_eq!(segment_names(dir.path()), [10]);
     Ok(())
 }
 
@@ -236,7 +255,7 @@ fn failed_write_poisons_the_log() -> TestResult {
     assert!(matches!(wal.append(&payload(3)), Err(WalError::Poisoned)));
     assert!(matches!(wal.sync(), Err(WalError::Poisoned)));
     assert!(matches!(wal.write_buffered(), Err(WalError::Poisoned)));
-    assert!(matches!(wal.remove_through(1), Err(WalError::Poisoned)));
+    assert!(matches!(wal.detach_through(1), Err(WalError::Poisoned)));
     assert!(matches!(wal.read_after(0), Err(WalError::Poisoned)));
     assert_eq!(wal.durable_lsn(), 1);
     drop(wal);
@@ -244,4 +263,13 @@ fn failed_write_poisons_the_log() -> TestResult {
     let wal = Wal::open(dir.path(), opts(), 0)?;
     assert_eq!(read_all(&wal, 0)?, expected(1..=1));
     Ok(())
+}
+
+/// Detaches the segments `lsn` covers and deletes them, as the store does after a
+/// checkpoint (there on another thread); how many there were.
+fn remove_through(wal: &mut Wal, lsn: u64) -> Result<usize, WalError> {
+    let covered = wal.detach_through(lsn)?;
+    let count = covered.len();
+    covered.remove()?;
+    Ok(count)
 }
