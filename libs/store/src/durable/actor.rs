@@ -320,6 +320,10 @@ impl<S: Maintenance> Writer<S> {
         if self.begin_run() {
             self.serve(&jobs);
         }
+        // A checkpoint left running (the store failed) ends as soon as it can.
+        if let Some(running) = &self.checkpoint {
+            Pace::hurry(&running.hurry);
+        }
         // Answer whatever is still queued: this store takes nothing more. After a failure the
         // answer carries its cause, so every caller learns why, whichever it hears first.
         let stopped = self.shared.stopped("the store is shutting down");
@@ -444,16 +448,18 @@ impl<S: Maintenance> Writer<S> {
                     "store.checkpoint.backpressure"
                 );
             }
-            self.hurry_checkpoint_when_full();
+            self.hurry_checkpoint_when_pressed();
         }
     }
 
     /// A checkpoint goes flat out once the layers in memory, its own included, reach
-    /// `checkpoint_bytes`: one started because that much changed does from the start, and
-    /// one started by `checkpoint_interval` does when writes pick up before it ends.
-    fn hurry_checkpoint_when_full(&self) {
+    /// `checkpoint_bytes` (one started because that much changed does from the start, and
+    /// one started by `checkpoint_interval` does when writes pick up before it ends), and
+    /// while the disk is short of space, which only its end gives back (the log it covers).
+    fn hurry_checkpoint_when_pressed(&self) {
         if let Some(running) = &self.checkpoint
-            && self.state.kv().memory_bytes() >= self.options.checkpoint_bytes
+            && (self.state.kv().memory_bytes() >= self.options.checkpoint_bytes
+                || self.disk.state().alarm)
         {
             Pace::hurry(&running.hurry);
         }
@@ -479,11 +485,12 @@ impl<S: Maintenance> Writer<S> {
         let dir = self.state.kv().dir().to_path_buf();
         let shared = Arc::clone(&self.shared);
         let hurry = Arc::new(AtomicBool::new(false));
-        let mut pace = Pace::new(Arc::clone(&hurry));
+        let paced_by = Arc::clone(&hurry);
         let (done_tx, done) = mpsc::sync_channel(1);
         let thread = spawn("cascade-checkpoint", &self.shared, move || {
             // sled must never get ahead of the log: its position would skip records.
             let result = if shared.wait_synced(lsn) {
+                let mut pace = Pace::new(paced_by);
                 checkpoint::write_paced(&db, &dir, &layer, lsn, &mut pace)
             } else {
                 Err(StoreError::Stopped {
@@ -578,17 +585,18 @@ struct Syncer {
     removing: Option<JoinHandle<()>>,
 }
 
-impl Syncer {
-    /// Serves until the writer is gone, then waits for the last segments' deletion, so that
-    /// a store opened again in the same directory finds none of them half gone.
-    fn run(mut self, rx: Receiver<ToSyncer>) {
-        self.serve(&rx);
+/// Once the syncer ends, by the writer's exit or a panic, it waits for the last segments'
+/// deletion, so that a store opened again in the same directory finds none of them half gone.
+impl Drop for Syncer {
+    fn drop(&mut self) {
         if let Some(removing) = self.removing.take() {
             let _ = removing.join();
         }
     }
+}
 
-    fn serve(&mut self, rx: &Receiver<ToSyncer>) {
+impl Syncer {
+    fn run(mut self, rx: Receiver<ToSyncer>) {
         let idle = match self.durability {
             Durability::Interval(every) => every,
             _ => std::time::Duration::from_secs(3600),

@@ -5,7 +5,6 @@ use std::time::Duration;
 use cascade_core::SystemClock;
 
 use super::*;
-use crate::kv::Batch;
 use crate::wal::WalOptions;
 
 /// A state machine whose maintenance has a bug.
@@ -128,81 +127,4 @@ async fn what_a_run_begins_with_is_logged_before_the_first_operation() {
         .map(|record| record.expect("a record").1.to_vec())
         .collect();
     assert_eq!(records, [b"begin".to_vec(), b"op".to_vec()]);
-}
-
-/// A state whose operations each write one key, through its log.
-struct Puts {
-    kv: Kv,
-    unlogged: Vec<Vec<u8>>,
-}
-
-impl Puts {
-    fn put(&mut self, n: u32) {
-        let mut batch = Batch::default();
-        batch.put(format!("\x10key-{n:04}").into_bytes(), vec![7; 100]);
-        self.unlogged.push(batch.encode());
-        self.kv.apply(batch);
-    }
-}
-
-impl Maintenance for Puts {
-    fn kv(&self) -> &Kv {
-        &self.kv
-    }
-
-    fn kv_mut(&mut self) -> &mut Kv {
-        &mut self.kv
-    }
-
-    fn take_unlogged(&mut self) -> Vec<Vec<u8>> {
-        std::mem::take(&mut self.unlogged)
-    }
-
-    fn tick(&mut self, _now: Timestamp) -> Result<(), StoreError> {
-        Ok(())
-    }
-}
-
-/// Checkpoints delete the log segments they cover on a thread of their own; once the store
-/// has shut down, every one of them is gone and what they held is in sled.
-#[tokio::test]
-async fn segments_checkpoints_cover_are_all_deleted_by_the_end_of_a_shutdown() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let kv = Kv::open(&dir.path().join("state"), 1 << 20).expect("open kv");
-    // About eight records to a segment.
-    let wal_options = WalOptions {
-        segment_bytes: 1024,
-    };
-    let wal = Wal::open(&dir.path().join("wal"), wal_options, 0).expect("open the log");
-    let options = StoreOptions {
-        checkpoint_interval: Duration::from_millis(1),
-        ..StoreOptions::default()
-    };
-    let state = Puts {
-        kv,
-        unlogged: Vec::new(),
-    };
-    let store = Store::start(state, wal, options, Arc::new(SystemClock));
-    for n in 0..200 {
-        store
-            .run(move |s, _| {
-                s.put(n);
-                Ok(())
-            })
-            .await
-            .expect("a put");
-    }
-    tokio::task::spawn_blocking(move || store.shutdown())
-        .await
-        .expect("join")
-        .expect("shut down");
-    let segments = std::fs::read_dir(dir.path().join("wal"))
-        .expect("list the log")
-        .count();
-    assert_eq!(segments, 1, "only the segment being appended to is left");
-    let kv = Kv::open(&dir.path().join("state"), 1 << 20).expect("reopen kv");
-    for n in [0, 199] {
-        let key = format!("\x10key-{n:04}");
-        assert!(kv.get(key.as_bytes()).expect("get").is_some(), "{key}");
-    }
 }

@@ -20,12 +20,12 @@ pub(crate) const CHECKPOINT_LSN: &str = "checkpoint_lsn";
 /// How long an unhurried checkpoint writes into sled before it rests.
 const SLICE: Duration = Duration::from_millis(1);
 /// An unhurried checkpoint rests this many times as long as it worked...
-const REST_PER_WORK: u32 = 2;
+const REST_PER_WORK: u32 = 4;
 /// ...but never longer than this at once, so that a hurry is heard soon.
 const MAX_REST: Duration = Duration::from_millis(10);
 
-/// How fast a checkpoint writes into sled. Unhurried, it rests twice as long as it works, so
-/// it takes at most a third of a core and of the write rate it could reach. At full rate
+/// How fast a checkpoint writes into sled. Unhurried, it rests four times as long as it
+/// works, so it takes at most a fifth of a core and of the write rate it could reach. At full rate
 /// sled keeps the disk busy writing its segments, and every fsync of the log, which is what
 /// each acknowledgement waits for, queues behind those writes: on the benchmark machine a
 /// checkpoint every 2 s took the lateness p99 of delayed events from 2 to 5-10 ms.

@@ -6,6 +6,9 @@
 //! - A failed write or fsync poisons the log: that call returns the error, every later call
 //!   returns `Poisoned`. An fsync is never retried, since Linux may already have dropped the
 //!   dirty pages it failed to write.
+//! - Segments a checkpoint covers are detached first and deleted after, possibly on another
+//!   thread (`CoveredSegments::remove`); a failed deletion is returned to whoever deleted,
+//!   and the store then stops, as after a failed write.
 //! - At open, a bad frame at the very end of the last segment is a torn write from a crash and
 //!   is cut off (with a warning); a bad frame anywhere else refuses to open (`scan`).
 //! - The log must hold every record after the checkpoint, or open fails with `Missing`.

@@ -117,6 +117,25 @@ fn segments_detached_but_left_on_disk_are_removed_after_the_next_checkpoint() ->
 }
 
 #[test]
+fn a_covered_segment_that_cannot_be_deleted_is_an_error() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let mut wal = write_synced(dir.path(), 11)?;
+    let covered = wal.detach_through(3)?;
+    // The oldest segment's name now holds a directory with a file in it.
+    let oldest = segment_path(dir.path(), 1);
+    fs::remove_file(&oldest)?;
+    fs::create_dir(&oldest)?;
+    File::create(oldest.join("in-the-way"))?;
+    match covered.remove() {
+        Err(WalError::Io { op, path, .. }) => {
+            assert_eq!((op, path), ("remove segment", oldest));
+        }
+        other => panic!("expected Io, got {other:?}"),
+    }
+    Ok(())
+}
+
+#[test]
 fn next_lsn_is_always_after_the_checkpoint() -> TestResult {
     let dir = tempfile::tempdir()?;
     let mut wal = Wal::open(dir.path(), opts(), 41)?;
