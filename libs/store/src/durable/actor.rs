@@ -21,7 +21,6 @@
 //! writer 140-190 ms and deleting the segments held the syncer 50-120 ms, pauses that every
 //! request would have waited through.
 
-use std::sync::atomic::AtomicBool;
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, SyncSender, TrySendError};
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
@@ -32,7 +31,7 @@ use cascade_core::{Clock, Timestamp};
 use super::disk::{self, DiskWatch};
 use super::{Durability, StoreOptions};
 use crate::error::{StoreError, with_causes};
-use crate::kv::checkpoint::{self, Pace};
+use crate::kv::checkpoint::{self, Hurry};
 use crate::kv::{Kv, Layer};
 use crate::observe::CommitObserver;
 use crate::wal::{CoveredSegments, Lsn, Wal};
@@ -293,8 +292,8 @@ struct Running {
     keys: usize,
     bytes: usize,
     started: Instant,
-    /// Set to make it go flat out (`Pace::hurry`).
-    hurry: Arc<AtomicBool>,
+    /// Set to make it go flat out.
+    hurry: Hurry,
     done: Receiver<Result<(), StoreError>>,
     thread: JoinHandle<()>,
 }
@@ -322,7 +321,7 @@ impl<S: Maintenance> Writer<S> {
         }
         // A checkpoint left running (the store failed) ends as soon as it can.
         if let Some(running) = &self.checkpoint {
-            Pace::hurry(&running.hurry);
+            running.hurry.set();
         }
         // Answer whatever is still queued: this store takes nothing more. After a failure the
         // answer carries its cause, so every caller learns why, whichever it hears first.
@@ -461,7 +460,7 @@ impl<S: Maintenance> Writer<S> {
             && (self.state.kv().memory_bytes() >= self.options.checkpoint_bytes
                 || self.disk.state().alarm)
         {
-            Pace::hurry(&running.hurry);
+            running.hurry.set();
         }
     }
 
@@ -484,13 +483,13 @@ impl<S: Maintenance> Writer<S> {
         let db = self.state.kv().db().clone();
         let dir = self.state.kv().dir().to_path_buf();
         let shared = Arc::clone(&self.shared);
-        let hurry = Arc::new(AtomicBool::new(false));
-        let paced_by = Arc::clone(&hurry);
+        let hurry = Hurry::default();
+        let paced_by = hurry.clone();
         let (done_tx, done) = mpsc::sync_channel(1);
         let thread = spawn("cascade-checkpoint", &self.shared, move || {
             // sled must never get ahead of the log: its position would skip records.
             let result = if shared.wait_synced(lsn) {
-                let mut pace = Pace::new(paced_by);
+                let mut pace = paced_by.pace();
                 checkpoint::write_paced(&db, &dir, &layer, lsn, &mut pace)
             } else {
                 Err(StoreError::Stopped {
@@ -516,7 +515,7 @@ impl<S: Maintenance> Writer<S> {
             return;
         };
         let result = if wait {
-            Pace::hurry(&running.hurry);
+            running.hurry.set();
             running.done.recv().ok()
         } else {
             running.done.try_recv().ok()

@@ -25,51 +25,61 @@ const REST_PER_WORK: u32 = 4;
 const MAX_REST: Duration = Duration::from_millis(10);
 
 /// How fast a checkpoint writes into sled. Unhurried, it rests four times as long as it
-/// works, so it takes at most a fifth of a core and of the write rate it could reach. At full rate
-/// sled keeps the disk busy writing its segments, and every fsync of the log, which is what
-/// each acknowledgement waits for, queues behind those writes: on the benchmark machine a
+/// works, so it takes at most a fifth of a core and of the write rate it could reach. At full
+/// rate sled keeps the disk busy writing its segments, and every fsync of the log, which is
+/// what each acknowledgement waits for, queues behind those writes: on the benchmark machine a
 /// checkpoint every 2 s took the lateness p99 of delayed events from 2 to 5-10 ms.
-/// The store's writer hurries a checkpoint when it must not be slow ([`Pace::hurry`]).
+/// The store's writer hurries a checkpoint when it must not be slow ([`Hurry`]).
 pub struct Pace {
-    hurry: Arc<AtomicBool>,
+    hurry: Hurry,
     slice_started: Instant,
 }
 
-impl Pace {
-    /// A pace that goes flat out once `hurry` is set.
-    pub fn new(hurry: Arc<AtomicBool>) -> Pace {
+/// Makes the checkpoints paced by it go flat out, once set; clones share the setting.
+#[derive(Clone, Default)]
+pub struct Hurry(Arc<AtomicBool>);
+
+impl Hurry {
+    pub fn set(&self) {
+        self.0.store(true, Ordering::Relaxed);
+    }
+
+    fn is_set(&self) -> bool {
+        self.0.load(Ordering::Relaxed)
+    }
+
+    /// A pace, starting now, that goes flat out once this is set.
+    pub fn pace(self) -> Pace {
         Pace {
-            hurry,
+            hurry: self,
             slice_started: Instant::now(),
         }
     }
+}
 
+impl Pace {
     /// Never rests.
     pub fn flat_out() -> Pace {
-        Pace::new(Arc::new(AtomicBool::new(true)))
-    }
-
-    /// Sets `flag`, which a [`Pace::new`] holds, to make that checkpoint go flat out.
-    pub fn hurry(flag: &AtomicBool) {
-        flag.store(true, Ordering::Relaxed);
+        let hurry = Hurry::default();
+        hurry.set();
+        hurry.pace()
     }
 
     /// Called before each key: rests once a slice of work is done, unless hurried.
     fn step(&mut self) {
-        if let Some(rest) = self.rest_due() {
+        if self.hurry.is_set() {
+            return;
+        }
+        if let Some(rest) = rest_after(self.slice_started.elapsed()) {
             std::thread::sleep(rest);
             self.slice_started = Instant::now();
         }
     }
+}
 
-    /// The rest the work since the last one has earned, if it is time for one.
-    fn rest_due(&self) -> Option<Duration> {
-        if self.hurry.load(Ordering::Relaxed) {
-            return None;
-        }
-        let worked = self.slice_started.elapsed();
-        (worked >= SLICE).then(|| (worked * REST_PER_WORK).min(MAX_REST))
-    }
+/// The rest that `worked` without a rest has earned, once it is a slice or more.
+fn rest_after(worked: Duration) -> Option<Duration> {
+    (worked >= SLICE).then(|| (worked * REST_PER_WORK).min(MAX_REST))
 }
 
 /// [`write_paced`] flat out.
@@ -150,29 +160,29 @@ pub fn fsync_path(path: &Path) -> Result<(), StoreError> {
 mod tests {
     use super::*;
 
-    /// Sleeps past a slice: afterwards at least that much has elapsed, whatever the machine.
-    fn work_a_slice() {
-        std::thread::sleep(SLICE * 2);
+    #[test]
+    fn a_checkpoint_rests_four_times_what_it_worked_once_a_slice_is_done() {
+        assert_eq!(rest_after(SLICE / 2), None);
+        assert_eq!(rest_after(SLICE), Some(SLICE * REST_PER_WORK));
+        assert_eq!(rest_after(SLICE * 2), Some(SLICE * 2 * REST_PER_WORK));
+        assert_eq!(rest_after(Duration::from_secs(1)), Some(MAX_REST));
     }
 
     #[test]
-    fn an_unhurried_checkpoint_rests_after_each_slice_until_hurried() {
-        let hurry = Arc::new(AtomicBool::new(false));
-        let pace = Pace::new(Arc::clone(&hurry));
-        work_a_slice();
-        let rest = pace.rest_due().expect("a rest after a slice of work");
-        assert!(
-            (SLICE * REST_PER_WORK..=MAX_REST).contains(&rest),
-            "{rest:?}"
-        );
-        Pace::hurry(&hurry);
-        assert_eq!(pace.rest_due(), None);
-    }
-
-    #[test]
-    fn a_flat_out_checkpoint_never_rests() {
-        let pace = Pace::flat_out();
-        work_a_slice();
-        assert_eq!(pace.rest_due(), None);
+    fn a_pace_rests_after_a_slice_until_hurried() {
+        let hurry = Hurry::default();
+        let mut pace = hurry.clone().pace();
+        // As if a second of work had gone by without a rest.
+        let long_ago = Instant::now()
+            .checked_sub(Duration::from_secs(1))
+            .expect("the machine has been up a second");
+        pace.slice_started = long_ago;
+        pace.step();
+        assert!(pace.slice_started > long_ago, "a rest starts a new slice");
+        hurry.set();
+        pace.slice_started = long_ago;
+        pace.step();
+        assert_eq!(pace.slice_started, long_ago, "a hurried pace does not rest");
+        assert!(Pace::flat_out().hurry.is_set());
     }
 }
