@@ -49,8 +49,15 @@ fn write_events(dir: &Path, n: usize, checkpoint: bool) {
         use cascade_store::durable::Maintenance;
         let layer = shard.kv_mut().freeze();
         let state = dir.join("state");
-        cascade_store::kv::checkpoint::write(shard.kv().db(), &state, &layer, wal.last_lsn())
+        let lsn = wal.last_lsn();
+        cascade_store::kv::checkpoint::write(shard.kv().db(), &state, &layer, lsn)
             .expect("checkpoint");
+        // As the store does after a checkpoint: a restart then reads sled's copy of what
+        // the checkpoint holds, not the log's.
+        wal.roll().expect("roll");
+        wal.detach_through(lsn)
+            .and_then(|covered| covered.remove())
+            .expect("delete the covered segments");
     }
 }
 

@@ -78,12 +78,19 @@ async fn concurrent_enqueues_survive_shutdown_and_reopen(durability: Durability)
         .await
         .expect("join")
         .expect("clean shutdown");
-    let wal_files = std::fs::read_dir(dir.path().join("wal"))
+    let wal_files: Vec<_> = std::fs::read_dir(dir.path().join("wal"))
         .expect("wal dir")
-        .count();
+        .map(|e| e.expect("entry").path())
+        .collect();
     assert_eq!(
-        wal_files, 1,
+        wal_files.len(),
+        1,
         "the shutdown checkpoint lets every older segment go"
+    );
+    let header_only = std::fs::metadata(&wal_files[0]).expect("stat").len();
+    assert_eq!(
+        header_only, 8,
+        "the checkpoint rolled the log where it began: no record it holds is left to read"
     );
     let shard = reopen(dir.path()).expect("reopen");
     let stats = shard

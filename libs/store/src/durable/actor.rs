@@ -75,6 +75,9 @@ enum ToSyncer {
     },
     /// Make everything appended so far durable, whatever the durability mode.
     Barrier,
+    /// A checkpoint of everything appended so far begins: as `Barrier`, and later records go
+    /// to a new segment (`Wal::roll`).
+    Roll,
     RemoveThrough(Lsn),
 }
 
@@ -464,12 +467,17 @@ impl<S: Maintenance> Writer<S> {
         }
     }
 
+    /// A checkpoint is due once `checkpoint_bytes` changed or `checkpoint_interval` passed.
+    /// While another store of this process is being recovered it waits, unless the layer
+    /// reaches twice `checkpoint_bytes` (the memory bound): the restart waits for that store.
     fn checkpoint_due(&self) -> bool {
         let dirty = self.state.kv().dirty_bytes();
+        let limit = self.options.checkpoint_bytes;
+        let due = dirty >= limit
+            || (dirty > 0 && self.last_checkpoint.elapsed() >= self.options.checkpoint_interval);
         self.checkpoint.is_none()
-            && (dirty >= self.options.checkpoint_bytes
-                || (dirty > 0
-                    && self.last_checkpoint.elapsed() >= self.options.checkpoint_interval))
+            && due
+            && (dirty >= 2 * limit || !super::recover::any_recovering())
     }
 
     fn start_checkpoint(&mut self) {
@@ -477,7 +485,7 @@ impl<S: Maintenance> Writer<S> {
         let layer = self.state.kv_mut().freeze();
         let keys = layer.len();
         let lsn = self.next_lsn - 1;
-        if self.to_syncer.send(ToSyncer::Barrier).is_err() {
+        if self.to_syncer.send(ToSyncer::Roll).is_err() {
             return;
         }
         let db = self.state.kv().db().clone();
@@ -637,6 +645,10 @@ impl Syncer {
                     appended += records.len();
                 }
                 ToSyncer::Barrier => barrier = true,
+                ToSyncer::Roll => {
+                    self.wal.roll()?;
+                    barrier = true;
+                }
                 ToSyncer::RemoveThrough(lsn) => remove = Some(*lsn),
             }
         }

@@ -128,3 +128,75 @@ async fn what_a_run_begins_with_is_logged_before_the_first_operation() {
         .collect();
     assert_eq!(records, [b"begin".to_vec(), b"op".to_vec()]);
 }
+
+/// Writes one 1 KiB value under key `n`, logged.
+async fn write_kib(store: &Store<Logs>, n: u32) {
+    store
+        .run(move |s, _| {
+            let mut batch = crate::kv::Batch::default();
+            batch.put(n.to_be_bytes().to_vec(), vec![0; 1024]);
+            s.unlogged.push(batch.encode());
+            s.kv.apply(batch);
+            Ok(())
+        })
+        .await
+        .expect("write");
+}
+
+async fn dirty_bytes(store: &Store<Logs>) -> usize {
+    store
+        .run(|s, _| Ok(s.kv.dirty_bytes()))
+        .await
+        .expect("dirty bytes")
+}
+
+/// While another store of the process is being recovered, a store already open holds its
+/// checkpoints back, up to twice `checkpoint_bytes`, and takes them up once that one is open.
+/// (The writer decides whether to start one after each group of operations, so by the time a
+/// later operation runs, the decision after the writes before it is made.)
+#[tokio::test]
+async fn checkpoints_wait_while_another_store_of_the_process_is_recovered() {
+    const LIMIT: usize = 4 << 10;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let kv = Kv::open(&dir.path().join("state"), 1 << 20).expect("open kv");
+    let wal = Wal::open(&dir.path().join("wal"), WalOptions::default(), 0).expect("log");
+    let options = StoreOptions {
+        checkpoint_bytes: LIMIT,
+        ..StoreOptions::default()
+    };
+    let state = Logs {
+        kv,
+        unlogged: Vec::new(),
+    };
+    let store = Store::start(state, wal, options, Arc::new(SystemClock));
+    let recovering = crate::durable::recover::Recovering::begin();
+    for n in 0..5 {
+        write_kib(&store, n).await;
+    }
+    let held = dirty_bytes(&store).await;
+    assert!((LIMIT..2 * LIMIT).contains(&held), "held back: {held}");
+    for n in 5..8 {
+        write_kib(&store, n).await;
+    }
+    assert!(
+        dirty_bytes(&store).await < LIMIT,
+        "twice the limit starts one anyway"
+    );
+    for n in 8..13 {
+        write_kib(&store, n).await;
+    }
+    drop(recovering);
+    // Other tests of this binary may be recovering stores of their own for a moment.
+    let started = Instant::now();
+    while dirty_bytes(&store).await >= LIMIT {
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "no checkpoint once nothing was being recovered"
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    tokio::task::spawn_blocking(move || store.shutdown())
+        .await
+        .expect("join")
+        .expect("shut down");
+}

@@ -1,4 +1,4 @@
-//! Durability for a state machine over `Kv`: opening and recovering a store directory, and the
+//! Durability for a state machine over `Kv`: opening and recovering a store directory (`recover`), and the
 //! `Store` actor that runs operations on one writer thread and answers them only after their
 //! log records are durable (group commit).
 //!
@@ -16,6 +16,7 @@ mod export;
 mod identity;
 mod new_store;
 mod options;
+mod recover;
 mod repair;
 #[cfg(test)]
 mod test_store;
@@ -28,53 +29,13 @@ pub use disk::{DiskState, DiskWatch, Watermark};
 pub use export::{export, import};
 pub use new_store::Contents;
 pub use options::{ClusterIdentity, Durability, StoreOptions};
+pub use recover::recover;
 pub use repair::{RepairReport, repair};
 pub use verify::{VerifyReport, verify};
 
 use crate::codec::{keys, records};
 use crate::error::StoreError;
-use crate::kv::{Batch, Kv, checkpoint};
-use crate::wal::{Wal, WalOptions};
-
-/// Opens the store in `dir` (creating it) and replays its log. Returns the state and the log
-/// positioned for appends.
-pub fn recover(dir: &Path, options: &StoreOptions) -> Result<(Kv, Wal), StoreError> {
-    let created = !dir.exists();
-    std::fs::create_dir_all(dir).map_err(|e| StoreError::io("create", dir, e))?;
-    if created && let Some(parent) = dir.parent() {
-        checkpoint::fsync_path(parent)?;
-    }
-    let state_dir = dir.join("state");
-    let mut kv = Kv::open(&state_dir, options.cache_bytes)?;
-    check_format(&kv)?;
-    if let Some(cluster) = &options.cluster {
-        identity::check(&kv, cluster)?;
-    }
-    let checkpoint_lsn = checkpoint::lsn(kv.db(), &state_dir)?;
-    let wal = Wal::open(
-        &dir.join("wal"),
-        WalOptions {
-            segment_bytes: options.wal_segment_bytes,
-        },
-        checkpoint_lsn,
-    )?;
-    let mut replayed = 0u64;
-    for record in wal.read_after(checkpoint_lsn)? {
-        let (lsn, bytes) = record?;
-        let batch = Batch::decode(&bytes)
-            .map_err(|e| StoreError::corrupt(&dir.join("wal"), format!("log record {lsn}: {e}")))?;
-        kv.replay(batch);
-        replayed += 1;
-    }
-    tracing::info!(
-        dir = %dir.display(),
-        checkpoint_lsn,
-        replayed,
-        last_lsn = wal.last_lsn(),
-        "store.recover"
-    );
-    Ok((kv, wal))
-}
+use crate::kv::{Kv, checkpoint};
 
 /// A new store gets the format version; an existing one must have one this build reads, and
 /// an older one is marked with this build's (what the newer format adds is built when the
@@ -155,6 +116,7 @@ fn write_meta(kv: &Kv, key: Vec<u8>, value: Vec<u8>, op: &'static str) -> Result
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::kv::Batch;
 
     /// Writes `format` as the store's format, straight into sled as `check_format` does.
     fn mark_format(kv: &Kv, format: u64) {

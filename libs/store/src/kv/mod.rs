@@ -18,6 +18,17 @@ use layers::Layers;
 /// How long `open` waits for another handle in this process to release the store.
 const LOCK_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
 
+/// Batches read back from the log during recovery, gathered while sled opens (`Kv::adopt`).
+#[derive(Default)]
+pub struct Replayed(Layers);
+
+impl Replayed {
+    /// Applies `batch` as `Kv::replay` does.
+    pub fn apply(&mut self, batch: Batch) {
+        self.0.apply(batch, true);
+    }
+}
+
 /// Whether a scan goes on after the key it just visited.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
 pub enum Flow {
@@ -50,6 +61,7 @@ pub fn open_sled(dir: &Path, cache_bytes: u64) -> Result<sled::Db, StoreError> {
     // After a close, sled's background writers may hold the file lock a moment longer:
     // an opener in the same process waits for them rather than failing.
     let deadline = std::time::Instant::now() + LOCK_WAIT;
+    let mut partial_removed = false;
     loop {
         match config.open() {
             Err(sled::Error::Io(e))
@@ -58,9 +70,34 @@ pub fn open_sled(dir: &Path, cache_bytes: u64) -> Result<sled::Db, StoreError> {
             {
                 std::thread::sleep(std::time::Duration::from_millis(10));
             }
+            Err(sled::Error::Corruption { .. })
+                if !partial_removed && remove_partial_snapshots(dir)? =>
+            {
+                partial_removed = true;
+            }
             result => return result.map_err(|e| StoreError::sled("open the store", dir, e)),
         }
     }
+}
+
+/// sled writes a snapshot of its page table at every open, as `snap.<lsn>.generating`,
+/// renamed into place once complete and fsynced (the previous one is deleted after that).
+/// A process killed before the rename leaves it behind, and sled 0.34's next open takes it
+/// for the newest snapshot and refuses the store as corrupt. Such a file is never needed:
+/// the snapshot before it is still there. Returns whether one was removed.
+fn remove_partial_snapshots(dir: &Path) -> Result<bool, StoreError> {
+    let entries = std::fs::read_dir(dir).map_err(|e| StoreError::io("list", dir, e))?;
+    let mut removed = false;
+    for entry in entries {
+        let path = entry.map_err(|e| StoreError::io("list", dir, e))?.path();
+        let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
+        if name.starts_with("snap.") && name.ends_with(".generating") {
+            tracing::warn!(path = %path.display(), "removing a snapshot sled left half-written");
+            std::fs::remove_file(&path).map_err(|e| StoreError::io("remove", &path, e))?;
+            removed = true;
+        }
+    }
+    Ok(removed)
 }
 
 impl Kv {
@@ -199,6 +236,16 @@ impl Kv {
         self.layers.apply(batch, true);
     }
 
+    /// Takes the changes of a log read back before sled was open as its in-memory layer;
+    /// the store must have no change of its own yet.
+    pub fn adopt(&mut self, replayed: Replayed) {
+        assert!(
+            self.layers.active.is_empty() && self.layers.frozen.is_none(),
+            "a replay is adopted before any change"
+        );
+        self.layers = replayed.0;
+    }
+
     /// Changes not yet checkpointed nor being checkpointed.
     pub fn dirty_bytes(&self) -> usize {
         self.layers.active_bytes()
@@ -297,6 +344,25 @@ mod tests {
         })
         .expect("scan");
         out
+    }
+
+    /// sled writes a snapshot at every open, as `snap.<lsn>.generating` renamed into place
+    /// once complete; a process killed before the rename left a partial one that sled 0.34's
+    /// next open took for the newest snapshot and refused as corrupt.
+    #[test]
+    fn a_snapshot_left_half_written_by_a_killed_open_is_ignored() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let kv = Kv::open(dir.path(), 1 << 20).expect("create");
+        kv.db().insert(b"k", b"v").expect("insert");
+        kv.db().flush().expect("flush");
+        drop(kv);
+        std::fs::write(
+            dir.path().join("snap.7FFFFFFFFFFFFFFF.generating"),
+            b"half a snapshot",
+        )
+        .expect("write");
+        let kv = Kv::open(dir.path(), 1 << 20).expect("opens");
+        assert_eq!(kv.get(b"k").expect("get").as_deref(), Some(&b"v"[..]));
     }
 
     #[test]

@@ -30,7 +30,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 
 pub use error::WalError;
-pub use open::verify;
+pub use open::{ScannedLog, verify};
 pub use reader::WalReader;
 pub use salvage::{Salvaged, salvage};
 use segment::SegmentMeta;
@@ -166,6 +166,19 @@ impl Wal {
         Ok(self.durable_lsn)
     }
 
+    /// Writes and syncs the buffer, then starts a new segment for the next record. A
+    /// checkpoint rolls the log where it begins: the segments it covers then hold nothing
+    /// after it, so they are all deleted once it is done, and a restart reads no record that
+    /// sled already holds.
+    pub fn roll(&mut self) -> Result<Lsn, WalError> {
+        self.ensure_healthy()?;
+        self.poison_on_err(|wal| {
+            wal.write_out()?;
+            wal.start_segment()
+        })?;
+        Ok(self.durable_lsn)
+    }
+
     /// Writes the buffer without syncing. Also rolls a full segment, which syncs it, so the
     /// log stays segmented when syncs are rare.
     pub fn write_buffered(&mut self) -> Result<(), WalError> {
@@ -261,11 +274,18 @@ impl Wal {
         Ok(())
     }
 
-    /// Starts a new segment once the current one is over the size limit. The old segment is
-    /// synced first, so only the last segment can ever have a torn tail.
+    /// Starts a new segment once the current one is over the size limit.
     fn roll_if_full(&mut self) -> Result<(), WalError> {
-        let current = self.current();
-        if current.bytes <= self.opts.segment_bytes || current.is_empty() {
+        if self.current().bytes <= self.opts.segment_bytes {
+            return Ok(());
+        }
+        self.start_segment()
+    }
+
+    /// Starts a new segment for the next record, unless the current one holds none. The old
+    /// segment is synced first, so only the last segment can ever have a torn tail.
+    fn start_segment(&mut self) -> Result<(), WalError> {
+        if self.current().is_empty() {
             return Ok(());
         }
         debug_assert!(self.buf.is_empty(), "roll only after the buffer is written");

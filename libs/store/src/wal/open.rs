@@ -1,12 +1,13 @@
-//! `Wal::open`: scan every segment, cut a torn tail, check that the log covers everything
-//! after the checkpoint, and pick the segment to append to.
+//! Opening the log: scan every segment (`ScannedLog::scan`), then check that the log covers
+//! everything after the checkpoint, cut a torn tail, and pick the segment to append to
+//! (`ScannedLog::open`).
 
 use std::collections::VecDeque;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
-use super::scan;
+use super::scan::{self, TornTail};
 use super::segment::{self, SegmentMeta};
-use super::{Lsn, Wal, WalError, WalOptions};
+use super::{Lsn, Wal, WalError, WalOptions, WalReader};
 
 impl Wal {
     /// Opens the log in `dir`, creating it if missing, and validates every segment.
@@ -14,16 +15,87 @@ impl Wal {
     /// `checkpoint_lsn` is the last LSN contained in the checkpointed store: the log must hold
     /// every record after it (`Missing` otherwise), and the next LSN is always greater.
     pub fn open(dir: &Path, opts: WalOptions, checkpoint_lsn: Lsn) -> Result<Wal, WalError> {
+        ScannedLog::scan(dir)?.open(opts, checkpoint_lsn)
+    }
+}
+
+/// A log directory whose segments have all been read and checked, not yet opened for
+/// appends: recovery reads its records while sled opens, and opens it once sled has said
+/// where the checkpoint stands. Scanning changes nothing but a missing directory.
+#[derive(Debug)]
+pub struct ScannedLog {
+    dir: PathBuf,
+    /// Oldest first, in LSN order; gaps and overlaps are judged at `open`.
+    segments: VecDeque<SegmentMeta>,
+    /// The last segment's torn tail, cut off at `open`.
+    torn: Option<TornTail>,
+}
+
+impl ScannedLog {
+    /// Reads and checks every segment in `dir`, creating the directory if missing.
+    pub fn scan(dir: &Path) -> Result<ScannedLog, WalError> {
         segment::ensure_dir(dir)?;
-        let mut segments = scan_all(dir, checkpoint_lsn)?;
+        let found = segment::list(dir)?;
+        let count = found.len();
+        let mut segments = VecDeque::with_capacity(count + 1);
+        let mut torn = None;
+        for (index, (first_lsn, path)) in found.into_iter().enumerate() {
+            let scanned = scan::scan(&path, first_lsn, index + 1 == count)?;
+            torn = scanned.torn; // `scan` refuses a bad frame in any other than the last
+            segments.push_back(scanned.meta);
+        }
+        Ok(ScannedLog {
+            dir: dir.to_path_buf(),
+            segments,
+            torn,
+        })
+    }
+
+    /// Whether each segment takes up exactly where the previous one ended.
+    pub fn is_contiguous(&self) -> bool {
+        self.segments
+            .iter()
+            .zip(self.segments.iter().skip(1))
+            .all(|(previous, next)| next.first_lsn == previous.last_lsn + 1)
+    }
+
+    /// The LSN of the last record, 0 when the log holds none.
+    pub fn last_lsn(&self) -> Lsn {
+        self.segments.back().map_or(0, |s| s.last_lsn)
+    }
+
+    /// Every record, oldest first (a torn tail excluded).
+    pub fn read_all(&self) -> WalReader {
+        let holding = self.segments.iter().filter(|s| !s.is_empty()).cloned();
+        WalReader::new(0, holding.collect())
+    }
+
+    /// Checks that the log holds every record after `checkpoint_lsn`, cuts a torn tail off,
+    /// and picks the segment to append to.
+    pub fn open(self, opts: WalOptions, checkpoint_lsn: Lsn) -> Result<Wal, WalError> {
+        let ScannedLog {
+            dir,
+            mut segments,
+            torn,
+        } = self;
+        for (previous, next) in segments.iter().zip(segments.iter().skip(1)) {
+            check_continuity(&dir, previous, next, checkpoint_lsn)?;
+        }
         if let Some(oldest) = segments.front()
             && oldest.first_lsn > checkpoint_lsn + 1
         {
             return Err(WalError::Missing {
-                dir: dir.to_path_buf(),
+                dir,
                 expected: checkpoint_lsn + 1,
                 found: oldest.first_lsn,
             });
+        }
+        if let (Some(tail), Some(last)) = (torn, segments.back()) {
+            tracing::warn!(
+                path = %last.path.display(), offset = tail.offset, reason = %tail.reason,
+                "write-ahead log segment has a torn tail from a crash; truncating it"
+            );
+            scan::cut_torn_tail(&last.path, tail.offset)?;
         }
         let log_end = segments.back().map_or(0, |s| s.last_lsn);
         let last_lsn = log_end.max(checkpoint_lsn);
@@ -34,7 +106,7 @@ impl Wal {
                 // page cache; make them durable before anything builds on them.
                 file.sync_data()
                     .map_err(|e| WalError::io("fsync segment", &current.path, e))?;
-                segment::sync_dir(dir)?;
+                segment::sync_dir(&dir)?;
                 file
             }
             _ => {
@@ -44,14 +116,14 @@ impl Wal {
                         "write-ahead log ends before the checkpoint; starting a new segment after it"
                     );
                 }
-                let (file, meta) = segment::create(dir, last_lsn + 1)?;
+                let (file, meta) = segment::create(&dir, last_lsn + 1)?;
                 segments.push_back(meta);
                 file
             }
         };
         tracing::info!(dir = %dir.display(), segments = segments.len(), last_lsn, checkpoint_lsn, "opened write-ahead log");
         Ok(Wal {
-            dir: dir.to_path_buf(),
+            dir,
             opts,
             segments,
             file,
@@ -87,28 +159,6 @@ pub fn verify(dir: &Path, checkpoint_lsn: Lsn) -> Result<Vec<String>, WalError> 
         previous = Some(scanned.meta);
     }
     Ok(notes)
-}
-
-/// Scans the segments oldest first, cutting a torn tail off the last one.
-fn scan_all(dir: &Path, checkpoint_lsn: Lsn) -> Result<VecDeque<SegmentMeta>, WalError> {
-    let found = segment::list(dir)?;
-    let count = found.len();
-    let mut segments: VecDeque<SegmentMeta> = VecDeque::with_capacity(count + 1);
-    for (index, (first_lsn, path)) in found.into_iter().enumerate() {
-        let scanned = scan::scan(&path, first_lsn, index + 1 == count)?;
-        if let Some(torn) = &scanned.torn {
-            tracing::warn!(
-                path = %path.display(), offset = torn.offset, reason = %torn.reason,
-                "write-ahead log segment has a torn tail from a crash; truncating it"
-            );
-            scan::cut_torn_tail(&path, torn.offset)?;
-        }
-        if let Some(previous) = segments.back() {
-            check_continuity(dir, previous, &scanned.meta, checkpoint_lsn)?;
-        }
-        segments.push_back(scanned.meta);
-    }
-    Ok(segments)
 }
 
 /// Consecutive segments must continue each other's LSNs; a gap is only harmless when every

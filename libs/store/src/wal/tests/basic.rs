@@ -51,6 +51,25 @@ fn read_after_from_the_middle() -> TestResult {
     Ok(())
 }
 
+/// A checkpoint rolls the log where it begins, so that what it covers can go whole.
+#[test]
+fn roll_syncs_and_starts_the_next_record_in_a_new_segment() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let mut wal = write_synced(dir.path(), 2)?;
+    assert_eq!(wal.append(&payload(3))?, 3);
+    assert_eq!(wal.roll()?, 3, "the buffered record is durable");
+    assert_eq!(segment_names(dir.path()), [1, 4]);
+    assert_eq!(wal.roll()?, 3, "an empty segment is not rolled again");
+    assert_eq!(segment_names(dir.path()), [1, 4]);
+    assert_eq!(wal.append(&payload(4))?, 4);
+    wal.sync()?;
+    assert_eq!(remove_through(&mut wal, 3)?, 1);
+    drop(wal);
+    let wal = Wal::open(dir.path(), opts(), 3)?;
+    assert_eq!(read_all(&wal, 3)?, expected(4..=4));
+    Ok(())
+}
+
 #[test]
 fn detach_through_keeps_current_segment_and_later_records() -> TestResult {
     let dir = tempfile::tempdir()?;
