@@ -467,17 +467,12 @@ impl<S: Maintenance> Writer<S> {
         }
     }
 
-    /// A checkpoint is due once `checkpoint_bytes` changed or `checkpoint_interval` passed.
-    /// While another store of this process is being recovered it waits, unless the layer
-    /// reaches twice `checkpoint_bytes` (the memory bound): the restart waits for that store.
     fn checkpoint_due(&self) -> bool {
         let dirty = self.state.kv().dirty_bytes();
-        let limit = self.options.checkpoint_bytes;
-        let due = dirty >= limit
-            || (dirty > 0 && self.last_checkpoint.elapsed() >= self.options.checkpoint_interval);
         self.checkpoint.is_none()
-            && due
-            && (dirty >= 2 * limit || !super::recover::any_recovering())
+            && (dirty >= self.options.checkpoint_bytes
+                || (dirty > 0
+                    && self.last_checkpoint.elapsed() >= self.options.checkpoint_interval))
     }
 
     fn start_checkpoint(&mut self) {

@@ -13,7 +13,7 @@
 //! nothing had been read early.
 
 use std::path::Path;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 
 use crate::error::StoreError;
@@ -22,36 +22,9 @@ use crate::wal::{Lsn, ScannedLog, Wal, WalError, WalOptions};
 
 use super::{StoreOptions, check_format, identity};
 
-/// How many stores of this process are being recovered. A restart waits for the slowest,
-/// whose open is CPU-bound (sled's, mostly): a store already open holds its checkpoints back
-/// meanwhile (`actor`). At ten million events on two cores, the timer's checkpoint of its
-/// replayed log took 4 of the restart's 11.5 CPU-seconds while the shard's store still opened.
-static RECOVERING: AtomicUsize = AtomicUsize::new(0);
-
-pub(super) fn any_recovering() -> bool {
-    RECOVERING.load(Ordering::Relaxed) > 0
-}
-
-/// Counts a store as being recovered while it lives.
-pub(super) struct Recovering(());
-
-impl Recovering {
-    pub(super) fn begin() -> Recovering {
-        RECOVERING.fetch_add(1, Ordering::Relaxed);
-        Recovering(())
-    }
-}
-
-impl Drop for Recovering {
-    fn drop(&mut self) {
-        RECOVERING.fetch_sub(1, Ordering::Relaxed);
-    }
-}
-
 /// Opens the store in `dir` (creating it) and replays its log. Returns the state and the log
 /// positioned for appends.
 pub fn recover(dir: &Path, options: &StoreOptions) -> Result<(Kv, Wal), StoreError> {
-    let _recovering = Recovering::begin();
     let created = !dir.exists();
     std::fs::create_dir_all(dir).map_err(|e| StoreError::io("create", dir, e))?;
     if created && let Some(parent) = dir.parent() {

@@ -71,7 +71,7 @@ pub fn open_sled(dir: &Path, cache_bytes: u64) -> Result<sled::Db, StoreError> {
                 std::thread::sleep(std::time::Duration::from_millis(10));
             }
             Err(sled::Error::Corruption { .. })
-                if !partial_removed && remove_partial_snapshots(dir)? =>
+                if !partial_removed && remove_partial_snapshots(dir) =>
             {
                 partial_removed = true;
             }
@@ -83,21 +83,36 @@ pub fn open_sled(dir: &Path, cache_bytes: u64) -> Result<sled::Db, StoreError> {
 /// sled writes a snapshot of its page table at every open, as `snap.<lsn>.generating`,
 /// renamed into place once complete and fsynced (the previous one is deleted after that).
 /// A process killed before the rename leaves it behind, and sled 0.34's next open takes it
-/// for the newest snapshot and refuses the store as corrupt. Such a file is never needed:
-/// the snapshot before it is still there. Returns whether one was removed.
-fn remove_partial_snapshots(dir: &Path) -> Result<bool, StoreError> {
-    let entries = std::fs::read_dir(dir).map_err(|e| StoreError::io("list", dir, e))?;
+/// for the newest snapshot and refuses the store as corrupt. Such a file is not needed while
+/// a complete snapshot is beside it, and only then is it removed. Returns whether one was;
+/// a failure to list or remove leaves sled's own error to be reported.
+fn remove_partial_snapshots(dir: &Path) -> bool {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return false;
+    };
+    let snapshots: Vec<PathBuf> = entries
+        .filter_map(|entry| entry.ok().map(|e| e.path()))
+        .filter(|path| {
+            path.file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(|n| n.starts_with("snap."))
+        })
+        .collect();
+    let (partial, complete): (Vec<_>, Vec<_>) = snapshots
+        .into_iter()
+        .partition(|path| path.extension().is_some_and(|e| e == "generating"));
+    if complete.is_empty() {
+        return false;
+    }
     let mut removed = false;
-    for entry in entries {
-        let path = entry.map_err(|e| StoreError::io("list", dir, e))?.path();
-        let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
-        if name.starts_with("snap.") && name.ends_with(".generating") {
-            tracing::warn!(path = %path.display(), "removing a snapshot sled left half-written");
-            std::fs::remove_file(&path).map_err(|e| StoreError::io("remove", &path, e))?;
-            removed = true;
+    for path in partial {
+        tracing::warn!(path = %path.display(), "removing a snapshot sled left half-written");
+        match std::fs::remove_file(&path) {
+            Ok(()) => removed = true,
+            Err(e) => tracing::warn!(path = %path.display(), error = %e, "could not remove it"),
         }
     }
-    Ok(removed)
+    removed
 }
 
 impl Kv {
@@ -356,6 +371,13 @@ mod tests {
         kv.db().insert(b"k", b"v").expect("insert");
         kv.db().flush().expect("flush");
         drop(kv);
+        drop(Kv::open(dir.path(), 1 << 20).expect("an open writes a complete snapshot"));
+        let snapshots = || {
+            let names = std::fs::read_dir(dir.path()).expect("list");
+            let names = names.map(|e| e.expect("entry").file_name().into_string().expect("name"));
+            names.filter(|n| n.starts_with("snap.")).count()
+        };
+        assert_eq!(snapshots(), 1);
         std::fs::write(
             dir.path().join("snap.7FFFFFFFFFFFFFFF.generating"),
             b"half a snapshot",
@@ -363,6 +385,8 @@ mod tests {
         .expect("write");
         let kv = Kv::open(dir.path(), 1 << 20).expect("opens");
         assert_eq!(kv.get(b"k").expect("get").as_deref(), Some(&b"v"[..]));
+        drop(kv);
+        assert_eq!(snapshots(), 1, "the half-written one is gone");
     }
 
     #[test]
