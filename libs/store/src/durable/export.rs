@@ -24,7 +24,7 @@ use std::path::{Path, PathBuf};
 use crate::codec::bytes::{Reader, Writer};
 use crate::codec::{self, keys, records};
 use crate::error::StoreError;
-use crate::kv::{Batch, Flow, Kv, checkpoint};
+use crate::kv::{Batch, Flow, Kv, Replayed, checkpoint};
 
 use super::new_store::{Contents, NewStore, TOOL_CACHE_BYTES, is_content};
 
@@ -84,14 +84,16 @@ fn read_stopped(dir: &Path) -> Result<(Kv, u64), StoreError> {
         )
     };
     crate::wal::verify(&wal_dir, checkpoint_lsn).map_err(|e| damaged(e.to_string()))?;
+    let mut replayed = Replayed::default();
     let read = crate::wal::salvage(&wal_dir, checkpoint_lsn, |_, bytes| {
         let batch = Batch::decode(&bytes).map_err(|e| e.to_string())?;
-        kv.replay(batch);
+        replayed.apply(batch);
         Ok(())
     })?;
     if let Some(stopped) = read.stopped {
         return Err(damaged(stopped));
     }
+    kv.adopt(replayed);
     Ok((kv, format))
 }
 

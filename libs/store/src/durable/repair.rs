@@ -34,7 +34,7 @@ use crate::codec::bytes::Reader;
 use crate::codec::records::{self, Counters, EventRecord, HandOff};
 use crate::codec::{self, Malformed, keys};
 use crate::error::StoreError;
-use crate::kv::{Batch, Flow, Kv, checkpoint};
+use crate::kv::{Batch, Flow, Kv, Replayed, checkpoint};
 use crate::wal::{self, Salvaged};
 
 use super::new_store::{Contents, NewStore, TOOL_CACHE_BYTES};
@@ -78,10 +78,11 @@ pub fn repair(dir: &Path, force: bool) -> Result<Option<RepairReport>, StoreErro
     super::refuse_later_format(kv.db(), &state_dir)?;
     let checkpoint_lsn = checkpoint::lsn(kv.db(), &state_dir)?;
     let wal_dir = dir.join("wal");
+    let mut replayed = Replayed::default();
     let log = match wal_dir.is_dir() {
         true => wal::salvage(&wal_dir, checkpoint_lsn, |_, bytes| {
             let batch = Batch::decode(&bytes).map_err(|e| e.to_string())?;
-            kv.replay(batch);
+            replayed.apply(batch);
             Ok(())
         })?,
         false => Salvaged {
@@ -89,6 +90,7 @@ pub fn repair(dir: &Path, force: bool) -> Result<Option<RepairReport>, StoreErro
             stopped: Some(format!("{}: missing", wal_dir.display())),
         },
     };
+    kv.adopt(replayed);
     let mut survey = Survey::default();
     scan_all(&kv, |key, value| survey.entry(key, value))?;
     let mut rebuild = Rebuild::new(NewStore::create(dir)?, survey);

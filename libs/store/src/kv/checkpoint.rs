@@ -93,7 +93,7 @@ pub fn write(db: &sled::Db, dir: &Path, layer: &Layer, lsn: u64) -> Result<(), S
 ///
 /// Not atomic, and need not be: until the position is written and durable, recovery replays
 /// the log from the previous checkpoint, which rewrites every key of this layer (whole-key
-/// writes, in order, leaving tombstones; see `Kv::replay`).
+/// writes, in order, leaving tombstones; see `Replayed::apply`).
 pub fn write_paced(
     db: &sled::Db,
     dir: &Path,

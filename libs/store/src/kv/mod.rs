@@ -18,12 +18,14 @@ use layers::Layers;
 /// How long `open` waits for another handle in this process to release the store.
 const LOCK_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
 
-/// Batches read back from the log during recovery, gathered while sled opens (`Kv::adopt`).
+/// Batches read back from the log during recovery (while sled opens) or by a tool, gathered
+/// into a layer that the store then takes (`Kv::adopt`).
 #[derive(Default)]
 pub struct Replayed(Layers);
 
 impl Replayed {
-    /// Applies `batch` as `Kv::replay` does.
+    /// Applies a batch read back from the log: no put counts as fresh, since sled may hold
+    /// any key of an interrupted checkpoint (see `Layers::apply`).
     pub fn apply(&mut self, batch: Batch) {
         self.0.apply(batch, true);
     }
@@ -244,11 +246,6 @@ impl Kv {
     /// Applies `batch` to the in-memory layer, taking its keys and values.
     pub fn apply(&mut self, batch: Batch) {
         self.layers.apply(batch, false);
-    }
-
-    /// Applies a batch read back from the log during recovery (see `Layers::apply`).
-    pub fn replay(&mut self, batch: Batch) {
-        self.layers.apply(batch, true);
     }
 
     /// Takes the changes of a log read back before sled was open as its in-memory layer;
