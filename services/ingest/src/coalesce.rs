@@ -48,12 +48,12 @@ pub(crate) trait Batch: Send + Sync + 'static {
     fn failed(err: &IngestError) -> Self::Outcome;
     /// The client request's list of items, e.g. `items`.
     const LIST: &'static str;
-    /// Places a shard's failure of an item under the item's `prefix` (`gateway::place`).
-    fn place(outcome: &mut Self::Outcome, prefix: &str);
+    /// Places a shard's failure of an item under the item's prefix (`gateway::place`).
+    fn place(outcome: &mut Self::Outcome, prefix: impl FnOnce() -> String);
 
     /// Places a shard's failure of the item at `index` of the client's list (`items[2]`).
     fn place_at(outcome: &mut Self::Outcome, index: usize) {
-        Self::place(outcome, &Self::item_path(index));
+        Self::place(outcome, || Self::item_path(index));
     }
 
     /// The gateway's own failure to prepare the item at `index`, placed under it.

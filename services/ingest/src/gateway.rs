@@ -127,9 +127,15 @@ pub(crate) async fn scatter<B: Batch>(
 
 /// A failure a shard reports for one item names its field from the item (`id: must be…`,
 /// field `id`): placed under the item's `prefix` in the client's request (`items[2].id`).
-/// The unary calls keep it as it is.
-pub(crate) fn place(prefix: &str, field: &mut String, message: &mut String) {
-    if prefix.is_empty() || field.is_empty() || !message.starts_with(field.as_str()) {
+/// The unary calls keep it as it is. The prefix is made only for such a failure: a batch's
+/// successes name no field, and formatting a path for each of them cost the gateway more than
+/// validating the items.
+pub(crate) fn place(prefix: impl FnOnce() -> String, field: &mut String, message: &mut String) {
+    if field.is_empty() || !message.starts_with(field.as_str()) {
+        return;
+    }
+    let prefix = prefix();
+    if prefix.is_empty() {
         return;
     }
     *message = format!("{prefix}.{message}");
@@ -143,19 +149,20 @@ mod tests {
     #[test]
     fn a_shards_item_failure_is_placed_in_the_clients_request() {
         let (mut named, mut message) = ("id".to_owned(), "id: must be 1-128 bytes".to_owned());
-        place("items[2]", &mut named, &mut message);
+        place(|| "items[2]".to_owned(), &mut named, &mut message);
         assert_eq!(
             (named.as_str(), message.as_str()),
             ("items[2].id", "items[2].id: must be 1-128 bytes")
         );
         let (mut none, mut plain) = (String::new(), "queue 'jobs' does not exist".to_owned());
-        place("items[1]", &mut none, &mut plain);
+        let unused = || panic!("no prefix is made for a failure that names no field");
+        place(unused, &mut none, &mut plain);
         assert_eq!(
             (none.as_str(), plain.as_str()),
             ("", "queue 'jobs' does not exist")
         );
         let (mut unary, mut kept) = ("id".to_owned(), "id: must be 1-128 bytes".to_owned());
-        place("", &mut unary, &mut kept);
+        place(String::new, &mut unary, &mut kept);
         assert_eq!(kept, "id: must be 1-128 bytes");
     }
 }

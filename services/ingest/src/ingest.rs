@@ -65,7 +65,7 @@ impl Batch for EnqueueBatch {
 
     const LIST: &'static str = "items";
 
-    fn place(result: &mut EnqueueResult, prefix: &str) {
+    fn place(result: &mut EnqueueResult, prefix: impl FnOnce() -> String) {
         place(prefix, &mut result.field, &mut result.message);
     }
 }

@@ -77,7 +77,7 @@ impl Batch for CompleteBatch {
 
     const LIST: &'static str = "completions";
 
-    fn place(result: &mut CompletionResult, prefix: &str) {
+    fn place(result: &mut CompletionResult, prefix: impl FnOnce() -> String) {
         place(prefix, &mut result.field, &mut result.message);
     }
 }
