@@ -9,6 +9,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use cascade_core::{EventId, QueueConfig, QueueName, SimClock, Timestamp};
+use cascade_store::durable::Maintenance;
 use cascade_store::shard::EnqueueCmd;
 use cascade_store::{
     Durability, ScheduleEntry, Shard, ShardSettings, Store, StoreOptions, Timer, durable,
@@ -25,6 +26,30 @@ fn start(dir: &std::path::Path, durability: Durability, clock: SimClock) -> Stor
     let (kv, wal) = durable::recover(dir, &options).expect("recover");
     let shard = Shard::new(kv, ShardSettings::default()).expect("shard");
     Store::start(shard, wal, options, Arc::new(clock))
+}
+
+/// Checks that the running store holds `events` ready in `jobs`, stops it cleanly, and checks
+/// that the store opened again does too; returns it.
+async fn stop_and_reopen_with_ready(
+    store: Store<Shard>,
+    dir: &std::path::Path,
+    events: usize,
+) -> Shard {
+    let ready = store
+        .run(|s, now| Ok(s.queue_stats(now, &q("jobs"))?.ready))
+        .await
+        .expect("stats");
+    assert_eq!(ready, events as u64);
+    tokio::task::spawn_blocking(move || store.shutdown())
+        .await
+        .expect("join")
+        .expect("clean shutdown");
+    let shard = reopen(dir).expect("reopen");
+    let stats = shard
+        .queue_stats(Timestamp::from_micros(u64::MAX / 2), &q("jobs"))
+        .expect("stats");
+    assert_eq!(stats.ready, events as u64);
+    shard
 }
 
 fn enqueue_cmd(id: String) -> EnqueueCmd {
@@ -391,21 +416,7 @@ async fn sled_reopened_between_checkpoints_loses_nothing() {
         reopened_at > opened_at,
         "sled was not opened again: its snapshot is still at {opened_at}"
     );
-    let ready = store
-        .run(|s, now| Ok(s.queue_stats(now, &q("jobs"))?.ready))
-        .await
-        .expect("stats");
-    assert_eq!(ready, EVENTS as u64);
-    tokio::task::spawn_blocking(move || store.shutdown())
-        .await
-        .expect("join")
-        .expect("clean shutdown");
-
-    let shard = reopen(dir.path()).expect("reopen");
-    let stats = shard
-        .queue_stats(Timestamp::from_micros(u64::MAX / 2), &q("jobs"))
-        .expect("stats");
-    assert_eq!(stats.ready, EVENTS as u64);
+    let shard = stop_and_reopen_with_ready(store, dir.path(), EVENTS).await;
     for n in [0, EVENTS / 2, EVENTS - 1] {
         let id = format!("e{n}");
         assert_eq!(
@@ -413,4 +424,51 @@ async fn sled_reopened_between_checkpoints_loses_nothing() {
             id.as_bytes()
         );
     }
+}
+
+/// A writer faster than sled's checkpoints is held back so that the in-memory layers stay
+/// within twice `checkpoint_bytes`, whatever sled's pace, and every write still lands.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn writes_faster_than_checkpoints_keep_memory_within_twice_checkpoint_bytes() {
+    const EVENTS: usize = 2_000;
+    const CHECKPOINT: usize = 64 << 10;
+    // What one enqueue of a 1-KiB payload adds to the layers, generously: the writer checks
+    // the bound after each group it applies, so one enqueue may lie beyond it.
+    const ONE_ENQUEUE: usize = 4 << 10;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let options = StoreOptions {
+        durability: Durability::None,
+        checkpoint_bytes: CHECKPOINT,
+        ..StoreOptions::default()
+    };
+    let clock = SimClock::new(Timestamp::from_micros(1_700_000_000_000_000));
+    let (kv, wal) = durable::recover(dir.path(), &options).expect("recover");
+    let shard = Shard::new(kv, ShardSettings::default()).expect("shard");
+    let store = Store::start(shard, wal, options, Arc::new(clock));
+    store
+        .run(|s, now| s.create_queue(now, q("jobs"), QueueConfig::default()))
+        .await
+        .expect("create");
+    let mut most = 0;
+    for n in 0..EVENTS {
+        let cmd = EnqueueCmd {
+            payload: vec![7; 1024],
+            ..enqueue_cmd(format!("e{n}"))
+        };
+        store
+            .run(move |s, now| s.enqueue(now, cmd))
+            .await
+            .expect("enqueue");
+        // A job of its own: it runs after the writer has held back for the enqueue's group.
+        let held = store
+            .run(|s, _| Ok(s.kv().memory_bytes()))
+            .await
+            .expect("memory");
+        most = most.max(held);
+    }
+    assert!(
+        most <= 2 * CHECKPOINT + ONE_ENQUEUE,
+        "the layers held {most} bytes, past twice checkpoint_bytes ({CHECKPOINT})"
+    );
+    stop_and_reopen_with_ready(store, dir.path(), EVENTS).await;
 }

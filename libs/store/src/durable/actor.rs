@@ -14,7 +14,8 @@
 //! - **checkpointer** (one at a time): writes a frozen layer into sled once the log holds
 //!   every record it contains, fsyncs sled, and lets the log drop the segments it covers.
 //!   It goes at a gentle pace (`checkpoint::Pace`) until the in-memory layers reach
-//!   `checkpoint_bytes` or something waits for it.
+//!   `checkpoint_bytes` or something waits for it. While it runs, the writer lets new work
+//!   into memory as fast as sled takes the checkpoint, past a first share (`backpressure`).
 //!
 //! What a checkpoint leaves behind, its layer in memory and the log segments it covers, is
 //! freed and deleted on threads of their own: at millions of keys, freeing the layer took the
@@ -24,14 +25,15 @@
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, SyncSender, TrySendError};
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use cascade_core::{Clock, Timestamp};
 
+use super::backpressure::active_allowance;
 use super::disk::{self, DiskWatch};
 use super::{Durability, StoreOptions};
 use crate::error::{StoreError, with_causes};
-use crate::kv::checkpoint::{self, Hurry};
+use crate::kv::checkpoint::{self, Progress};
 use crate::kv::{Kv, Layer};
 use crate::observe::CommitObserver;
 use crate::wal::{CoveredSegments, Lsn, Wal};
@@ -295,11 +297,18 @@ struct Running {
     keys: usize,
     bytes: usize,
     started: Instant,
-    /// Set to make it go flat out.
-    hurry: Hurry,
-    done: Receiver<Result<(), StoreError>>,
+    /// Hurries it; how far it got.
+    progress: Progress,
+    /// How long the writer held new work for it (`backpressure`) in all, and at most at once.
+    writer_waited: Duration,
+    longest_hold: Duration,
+    /// Its result: how long making sled durable took once the keys were in.
+    done: Receiver<Result<Duration, StoreError>>,
     thread: JoinHandle<()>,
 }
+
+/// How often a writer held back by a checkpoint looks at its progress again.
+const PROGRESS_POLL: Duration = Duration::from_millis(1);
 
 struct Writer<S> {
     next_lsn: Lsn,
@@ -324,7 +333,7 @@ impl<S: Maintenance> Writer<S> {
         }
         // A checkpoint left running (the store failed) ends as soon as it can.
         if let Some(running) = &self.checkpoint {
-            running.hurry.set();
+            running.progress.hurry();
         }
         // Answer whatever is still queued: this store takes nothing more. After a failure the
         // answer carries its cause, so every caller learns why, whichever it hears first.
@@ -437,18 +446,8 @@ impl<S: Maintenance> Writer<S> {
             }
             if self.checkpoint_due() {
                 self.start_checkpoint();
-            } else if self.checkpoint.is_some()
-                && self.state.kv().memory_bytes() >= 2 * self.options.checkpoint_bytes
-            {
-                // sled is not keeping up with the writes: hold new work until the running
-                // checkpoint lands, so the layers stay within twice `checkpoint_bytes` (what
-                // the memory sizing in the docs counts on) and the rate is a sustainable one.
-                let waiting = Instant::now();
-                self.poll_checkpoint(true);
-                tracing::debug!(
-                    waited_ms = waiting.elapsed().as_millis() as u64,
-                    "store.checkpoint.backpressure"
-                );
+            } else {
+                self.hold_for_checkpoint();
             }
             self.hurry_checkpoint_when_pressed();
         }
@@ -463,7 +462,36 @@ impl<S: Maintenance> Writer<S> {
             && (self.state.kv().memory_bytes() >= self.options.checkpoint_bytes
                 || self.disk.state().alarm)
         {
-            running.hurry.set();
+            running.progress.hurry();
+        }
+    }
+
+    /// Holds new work while the active layer is past what the running checkpoint's progress
+    /// allows it (`backpressure`), hurrying the checkpoint meanwhile.
+    fn hold_for_checkpoint(&mut self) {
+        let limit = 2 * self.options.checkpoint_bytes;
+        let holding = Instant::now();
+        while let Some(running) = &mut self.checkpoint {
+            let allowed = active_allowance(
+                limit,
+                running.bytes,
+                running.progress.written(),
+                running.keys,
+            );
+            if self.state.kv().dirty_bytes() <= allowed {
+                return;
+            }
+            running.progress.hurry();
+            let waiting = Instant::now();
+            let outcome = running.done.recv_timeout(PROGRESS_POLL);
+            running.writer_waited += waiting.elapsed();
+            running.longest_hold = running.longest_hold.max(holding.elapsed());
+            match outcome {
+                Ok(result) => self.land_checkpoint(result),
+                Err(RecvTimeoutError::Timeout) => {}
+                // Its thread ended without a word: it panicked, which stopped the store.
+                Err(RecvTimeoutError::Disconnected) => return,
+            }
         }
     }
 
@@ -486,8 +514,8 @@ impl<S: Maintenance> Writer<S> {
         let db = self.state.kv().db().clone();
         let dir = self.state.kv().dir().to_path_buf();
         let shared = Arc::clone(&self.shared);
-        let hurry = Hurry::default();
-        let paced_by = hurry.clone();
+        let progress = Progress::default();
+        let paced_by = progress.clone();
         let (done_tx, done) = mpsc::sync_channel(1);
         let thread = spawn("cascade-checkpoint", &self.shared, move || {
             // sled must never get ahead of the log: its position would skip records.
@@ -506,7 +534,9 @@ impl<S: Maintenance> Writer<S> {
             keys,
             bytes,
             started: Instant::now(),
-            hurry,
+            progress,
+            writer_waited: Duration::ZERO,
+            longest_hold: Duration::ZERO,
             done,
             thread,
         });
@@ -518,18 +548,22 @@ impl<S: Maintenance> Writer<S> {
             return;
         };
         let result = if wait {
-            running.hurry.set();
+            running.progress.hurry();
             running.done.recv().ok()
         } else {
             running.done.try_recv().ok()
         };
-        let Some(result) = result else {
-            return;
-        };
-        let running = self.checkpoint.take().expect("checked above");
+        if let Some(result) = result {
+            self.land_checkpoint(result);
+        }
+    }
+
+    /// Ends the running checkpoint with its thread's result.
+    fn land_checkpoint(&mut self, result: Result<Duration, StoreError>) {
+        let running = self.checkpoint.take().expect("a checkpoint is running");
         let _ = running.thread.join();
         match result {
-            Ok(()) => {
+            Ok(landing) => {
                 if let Some(layer) = self.state.kv_mut().finish_checkpoint() {
                     free_in_background(layer);
                 }
@@ -540,6 +574,9 @@ impl<S: Maintenance> Writer<S> {
                     keys = running.keys,
                     bytes = running.bytes,
                     elapsed_ms = running.started.elapsed().as_millis() as u64,
+                    landing_ms = landing.as_millis() as u64,
+                    writer_waited_ms = running.writer_waited.as_millis() as u64,
+                    longest_hold_ms = running.longest_hold.as_millis() as u64,
                     "store.checkpoint"
                 );
                 self.reopen_sled_when_due(running.bytes);

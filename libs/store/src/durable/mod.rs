@@ -11,6 +11,7 @@
 //! it when an operator asks, and `export`/`import` copy a stopped store through a file.
 
 mod actor;
+mod backpressure;
 mod disk;
 mod export;
 mod identity;

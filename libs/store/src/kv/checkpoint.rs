@@ -6,7 +6,7 @@
 use std::fs::File;
 use std::path::Path;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use super::Layer;
@@ -29,29 +29,43 @@ const MAX_REST: Duration = Duration::from_millis(10);
 /// rate sled keeps the disk busy writing its segments, and every fsync of the log, which is
 /// what each acknowledgement waits for, queues behind those writes: on the benchmark machine a
 /// checkpoint every 2 s took the lateness p99 of delayed events from 2 to 5-10 ms.
-/// The store's writer hurries a checkpoint when it must not be slow ([`Hurry`]).
+/// The store's writer hurries a checkpoint when it must not be slow ([`Progress::hurry`]).
 pub struct Pace {
-    hurry: Hurry,
+    progress: Progress,
     slice_started: Instant,
 }
 
-/// Makes the checkpoints paced by it go flat out, once set; clones share the setting.
+/// What a running checkpoint and the store's writer share: whether it goes flat out, and how
+/// many of its keys it has written into sled (the writer lets new work in as that grows).
+/// Clones share both.
 #[derive(Clone, Default)]
-pub struct Hurry(Arc<AtomicBool>);
+pub struct Progress(Arc<Shared>);
 
-impl Hurry {
-    pub fn set(&self) {
-        self.0.store(true, Ordering::Relaxed);
+#[derive(Default)]
+struct Shared {
+    hurried: AtomicBool,
+    written: AtomicUsize,
+}
+
+impl Progress {
+    /// Makes the checkpoint go flat out from now on.
+    pub fn hurry(&self) {
+        self.0.hurried.store(true, Ordering::Relaxed);
     }
 
-    fn is_set(&self) -> bool {
-        self.0.load(Ordering::Relaxed)
+    fn is_hurried(&self) -> bool {
+        self.0.hurried.load(Ordering::Relaxed)
     }
 
-    /// A pace, starting now, that goes flat out once this is set.
+    /// The keys of its layer the checkpoint has written into sled so far.
+    pub fn written(&self) -> usize {
+        self.0.written.load(Ordering::Relaxed)
+    }
+
+    /// A pace, starting now, that goes flat out once hurried and counts what it wrote here.
     pub fn pace(self) -> Pace {
         Pace {
-            hurry: self,
+            progress: self,
             slice_started: Instant::now(),
         }
     }
@@ -60,20 +74,24 @@ impl Hurry {
 impl Pace {
     /// Never rests.
     pub fn flat_out() -> Pace {
-        let hurry = Hurry::default();
-        hurry.set();
-        hurry.pace()
+        let progress = Progress::default();
+        progress.hurry();
+        progress.pace()
     }
 
     /// Called before each key: rests once a slice of work is done, unless hurried.
     fn step(&mut self) {
-        if self.hurry.is_set() {
+        if self.progress.is_hurried() {
             return;
         }
         if let Some(rest) = rest_after(self.slice_started.elapsed()) {
             std::thread::sleep(rest);
             self.slice_started = Instant::now();
         }
+    }
+
+    fn wrote_one(&self) {
+        self.progress.0.written.fetch_add(1, Ordering::Relaxed);
     }
 }
 
@@ -83,12 +101,13 @@ fn rest_after(worked: Duration) -> Option<Duration> {
 }
 
 /// [`write_paced`] flat out.
-pub fn write(db: &sled::Db, dir: &Path, layer: &Layer, lsn: u64) -> Result<(), StoreError> {
+pub fn write(db: &sled::Db, dir: &Path, layer: &Layer, lsn: u64) -> Result<Duration, StoreError> {
     write_paced(db, dir, layer, lsn, &mut Pace::flat_out())
 }
 
 /// Writes `layer` into sled key by key at `pace`, then the checkpoint's log position, then
-/// makes the store durable. Runs on a background thread; the shard keeps serving meanwhile,
+/// makes the store durable; returns how long that last part took (flushes and fsyncs), which
+/// the writer cannot see coming in [`Progress::written`]. Runs on a background thread; the shard keeps serving meanwhile,
 /// reading sled as it goes: that is why this never uses a sled batch (see `kv::open_sled`).
 ///
 /// Not atomic, and need not be: until the position is written and durable, recovery replays
@@ -100,7 +119,7 @@ pub fn write_paced(
     layer: &Layer,
     lsn: u64,
     pace: &mut Pace,
-) -> Result<(), StoreError> {
+) -> Result<Duration, StoreError> {
     for (key, dirty) in layer.iter() {
         pace.step();
         match &dirty.value {
@@ -108,7 +127,9 @@ pub fn write_paced(
             None => db.remove(key.as_slice()).map(drop),
         }
         .map_err(|e| StoreError::sled("apply a checkpoint", dir, e))?;
+        pace.wrote_one();
     }
+    let landing = Instant::now();
     // Flushed and synced before the position is written: sled must not claim a position
     // whose keys could still be lost.
     db.flush()
@@ -118,7 +139,8 @@ pub fn write_paced(
         .map_err(|e| StoreError::sled("write the checkpoint position", dir, e))?;
     db.flush()
         .map_err(|e| StoreError::sled("flush a checkpoint", dir, e))?;
-    fsync_tree(dir)
+    fsync_tree(dir)?;
+    Ok(landing.elapsed())
 }
 
 /// The log position the store contains, 0 for a new store.
@@ -170,8 +192,8 @@ mod tests {
 
     #[test]
     fn a_pace_rests_after_a_slice_until_hurried() {
-        let hurry = Hurry::default();
-        let mut pace = hurry.clone().pace();
+        let progress = Progress::default();
+        let mut pace = progress.clone().pace();
         // As if a second of work had gone by without a rest.
         let long_ago = Instant::now()
             .checked_sub(Duration::from_secs(1))
@@ -179,10 +201,10 @@ mod tests {
         pace.slice_started = long_ago;
         pace.step();
         assert!(pace.slice_started > long_ago, "a rest starts a new slice");
-        hurry.set();
+        progress.hurry();
         pace.slice_started = long_ago;
         pace.step();
         assert_eq!(pace.slice_started, long_ago, "a hurried pace does not rest");
-        assert!(Pace::flat_out().hurry.is_set());
+        assert!(Pace::flat_out().progress.is_hurried());
     }
 }

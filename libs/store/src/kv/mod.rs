@@ -568,6 +568,24 @@ mod tests {
     }
 
     #[test]
+    fn a_checkpoint_counts_each_key_it_wrote_deletes_included() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut kv = Kv::open(dir.path(), 1 << 20).expect("open");
+        let mut b = Batch::default();
+        for i in 0..10u8 {
+            b.put_fresh(vec![b'k', i], b"v".to_vec());
+        }
+        b.delete(b"below".to_vec());
+        kv.apply(b);
+        let layer = kv.freeze();
+        let progress = checkpoint::Progress::default();
+        assert_eq!(progress.written(), 0);
+        checkpoint::write_paced(kv.db(), dir.path(), &layer, 1, &mut progress.clone().pace())
+            .expect("checkpoint");
+        assert_eq!(progress.written(), 11);
+    }
+
+    #[test]
     fn after_a_failed_reopen_reads_answer_stopped() {
         let dir = tempfile::tempdir().expect("tempdir");
         let state = dir.path().join("state");
