@@ -107,8 +107,9 @@ pub fn write(db: &sled::Db, dir: &Path, layer: &Layer, lsn: u64) -> Result<Durat
 
 /// Writes `layer` into sled key by key at `pace`, then the checkpoint's log position, then
 /// makes the store durable; returns how long that last part took (flushes and fsyncs), which
-/// the writer cannot see coming in [`Progress::written`]. Runs on a background thread; the shard keeps serving meanwhile,
-/// reading sled as it goes: that is why this never uses a sled batch (see `kv::open_sled`).
+/// the writer cannot see coming in [`Progress::written`]. Runs on a background thread; the
+/// shard keeps serving meanwhile, reading sled as it goes: that is why this never uses a sled
+/// batch (see `kv::open_sled`).
 ///
 /// Not atomic, and need not be: until the position is written and durable, recovery replays
 /// the log from the previous checkpoint, which rewrites every key of this layer (whole-key
