@@ -88,7 +88,7 @@ fn documented_names() -> Vec<String> {
 }
 
 /// The metrics of `docs/metrics.md` and the processes that emit them (distributed), by name prefix.
-const OWNERS: [(&str, &[&str]); 10] = [
+const OWNERS: [(&str, &[&str]); 11] = [
     ("cascade_enqueue_total", &["dispatcher"]),
     ("cascade_enqueue_duration_seconds", &["ingest"]),
     ("cascade_queue_depth", &["dispatcher"]),
@@ -101,6 +101,10 @@ const OWNERS: [(&str, &[&str]); 10] = [
     ),
     (
         "cascade_fsync_duration_seconds",
+        &["dispatcher", "activation-timer"],
+    ),
+    (
+        "cascade_checkpoint_hold_seconds",
         &["dispatcher", "activation-timer"],
     ),
     ("cascade_handler_duration_seconds", &["stage-worker"]),

@@ -1,7 +1,8 @@
 //! The store's and the bus's hooks wired into the process's `Metrics` (docs/metrics.md):
 //! `cascade_commit_batch_size` and `cascade_fsync_duration_seconds` from a store's group
-//! commits, `cascade_bus_request_duration_seconds` from the bus's requests. Neither crate
-//! knows Prometheus; each calls these once per group commit or per request.
+//! commits, `cascade_checkpoint_hold_seconds` from its writer's holds,
+//! `cascade_bus_request_duration_seconds` from the bus's requests. Neither crate knows
+//! Prometheus; each calls these once per group commit, hold or request.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -11,18 +12,20 @@ use cascade_store::CommitObserver;
 use cascade_telemetry::Metrics;
 use cascade_telemetry::metrics::{BusResult, Histogram, StoreKind};
 
-/// The observer of a store's group commits, into the histograms of its `store` label;
+/// The observer of a store's group commits and holds, into the histograms of its `store` label;
 /// for `store::open_shard_store`.
 pub fn observe_commits(metrics: &Metrics, store: StoreKind) -> Arc<dyn CommitObserver> {
     Arc::new(CommitMetrics {
         batch_size: metrics.commit_batch_size(store),
         fsync: metrics.fsync_duration_seconds(store),
+        hold: metrics.checkpoint_hold_seconds(store),
     })
 }
 
 struct CommitMetrics {
     batch_size: Histogram,
     fsync: Histogram,
+    hold: Histogram,
 }
 
 impl CommitObserver for CommitMetrics {
@@ -33,6 +36,10 @@ impl CommitObserver for CommitMetrics {
         if let Some(took) = fsync {
             self.fsync.observe(took.as_secs_f64());
         }
+    }
+
+    fn held_for_checkpoint(&self, took: Duration) {
+        self.hold.observe(took.as_secs_f64());
     }
 }
 

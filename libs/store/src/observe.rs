@@ -71,12 +71,17 @@ pub struct NoObserver;
 
 impl ShardObserver for NoObserver {}
 
-/// What the store's log did, reported on the syncer thread once per group commit.
+/// What the store's log and its writer did.
 pub trait CommitObserver: Send + Sync {
     /// One group was written to the log: `records` state changes (log records; 0 for a
     /// barrier alone), made durable by one `fdatasync` that took `fsync` (`None` when the
-    /// durability mode did not sync this group).
+    /// durability mode did not sync this group). On the syncer thread, once per group commit.
     fn committed(&self, records: usize, fsync: Option<Duration>);
+
+    /// The writer held new work for `took` at once, until the running checkpoint had written
+    /// enough into sled (the in-memory layers were at their bound). On the writer thread,
+    /// once per hold.
+    fn held_for_checkpoint(&self, took: Duration);
 }
 
 impl fmt::Debug for dyn CommitObserver {

@@ -469,8 +469,18 @@ impl<S: Maintenance> Writer<S> {
     /// Holds new work while the active layer is past what the running checkpoint's progress
     /// allows it (`backpressure`), hurrying the checkpoint meanwhile.
     fn hold_for_checkpoint(&mut self) {
-        let limit = 2 * self.options.checkpoint_bytes;
         let holding = Instant::now();
+        if self.hold_until_allowed(holding)
+            && let Some(observer) = &self.options.commit_observer
+        {
+            observer.held_for_checkpoint(holding.elapsed());
+        }
+    }
+
+    /// The loop of `hold_for_checkpoint`; whether it held at all.
+    fn hold_until_allowed(&mut self, holding: Instant) -> bool {
+        let limit = 2 * self.options.checkpoint_bytes;
+        let mut held = false;
         while let Some(running) = &mut self.checkpoint {
             let allowed = active_allowance(
                 limit,
@@ -479,8 +489,9 @@ impl<S: Maintenance> Writer<S> {
                 running.keys,
             );
             if self.state.kv().dirty_bytes() <= allowed {
-                return;
+                break;
             }
+            held = true;
             running.progress.hurry();
             let waiting = Instant::now();
             let outcome = running.done.recv_timeout(PROGRESS_POLL);
@@ -490,9 +501,10 @@ impl<S: Maintenance> Writer<S> {
                 Ok(result) => self.land_checkpoint(result),
                 Err(RecvTimeoutError::Timeout) => {}
                 // Its thread ended without a word: it panicked, which stopped the store.
-                Err(RecvTimeoutError::Disconnected) => return,
+                Err(RecvTimeoutError::Disconnected) => break,
             }
         }
+        held
     }
 
     fn checkpoint_due(&self) -> bool {

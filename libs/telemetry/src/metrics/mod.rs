@@ -47,6 +47,7 @@ pub const METRIC_NAMES: &[&str] = &[
     "cascade_activation_lateness_seconds",
     "cascade_commit_batch_size",
     "cascade_fsync_duration_seconds",
+    "cascade_checkpoint_hold_seconds",
     "cascade_handler_duration_seconds",
     "cascade_bus_request_duration_seconds",
     "cascade_rm_desired_handlers",
@@ -105,6 +106,7 @@ struct Inner {
     activation_lateness: Histogram,
     commit_batch_size: Histograms<StoreLabels>,
     fsync_duration: Histograms<StoreLabels>,
+    checkpoint_hold: Histograms<StoreLabels>,
     handler_duration: Histograms<HandlerLabels>,
     bus_request_duration: Histograms<BusLabels>,
     rm_desired_handlers: Family<StageLabels, Gauge>,
@@ -196,6 +198,13 @@ impl Metrics {
             Unit::Seconds,
             fsync_duration.clone(),
         );
+        let checkpoint_hold = Histograms::new_with_constructor(latency as fn() -> Histogram);
+        registry.register_with_unit(
+            "cascade_checkpoint_hold",
+            "Time a store's writer held new work at once for its running checkpoint to progress",
+            Unit::Seconds,
+            checkpoint_hold.clone(),
+        );
         let handler_duration = Histograms::new_with_constructor(latency as fn() -> Histogram);
         registry.register_with_unit(
             "cascade_handler_duration",
@@ -237,6 +246,7 @@ impl Metrics {
                 activation_lateness,
                 commit_batch_size,
                 fsync_duration,
+                checkpoint_hold,
                 handler_duration,
                 bus_request_duration,
                 rm_desired_handlers,
@@ -397,6 +407,13 @@ impl Metrics {
     pub fn fsync_duration_seconds(&self, store: StoreKind) -> Histogram {
         self.inner
             .fsync_duration
+            .get_or_create_owned(&StoreLabels { store })
+    }
+
+    /// `cascade_checkpoint_hold_seconds{store}`.
+    pub fn checkpoint_hold_seconds(&self, store: StoreKind) -> Histogram {
+        self.inner
+            .checkpoint_hold
             .get_or_create_owned(&StoreLabels { store })
     }
 

@@ -27,6 +27,9 @@ fn sample_everything(metrics: &Metrics) {
         .fsync_duration_seconds(StoreKind::Timer)
         .observe(0.0004);
     metrics
+        .checkpoint_hold_seconds(StoreKind::Dispatcher)
+        .observe(0.08);
+    metrics
         .handler_duration_seconds("orders.validate", HandlerOutcome::Advance)
         .observe(0.02);
     metrics
@@ -73,6 +76,7 @@ fn render_has_every_metric_with_help_type_and_labels() {
         r#"cascade_commit_batch_size_bucket{le="64.0",store="dispatcher"} 1"#,
         r#"cascade_commit_batch_size_bucket{le="4096.0",store="dispatcher"} 1"#,
         r#"cascade_fsync_duration_seconds_count{store="timer"} 1"#,
+        r#"cascade_checkpoint_hold_seconds_bucket{le="0.1",store="dispatcher"} 1"#,
         r#"cascade_handler_duration_seconds_count{stage="orders.validate",outcome="advance"} 1"#,
         r#"cascade_bus_request_duration_seconds_count{op="enqueue",result="ok"} 1"#,
         r#"cascade_rm_desired_handlers{stage="orders.validate"} 4"#,
