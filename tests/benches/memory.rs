@@ -107,7 +107,7 @@ async fn apply_pipelines(c: &Client, count: usize) -> Result<(), BoxError> {
 fn event(queue: String) -> api::EnqueueRequest {
     api::EnqueueRequest {
         queue,
-        payload: PAYLOAD.to_vec(),
+        payload: PAYLOAD.to_vec().into(),
         ..Default::default()
     }
 }

@@ -190,7 +190,7 @@ async fn run(gateway: &Gateway, scenario: &str, plan: &Plan) -> Result<(f64, Str
 fn item(queue: &str) -> api::EnqueueRequest {
     api::EnqueueRequest {
         queue: queue.to_owned(),
-        payload: vec![0xab; PAYLOAD_BYTES],
+        payload: vec![0xab; PAYLOAD_BYTES].into(),
         ..api::EnqueueRequest::default()
     }
 }

@@ -68,7 +68,7 @@ pub async fn fill_per_user_queues(
         let items = ((b * batch)..((b + 1) * batch).min(count))
             .map(|u| api::EnqueueRequest {
                 queue: format!("{prefix}:u{u}"),
-                payload: payload(u),
+                payload: payload(u).into(),
                 ..Default::default()
             })
             .collect();
@@ -187,7 +187,7 @@ impl AckingConsumer {
                 lease_token: leased.lease_token,
                 outcome: Some(api::completion::Outcome::Ack(api::Ack {})),
             });
-            payloads.push(event.payload);
+            payloads.push(Vec::from(event.payload));
         }
         Ok((payloads, sent))
     }

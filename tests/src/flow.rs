@@ -92,7 +92,7 @@ impl Flow {
             let items = (0..100)
                 .map(|i| api::EnqueueRequest {
                     pipeline: self.pipeline.clone(),
-                    payload: format!("event {}", batch * 100 + i).into_bytes(),
+                    payload: format!("event {}", batch * 100 + i).into_bytes().into(),
                     ..Default::default()
                 })
                 .collect();

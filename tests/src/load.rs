@@ -291,7 +291,7 @@ impl Producer {
             queue,
             pipeline,
             id: id.to_owned(),
-            payload: payload.clone(),
+            payload: payload.clone().into(),
             when: Some(api::enqueue_request::When::Delay(seconds(
                 delay.as_secs_f64(),
             ))),

@@ -56,7 +56,7 @@ pub async fn create(c: &Client, name: &str, config: api::QueueConfig) {
 pub fn item(queue: &str, payload: &str) -> api::EnqueueRequest {
     api::EnqueueRequest {
         queue: queue.into(),
-        payload: payload.as_bytes().to_vec(),
+        payload: payload.as_bytes().to_vec().into(),
         ..Default::default()
     }
 }
@@ -280,14 +280,14 @@ pub async fn update_payload_and_activation_time_then_delete(cluster: &mut Cluste
         .update(api::UpdateRequest {
             queue: "editable".into(),
             id: e.id.clone(),
-            payload: Some(b"v2".to_vec()),
+            payload: Some(b"v2".to_vec().into()),
             when: Some(api::update_request::When::Delay(seconds(0.0))),
             ..Default::default()
         })
         .await
         .expect("update")
         .into_inner();
-    assert_eq!(updated.payload, b"v2");
+    assert_eq!(updated.payload, &b"v2"[..]);
     let got = take_n(&c, "editable", 1, Duration::from_secs(5)).await;
     assert_eq!(got.len(), 1, "the new activation time did not apply");
     assert_eq!(payload(&got[0]), "v2");
@@ -322,7 +322,7 @@ pub async fn leased_event_refuses_update_and_delete(cluster: &mut Cluster) {
         .update(api::UpdateRequest {
             queue: "held".into(),
             id: e.id.clone(),
-            payload: Some(b"y".to_vec()),
+            payload: Some(b"y".to_vec().into()),
             ..Default::default()
         })
         .await

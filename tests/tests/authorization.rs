@@ -264,11 +264,7 @@ async fn callers_do_what_their_grants_and_quotas_allow() {
     );
     let still = take_one(&consumer, "orders.new").await.expect("take");
     let payload = &still[0].event.as_ref().expect("an event").payload;
-    assert_eq!(
-        payload.as_slice(),
-        b"still ready",
-        "the refused take leased it"
-    );
+    assert_eq!(&payload[..], b"still ready", "the refused take leased it");
     // The headers Cascade sets on dead letters are its own.
     let mut planted = item("orders.new", "x");
     planted
@@ -390,7 +386,7 @@ async fn callers_do_what_their_grants_and_quotas_allow() {
         .ingest()
         .enqueue(api::EnqueueRequest {
             pipeline: "demo".into(),
-            payload: b"through".to_vec(),
+            payload: b"through".to_vec().into(),
             ..Default::default()
         })
         .await

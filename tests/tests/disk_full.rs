@@ -69,7 +69,7 @@ impl Drop for Tmpfs {
 
 async fn enqueue_big(c: &Client, n: usize) -> Result<(), tonic::Status> {
     let mut request = item("jobs", "");
-    request.payload = vec![b'x'; 512 * 1024];
+    request.payload = vec![b'x'; 512 * 1024].into();
     request.idempotency_key = format!("big-{n}");
     c.ingest().enqueue(request).await.map(drop)
 }

@@ -154,7 +154,7 @@ async fn unread_answers_are_bounded_and_other_clients_are_served() {
     create(&c, "big", config(30.0, 3)).await;
     create(&c, "jobs", config(30.0, 3)).await;
     let mut large = item("big", "");
-    large.payload = vec![7u8; 4 << 20];
+    large.payload = vec![7u8; 4 << 20].into();
     let id = enqueue(&c, large).await.id;
     let before = rss_bytes(cluster.front_pid());
 

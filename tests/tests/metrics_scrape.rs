@@ -245,7 +245,7 @@ async fn work(cluster: &mut Cluster, c: &Client) -> String {
     for i in 0..PIPELINE_EVENTS {
         let request = api::EnqueueRequest {
             pipeline: pipeline.clone(),
-            payload: format!("p{i}").into_bytes(),
+            payload: format!("p{i}").into_bytes().into(),
             ..Default::default()
         };
         enqueue(c, request).await;

@@ -47,7 +47,7 @@ async fn the_manager_process_publishes_decisions_from_the_shards_stats() {
     let items = (0..50)
         .map(|i| api::EnqueueRequest {
             pipeline: "waves".into(),
-            payload: format!("event {i}").into_bytes(),
+            payload: format!("event {i}").into_bytes().into(),
             ..Default::default()
         })
         .collect();

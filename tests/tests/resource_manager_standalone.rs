@@ -63,7 +63,7 @@ async fn enqueue(c: &cascade_client::Client, n: usize, delay: Option<Duration>) 
         let items = (first..n.min(first + 100))
             .map(|i| api::EnqueueRequest {
                 pipeline: "burst".into(),
-                payload: format!("event {i}").into_bytes(),
+                payload: format!("event {i}").into_bytes().into(),
                 when: delay.map(|d| {
                     When::Delay(prost_types::Duration {
                         seconds: d.as_secs() as i64,

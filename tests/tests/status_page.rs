@@ -44,7 +44,7 @@ async fn status_page_shows_stages_and_counts_in_a_browser() {
     for i in 0..DUE_SOON {
         let req = api::EnqueueRequest {
             pipeline: "demo".into(),
-            payload: format!("due soon {i}").into_bytes(),
+            payload: format!("due soon {i}").into_bytes().into(),
             when: Some(api::enqueue_request::When::Delay(seconds(1.0))),
             ..Default::default()
         };
@@ -155,7 +155,7 @@ async fn fill(c: &Client) {
     for i in 0..(FLOWING + WAITING) {
         let mut req = api::EnqueueRequest {
             pipeline: "demo".into(),
-            payload: format!("event {i}").into_bytes(),
+            payload: format!("event {i}").into_bytes().into(),
             ..Default::default()
         };
         if i >= FLOWING {

@@ -87,7 +87,7 @@ async fn top_shows_a_live_view_in_a_terminal_and_quits_on_ctrl_c() {
     // An event that comes due a second from now in the pipeline's first stage: its lateness.
     let due_soon = api::EnqueueRequest {
         pipeline: "demo".into(),
-        payload: b"soon".to_vec(),
+        payload: b"soon".to_vec().into(),
         when: Some(api::enqueue_request::When::Delay(seconds(1.0))),
         ..Default::default()
     };

@@ -214,7 +214,7 @@ async fn one_trace_per_event(mode: Mode) {
     // the event is activated by the timer.
     let mut request = tonic::Request::new(api::EnqueueRequest {
         pipeline: pipeline.clone(),
-        payload: b"{}".to_vec(),
+        payload: b"{}".to_vec().into(),
         when: Some(api::enqueue_request::When::Delay(seconds(0.3))),
         ..Default::default()
     });
@@ -235,7 +235,7 @@ async fn one_trace_per_event(mode: Mode) {
     let batch: Vec<api::EnqueueRequest> = (0..2)
         .map(|_| api::EnqueueRequest {
             pipeline: pipeline.clone(),
-            payload: b"{}".to_vec(),
+            payload: b"{}".to_vec().into(),
             ..Default::default()
         })
         .collect();

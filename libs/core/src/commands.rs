@@ -6,6 +6,8 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+use bytes::Bytes;
+
 use crate::{Error, Event, EventId, IdempotencyKey, QueueConfig, QueueName, Timestamp};
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -14,7 +16,7 @@ pub struct EnqueueCmd {
     /// A client-given ID; `None`: the shard assigns a time-sortable one.
     pub id: Option<EventId>,
     pub idempotency_key: Option<IdempotencyKey>,
-    pub payload: Vec<u8>,
+    pub payload: Bytes,
     pub headers: BTreeMap<String, String>,
     /// `None`: now.
     pub activate_at: Option<Timestamp>,
@@ -110,7 +112,7 @@ pub struct FamilyStats {
 /// What an update changes; headers are merged into the event's.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct EventUpdate {
-    pub payload: Option<Vec<u8>>,
+    pub payload: Option<Bytes>,
     pub headers: BTreeMap<String, String>,
     pub activate_at: Option<Timestamp>,
 }
@@ -127,7 +129,7 @@ pub enum RedriveSelection {
 pub struct Delivery {
     pub queue: QueueName,
     pub id: EventId,
-    pub payload: Vec<u8>,
+    pub payload: Bytes,
     pub headers: BTreeMap<String, String>,
     pub activate_at: Timestamp,
     pub created_at: Timestamp,

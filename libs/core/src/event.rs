@@ -2,6 +2,8 @@
 
 use std::collections::BTreeMap;
 
+use bytes::Bytes;
+
 use crate::error::{Error, excerpt};
 use crate::id::EventId;
 use crate::queue::QueueName;
@@ -46,7 +48,7 @@ impl EventState {
 pub struct Event {
     pub id: EventId,
     pub queue: QueueName,
-    pub payload: Vec<u8>,
+    pub payload: Bytes,
     /// Carries the W3C `traceparent` among others.
     pub headers: BTreeMap<String, String>,
     pub activate_at: Timestamp,

@@ -4,6 +4,8 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+use bytes::Bytes;
+
 use crate::error::Error;
 use crate::event::validate_headers_at;
 use crate::queue::QueueName;
@@ -18,7 +20,7 @@ pub enum Outcome {
         /// A stage name or a queue name, resolved by the store; `None`: the next stage.
         to: Option<String>,
         /// Replaces the payload when set.
-        payload: Option<Vec<u8>>,
+        payload: Option<Bytes>,
         /// Merged into the event's headers.
         headers: BTreeMap<String, String>,
         delay: Option<Duration>,

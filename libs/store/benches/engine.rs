@@ -215,7 +215,7 @@ fn enqueue_cmd() -> EnqueueCmd {
         queue: queue(),
         id: None,
         idempotency_key: None,
-        payload: vec![0xab; PAYLOAD_BYTES],
+        payload: vec![0xab; PAYLOAD_BYTES].into(),
         headers: BTreeMap::new(),
         activate_at: None,
     }

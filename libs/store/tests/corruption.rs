@@ -35,7 +35,7 @@ fn write_events(dir: &Path, n: usize, checkpoint: bool) {
             queue: q("jobs"),
             id: Some(EventId::parse(&format!("e{i:06}")).expect("id")),
             idempotency_key: None,
-            payload: payload(i),
+            payload: payload(i).into(),
             headers: BTreeMap::new(),
             activate_at: None,
         };

@@ -24,6 +24,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use EventState::{Delayed, Leased, Ready};
+use bytes::Bytes;
 use cascade_core::{Event, EventId, EventState, IdempotencyKey, Outcome, QueueConfig};
 use cascade_core::{QueueName, Timestamp};
 use cascade_store::codec::records::HandOff;
@@ -497,7 +498,7 @@ impl Model {
         }
     }
 
-    fn update(&mut self, q: &str, id: &str, p: Option<Vec<u8>>, at: Option<u64>) -> R<Event> {
+    fn update(&mut self, q: &str, id: &str, p: Option<Bytes>, at: Option<u64>) -> R<Event> {
         let mut ev = self.unleased(q, id)?;
         ev.e.payload = p.unwrap_or(ev.e.payload);
         ev.e.activate_at = at.map_or(ev.e.activate_at, ts);
@@ -708,7 +709,7 @@ impl World {
             },
             How::Advance(to, payload, ticks) => Outcome::Advance {
                 to: Some(ADVANCE_TO[to].into()),
-                payload: payload.then(|| format!("v{}", self.step).into_bytes()),
+                payload: payload.then(|| Bytes::from(format!("v{}", self.step))),
                 headers: BTreeMap::new(),
                 delay: (ticks > 0).then(|| delay(ticks)),
             },
@@ -726,7 +727,7 @@ impl World {
                     queue: q.clone(),
                     id: id.as_ref().map(|i| EventId::parse(i).expect("id")),
                     idempotency_key: key.as_ref().map(parse_key),
-                    payload: format!("p{}", self.step).into_bytes(),
+                    payload: Bytes::from(format!("p{}", self.step)),
                     headers: BTreeMap::new(),
                     activate_at: at.map(|k| ts(grid(now, k))),
                 };
@@ -821,7 +822,7 @@ impl World {
             }
             Op::Update(pick, Some((payload, at))) => {
                 let (q, id) = self.pick_event(*pick);
-                let payload = payload.then(|| format!("u{}", self.step).into_bytes());
+                let payload = payload.then(|| Bytes::from(format!("u{}", self.step)));
                 let at = at.map(|k| grid(now, k));
                 let (activate_at, headers) = (at.map(ts), BTreeMap::new());
                 let update = EventUpdate {

@@ -105,7 +105,7 @@ fn power_cut_keeps_every_acknowledged_write() {
                 queue: q("jobs"),
                 id: Some(EventId::parse(&id).expect("id")),
                 idempotency_key: None,
-                payload: payload.clone(),
+                payload: payload.clone().into(),
                 headers: BTreeMap::new(),
                 activate_at: None,
             };
@@ -147,7 +147,7 @@ fn power_cut_keeps_every_acknowledged_write() {
             queue: q("jobs"),
             id: Some(EventId::parse(&format!("unsynced{i}")).expect("id")),
             idempotency_key: None,
-            payload: vec![7; 100],
+            payload: vec![7; 100].into(),
             headers: BTreeMap::new(),
             activate_at: None,
         };

@@ -57,7 +57,7 @@ fn enqueue_cmd(id: String) -> EnqueueCmd {
         queue: q("jobs"),
         id: Some(EventId::parse(&id).expect("id")),
         idempotency_key: None,
-        payload: id.into_bytes(),
+        payload: id.into_bytes().into(),
         headers: BTreeMap::new(),
         activate_at: None,
     }
@@ -124,7 +124,7 @@ async fn concurrent_enqueues_survive_shutdown_and_reopen(durability: Durability)
     assert_eq!(stats.ready, 32 * 50);
     assert_eq!(
         shard.get(&q("jobs"), "t31-49").expect("get").payload,
-        b"t31-49"
+        &b"t31-49"[..]
     );
 }
 
@@ -452,7 +452,7 @@ async fn writes_faster_than_checkpoints_keep_memory_within_twice_checkpoint_byte
     let mut most = 0;
     for n in 0..EVENTS {
         let cmd = EnqueueCmd {
-            payload: vec![7; 1024],
+            payload: vec![7; 1024].into(),
             ..enqueue_cmd(format!("e{n}"))
         };
         store

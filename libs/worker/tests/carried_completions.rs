@@ -145,7 +145,7 @@ fn leased(id: &str) -> LeasedEvent {
         event: Some(v1::Event {
             id: id.to_owned(),
             queue: "jobs".into(),
-            payload: id.as_bytes().to_vec(),
+            payload: id.as_bytes().to_vec().into(),
             activate_at: Some(now.into()),
             created_at: Some(now.into()),
             state: v1::EventState::Leased as i32,

@@ -78,7 +78,7 @@ async fn enqueue(client: &Client, count: u64) {
         ingest
             .enqueue(api::EnqueueRequest {
                 pipeline: "rmtest".into(),
-                payload: format!("event {i}").into_bytes(),
+                payload: format!("event {i}").into_bytes().into(),
                 ..api::EnqueueRequest::default()
             })
             .await

@@ -353,7 +353,7 @@ mod tests {
         HandOff::Deliver(Delivery {
             queue,
             id: EventId::parse("e").expect("id"),
-            payload: vec![0; bytes],
+            payload: vec![0; bytes].into(),
             headers: BTreeMap::new(),
             activate_at: Timestamp::ZERO,
             created_at: Timestamp::ZERO,

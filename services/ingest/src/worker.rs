@@ -17,6 +17,7 @@ use std::collections::hash_map::Entry;
 use std::sync::Arc;
 use std::time::Duration;
 
+use bytes::Bytes;
 use cascade_core::{Outcome, QueueName};
 use cascade_proto::bus::v1::dispatcher_reply::Result as Reply;
 use cascade_proto::bus::v1::dispatcher_request::Op;
@@ -112,7 +113,7 @@ impl Gateway {
             return Ok((self.shards.owner(&item.queue), Sized { item, bytes }));
         };
         no_reserved_headers(headers.keys(), "advance.headers")?;
-        let payload_len = payload.as_ref().map(Vec::len);
+        let payload_len = payload.as_ref().map(Bytes::len);
         if let Some(payload_len) = payload_len {
             self.limits
                 .check_payload("advance.payload", payload_len, field_len(len))?;
@@ -403,7 +404,7 @@ mod tests {
             lease_token: "00000000000000ff".into(),
             outcome: Some(ProtoOutcome::Advance(Advance {
                 to: to.into(),
-                payload: Some(vec![7; 300]),
+                payload: Some(vec![7; 300].into()),
                 headers: [("k".to_owned(), "v".to_owned())].into(),
                 delay: None,
             })),

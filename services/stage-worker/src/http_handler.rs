@@ -190,7 +190,7 @@ mod tests {
         Event {
             id: EventId::parse("order-1").expect("id"),
             queue: QueueName::parse("orders.ship").expect("queue"),
-            payload: b"{}".to_vec(),
+            payload: b"{}".to_vec().into(),
             headers: headers
                 .iter()
                 .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))

@@ -19,6 +19,8 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+use bytes::Bytes;
+
 use cascade_core::outcome::MAX_DEAD_LETTER_REASON_BYTES;
 use cascade_core::{Outcome, Timestamp};
 use reqwest::header::{HeaderMap, RETRY_AFTER};
@@ -123,7 +125,9 @@ fn advance(
 ) -> Result<Outcome, StageWorkerError> {
     let payload = match text_header(reply.headers, PAYLOAD_HEADER)? {
         None => None,
-        Some(mode) if mode.trim().eq_ignore_ascii_case("replace") => Some(reply.body.to_vec()),
+        Some(mode) if mode.trim().eq_ignore_ascii_case("replace") => {
+            Some(Bytes::copy_from_slice(reply.body))
+        }
         Some(other) => {
             return Err(bad(
                 PAYLOAD_HEADER,

@@ -27,7 +27,7 @@ fn advance_with(
 ) -> Outcome {
     Outcome::Advance {
         to: to.map(str::to_owned),
-        payload: payload.map(<[u8]>::to_vec),
+        payload: payload.map(Bytes::copy_from_slice),
         headers: headers
             .iter()
             .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))

@@ -139,7 +139,7 @@ fn timestamp(micros: u64) -> prost_types::Timestamp {
 pub fn request(queue: &str, item: Item) -> api::EnqueueRequest {
     api::EnqueueRequest {
         queue: queue.to_owned(),
-        payload: item.payload,
+        payload: item.payload.into(),
         when: item
             .due
             .map(|due| api::enqueue_request::When::ActivateAt(timestamp(due))),

@@ -128,7 +128,7 @@ impl Producer {
                     }
                     api::EnqueueRequest {
                         pipeline: self.pipeline.clone(),
-                        payload,
+                        payload: payload.into(),
                         ..Default::default()
                     }
                 })

@@ -60,7 +60,7 @@ pub fn spread_over_shards(base: &str, stages: &[&str]) -> String {
 fn by_pipeline(pipeline: &str, body: &str) -> api::EnqueueRequest {
     api::EnqueueRequest {
         pipeline: pipeline.into(),
-        payload: body.as_bytes().to_vec(),
+        payload: body.as_bytes().to_vec().into(),
         ..Default::default()
     }
 }

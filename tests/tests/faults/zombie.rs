@@ -111,7 +111,7 @@ async fn a_stopped_workers_late_outcome_changes_nothing_and_the_event_moves_once
         &c,
         api::EnqueueRequest {
             pipeline: PIPELINE.into(),
-            payload: b"once".to_vec(),
+            payload: b"once".to_vec().into(),
             ..Default::default()
         },
     )

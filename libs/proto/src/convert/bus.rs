@@ -109,7 +109,7 @@ mod tests {
         let delivery = Delivery {
             queue: QueueName::parse("ship").expect("queue"),
             id: EventId::parse("e1").expect("id"),
-            payload: b"p".to_vec(),
+            payload: b"p".to_vec().into(),
             headers: BTreeMap::from([("a".to_owned(), "b".to_owned())]),
             activate_at: Timestamp::from_micros(5_000_001),
             created_at: Timestamp::from_micros(1_000_000),

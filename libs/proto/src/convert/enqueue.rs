@@ -9,6 +9,8 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+use bytes::Bytes;
+
 use cascade_core::{
     EnqueueCmd, Enqueued, EventId, IdempotencyKey, Pipeline, QueueName, Timestamp, validate_headers,
 };
@@ -53,7 +55,7 @@ pub struct EnqueueItem {
     pub destination: Destination,
     pub id: Option<EventId>,
     pub idempotency_key: Option<IdempotencyKey>,
-    pub payload: Vec<u8>,
+    pub payload: Bytes,
     pub headers: BTreeMap<String, String>,
     pub when: When,
 }
@@ -195,7 +197,7 @@ mod tests {
     fn request(queue: &str) -> v1::EnqueueRequest {
         v1::EnqueueRequest {
             queue: queue.into(),
-            payload: b"p".to_vec(),
+            payload: b"p".to_vec().into(),
             ..v1::EnqueueRequest::default()
         }
     }
@@ -215,7 +217,27 @@ mod tests {
             .into_command(Timestamp::from_micros(5))
             .expect("command");
         assert_eq!(cmd.activate_at, None);
-        assert_eq!(cmd.payload, b"p");
+        assert_eq!(cmd.payload, &b"p"[..]);
+    }
+
+    #[test]
+    fn a_payload_reaches_the_command_as_a_view_of_the_buffer_it_arrived_in() {
+        use prost::Message;
+        let mut sent = request("jobs");
+        sent.payload = Bytes::from(vec![7u8; 4096]);
+        let wire = Bytes::from(sent.encode_to_vec());
+        let received = v1::EnqueueRequest::decode(wire.clone()).expect("decodes");
+        let item = enqueue_from_proto(received).expect("valid");
+        let cmd = item
+            .into_command(Timestamp::from_micros(5))
+            .expect("command");
+        assert_eq!(cmd.payload, vec![7u8; 4096]);
+        let inside = wire.as_ptr_range();
+        let payload = cmd.payload.as_ptr_range();
+        assert!(
+            inside.start <= payload.start && payload.end <= inside.end,
+            "the payload was copied out of the message's buffer"
+        );
     }
 
     #[test]

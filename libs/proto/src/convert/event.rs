@@ -99,7 +99,7 @@ mod tests {
         Event {
             id: EventId::parse("order-1").expect("id"),
             queue: QueueName::parse("jobs").expect("queue"),
-            payload: b"hello".to_vec(),
+            payload: b"hello".to_vec().into(),
             headers: BTreeMap::from([("traceparent".to_owned(), "00-ab".to_owned())]),
             activate_at: Timestamp::from_micros(2_000_000),
             state,
@@ -115,7 +115,7 @@ mod tests {
         let sent = event_to_proto(&event(EventState::Delayed, None));
         assert_eq!(sent.id, "order-1");
         assert_eq!(sent.queue, "jobs");
-        assert_eq!(sent.payload, b"hello");
+        assert_eq!(sent.payload, &b"hello"[..]);
         assert_eq!(
             sent.headers.get("traceparent").map(String::as_str),
             Some("00-ab")

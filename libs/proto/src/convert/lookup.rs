@@ -7,6 +7,8 @@
 
 use std::collections::BTreeMap;
 
+use bytes::Bytes;
+
 use cascade_core::{
     EventId, EventUpdate, QueueName, RedriveSelection, Timestamp, validate_headers,
 };
@@ -39,7 +41,7 @@ pub fn event_ref_from_proto(queue: &str, id: &str) -> Result<EventRef, ConvertEr
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct UpdateItem {
     pub event: EventRef,
-    pub payload: Option<Vec<u8>>,
+    pub payload: Option<Bytes>,
     /// Merged into the event's headers.
     pub headers: BTreeMap<String, String>,
     /// `None`: the activation time is left as it is.
@@ -184,7 +186,7 @@ mod tests {
         let (_, update) = item.into_update(Timestamp::from_micros(9));
         assert_eq!(update, EventUpdate::default());
         let delayed = v1::UpdateRequest {
-            payload: Some(b"new".to_vec()),
+            payload: Some(b"new".to_vec().into()),
             when: Some(ProtoWhen::Delay(duration_to_proto(Duration::from_secs(1)))),
             ..request
         };

@@ -67,7 +67,7 @@ mod tests {
         let request = v1::EnqueueRequest {
             queue: "jobs".into(),
             id: "e-1".into(),
-            payload: json.as_bytes().to_vec(),
+            payload: json.as_bytes().to_vec().into(),
             headers: [("kind".to_owned(), "test".to_owned())].into(),
             when: Some(v1::enqueue_request::When::Delay(prost_types::Duration {
                 seconds: 3,

@@ -75,7 +75,7 @@ async fn run(store: Arc<Store<Shard>>, tag: String) -> anyhow::Result<()> {
                     queue: QueueName::parse("a")?,
                     id: Some(id.clone()),
                     idempotency_key: None,
-                    payload: payload_of(&id),
+                    payload: payload_of(&id).into(),
                     headers: BTreeMap::new(),
                     activate_at: None,
                 };

@@ -5,6 +5,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+use bytes::Bytes;
 use cascade_core::{EventId, EventState, QueueConfig, QueueName, Timestamp};
 
 use super::bytes::{Malformed, Reader, Writer};
@@ -70,7 +71,7 @@ pub struct EventRecord {
     pub lease_epoch: u64,
     pub lease_expires_at: Option<Timestamp>,
     pub headers: BTreeMap<String, String>,
-    pub payload: Vec<u8>,
+    pub payload: Bytes,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -419,14 +420,14 @@ fn decode_event_v1(r: &mut Reader<'_>) -> Result<EventRecord, Malformed> {
     })
 }
 
-fn checked_payload(payload: &[u8], crc: u32, id: &EventId) -> Result<Vec<u8>, Malformed> {
+fn checked_payload(payload: &[u8], crc: u32, id: &EventId) -> Result<Bytes, Malformed> {
     if crc32c::crc32c(payload) != crc {
         return Err(Malformed(format!(
             "event record {}: payload checksum mismatch",
             id.as_str()
         )));
     }
-    Ok(payload.to_vec())
+    Ok(Bytes::copy_from_slice(payload))
 }
 
 pub fn encode_dedup(d: &DedupRecord) -> Vec<u8> {
@@ -509,7 +510,7 @@ fn decode_delivery(r: &mut Reader<'_>) -> Result<Delivery, Malformed> {
     let created_at = Timestamp::from_micros(r.u64()?);
     let headers = decode_headers(r)?;
     let crc = r.u32()?;
-    let payload = r.bytes()?.to_vec();
+    let payload = Bytes::copy_from_slice(r.bytes()?);
     if crc32c::crc32c(&payload) != crc {
         return Err(r.malformed("payload checksum mismatch"));
     }
@@ -565,7 +566,7 @@ mod tests {
             lease_epoch: 7,
             lease_expires_at: Some(Timestamp::from_micros(40)),
             headers: BTreeMap::from([("traceparent".to_string(), "00-ab".to_string())]),
-            payload: b"hello".to_vec(),
+            payload: b"hello".to_vec().into(),
         }
     }
 
@@ -688,7 +689,7 @@ mod tests {
         let h = HandOff::Deliver(Delivery {
             queue: QueueName::parse("p.b").expect("valid"),
             id: EventId::parse("x").expect("valid"),
-            payload: vec![1, 2, 3],
+            payload: vec![1, 2, 3].into(),
             headers: BTreeMap::new(),
             activate_at: Timestamp::from_micros(3),
             created_at: Timestamp::from_micros(2),

@@ -35,7 +35,7 @@ fn with_a_damaged_event(dir: &Path) -> std::path::PathBuf {
     let (key, mut value) = db
         .scan_prefix([keys::EVENT])
         .map(|entry| entry.expect("read"))
-        .find(|(k, v)| records::decode_event(k, v).is_ok_and(|e| e.payload == b"three"))
+        .find(|(k, v)| records::decode_event(k, v).is_ok_and(|e| e.payload == b"three"[..]))
         .map(|(k, v)| (k.to_vec(), v.to_vec()))
         .expect("the event");
     let last = value.len() - 1;

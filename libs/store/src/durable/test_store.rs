@@ -25,7 +25,7 @@ pub(super) fn event(queue: &str, payload: &str) -> EnqueueCmd {
         queue: q(queue),
         id: None,
         idempotency_key: None,
-        payload: payload.as_bytes().to_vec(),
+        payload: payload.as_bytes().to_vec().into(),
         headers: BTreeMap::from([("k".to_owned(), "v".to_owned())]),
         activate_at: None,
     }

@@ -5,6 +5,7 @@ use std::borrow::Cow;
 use std::cell::RefCell;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
+use bytes::Bytes;
 use cascade_core::{EventId, EventState, QueueName, Timestamp};
 
 use super::ShardSettings;
@@ -468,7 +469,7 @@ impl State {
         now: Timestamp,
         queue: &QueueRecord,
         id: EventId,
-        payload: Vec<u8>,
+        payload: Bytes,
         headers: BTreeMap<String, String>,
         activate_at: Timestamp,
         created_at: Timestamp,

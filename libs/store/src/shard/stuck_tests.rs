@@ -113,7 +113,7 @@ fn delivery(queue: &QueueName, id: &str) -> Delivery {
     Delivery {
         queue: queue.clone(),
         id: cascade_core::EventId::parse(id).expect("id"),
-        payload: b"p".to_vec(),
+        payload: b"p".to_vec().into(),
         headers: BTreeMap::new(),
         activate_at: at(0),
         created_at: at(0),

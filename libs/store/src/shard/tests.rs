@@ -65,7 +65,7 @@ pub(super) fn cmd(payload: &str) -> EnqueueCmd {
         queue: q("jobs"),
         id: None,
         idempotency_key: None,
-        payload: payload.as_bytes().to_vec(),
+        payload: payload.as_bytes().to_vec().into(),
         headers: BTreeMap::new(),
         activate_at: None,
     }
@@ -86,7 +86,7 @@ fn take_and_dead_letter(s: &mut Shard, now: Timestamp, queue: &str, n: usize) {
 fn payloads(leased: &[LeasedEvent]) -> Vec<String> {
     leased
         .iter()
-        .map(|l| String::from_utf8(l.event.payload.clone()).expect("utf8"))
+        .map(|l| String::from_utf8(l.event.payload.to_vec()).expect("utf8"))
         .collect()
 }
 
@@ -365,13 +365,13 @@ fn update_and_delete_refused_while_leased() {
     let (_d, mut s) = with_queue(QueueConfig::default());
     let e = s.enqueue(at(0), cmd("x")).expect("enqueue");
     let update = EventUpdate {
-        payload: Some(b"new".to_vec()),
+        payload: Some(b"new".to_vec().into()),
         ..EventUpdate::default()
     };
     let ev = s
         .update(at(1), &q("jobs"), e.id.as_str(), update.clone())
         .expect("update");
-    assert_eq!(ev.payload, b"new");
+    assert_eq!(ev.payload, &b"new"[..]);
     s.take(at(2), &q("jobs"), 1, None).expect("take");
     let held = s.update(at(3), &q("jobs"), e.id.as_str(), update);
     assert!(
@@ -634,7 +634,7 @@ fn schedule_of_a_deleted_event_never_activates_its_successor_with_the_same_id() 
     let old_version = *version;
     s.delete(&q("jobs"), "x").expect("delete");
     let second = EnqueueCmd {
-        payload: b"second".to_vec(),
+        payload: b"second".to_vec().into(),
         activate_at: Some(at(60)),
         ..first
     };
@@ -687,7 +687,10 @@ fn advance_into_a_queue_holding_the_same_id_is_refused_and_changes_nothing() {
         s.get(&q("jobs"), "x").expect("still here").state,
         EventState::Leased
     );
-    assert_eq!(s.get(&q("next"), "x").expect("untouched").payload, b"old");
+    assert_eq!(
+        s.get(&q("next"), "x").expect("untouched").payload,
+        &b"old"[..]
+    );
 }
 
 #[test]
@@ -706,7 +709,7 @@ fn a_second_dead_letter_with_the_same_id_is_kept_under_a_new_id() {
         .list_dead_letters(&q("jobs.dlq"), 10, "")
         .expect("list")
         .items;
-    let payloads: Vec<&[u8]> = dead.iter().map(|e| e.payload.as_slice()).collect();
+    let payloads: Vec<&[u8]> = dead.iter().map(|e| &e.payload[..]).collect();
     assert_eq!(payloads, [&b"first"[..], &b"second"[..]]);
     assert_eq!(dead[1].headers[super::state::ORIGINAL_ID], "x");
 }

@@ -2,6 +2,8 @@
 
 use std::io::BufRead;
 
+use bytes::Bytes;
+
 use cascade_client::api;
 use cascade_proto::convert;
 
@@ -114,7 +116,7 @@ pub async fn enqueue(args: EnqueueArgs) -> Result<(), CliError> {
         pipeline,
         id: args.id.clone().unwrap_or_default(),
         idempotency_key: args.idempotency_key.clone().unwrap_or_default(),
-        payload: Vec::new(),
+        payload: Bytes::new(),
         headers: super::headers(&args.headers)?,
         when: args.when.enqueue()?,
     };
@@ -123,8 +125,8 @@ pub async fn enqueue(args: EnqueueArgs) -> Result<(), CliError> {
         return enqueue_lines(&s, &args.queue, template).await;
     }
     let payload = match args.payload {
-        Some(p) => p.into_bytes(),
-        None => super::stdin_bytes()?,
+        Some(p) => Bytes::from(p),
+        None => Bytes::from(super::stdin_bytes()?),
     };
     let request = api::EnqueueRequest {
         payload,
@@ -157,7 +159,7 @@ async fn enqueue_lines(
         let items = chunk
             .iter()
             .map(|line| api::EnqueueRequest {
-                payload: line.clone().into_bytes(),
+                payload: line.clone().into_bytes().into(),
                 ..template.clone()
             })
             .collect();
@@ -220,7 +222,7 @@ pub async fn update(args: UpdateArgs) -> Result<(), CliError> {
     let request = api::UpdateRequest {
         queue: args.queue.clone(),
         id: args.id.clone(),
-        payload: args.payload.map(String::into_bytes),
+        payload: args.payload.map(Bytes::from),
         headers: super::headers(&args.headers)?,
         when: args.when.update()?,
     };

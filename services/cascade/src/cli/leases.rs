@@ -3,6 +3,8 @@
 
 use std::time::SystemTime;
 
+use bytes::Bytes;
+
 use cascade_client::api;
 use cascade_core::Timestamp;
 use cascade_proto::convert;
@@ -266,7 +268,7 @@ pub async fn reschedule(args: RescheduleArgs) -> Result<(), CliError> {
 pub async fn advance(args: AdvanceArgs) -> Result<(), CliError> {
     let outcome = Outcome::Advance(api::Advance {
         to: args.to.clone().unwrap_or_default(),
-        payload: args.payload.map(String::into_bytes),
+        payload: args.payload.map(Bytes::from),
         headers: super::headers(&args.headers)?,
         delay: args
             .delay

@@ -11,7 +11,7 @@ use crate::cluster::{Cluster, ack, payload_of};
 fn advance(to: &str, payload: &[u8], delay: Option<Duration>) -> v1::completion::Outcome {
     v1::completion::Outcome::Advance(v1::Advance {
         to: to.into(),
-        payload: Some(payload.to_vec()),
+        payload: Some(payload.to_vec().into()),
         headers: [("stage".to_owned(), "2".to_owned())].into(),
         delay: delay.map(duration_to_proto),
     })

@@ -246,7 +246,7 @@ impl Cluster {
 pub fn enqueue_request(queue: &str, payload: &[u8]) -> v1::EnqueueRequest {
     v1::EnqueueRequest {
         queue: queue.into(),
-        payload: payload.to_vec(),
+        payload: payload.to_vec().into(),
         ..v1::EnqueueRequest::default()
     }
 }

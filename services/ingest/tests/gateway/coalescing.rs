@@ -119,7 +119,7 @@ async fn a_batch_larger_than_a_bus_message_is_split_by_bytes() {
     let status = ingest
         .enqueue(EnqueueRequest {
             queue: "jobs".into(),
-            payload: vec![1; 1000],
+            payload: vec![1; 1000].into(),
             headers: (0..3)
                 .map(|i| (format!("h{i}"), "v".repeat(4000)))
                 .collect(),
@@ -241,7 +241,7 @@ fn forty_kib_of_items() -> Vec<EnqueueRequest> {
         .map(|i| EnqueueRequest {
             queue: "jobs".into(),
             id: format!("e{i}"),
-            payload: vec![1; 1000],
+            payload: vec![1; 1000].into(),
             ..EnqueueRequest::default()
         })
         .collect()

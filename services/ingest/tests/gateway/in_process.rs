@@ -57,7 +57,7 @@ async fn own_workers_call_the_gateway_directly_while_it_serves() {
                 return echo(shard, request);
             }
             let largest = Event {
-                payload: vec![7; PAYLOAD],
+                payload: vec![7; PAYLOAD].into(),
                 ..event(&take.queue, "e-1")
             };
             took(largest, TOKEN)

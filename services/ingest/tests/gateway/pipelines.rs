@@ -182,7 +182,7 @@ async fn an_invalid_pipeline_or_name_reaches_no_shard() {
 fn by_pipeline(pipeline: &str) -> EnqueueRequest {
     EnqueueRequest {
         pipeline: pipeline.into(),
-        payload: b"p".to_vec(),
+        payload: b"p".to_vec().into(),
         ..EnqueueRequest::default()
     }
 }
@@ -266,7 +266,7 @@ fn advance(queue: &str, to: &str) -> Completion {
         lease_token: "00000000000000ff".into(),
         outcome: Some(Outcome::Advance(Advance {
             to: to.into(),
-            payload: Some(b"next".to_vec()),
+            payload: Some(b"next".to_vec().into()),
             ..Advance::default()
         })),
     }

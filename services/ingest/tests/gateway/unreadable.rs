@@ -68,7 +68,7 @@ async fn undecodable_and_oversized_requests_are_the_clients_errors() {
         .await
         .enqueue(EnqueueRequest {
             queue: "jobs".into(),
-            payload: vec![0; 17 << 20],
+            payload: vec![0; 17 << 20].into(),
             ..EnqueueRequest::default()
         })
         .await
@@ -103,7 +103,7 @@ async fn the_largest_valid_requests_pass_the_transport() {
     // The largest payload with every header at its limits.
     let full = EnqueueRequest {
         queue: "jobs".into(),
-        payload: vec![0; max_payload],
+        payload: vec![0; max_payload].into(),
         headers: (0..cascade_core::MAX_HEADERS)
             .map(header_at_its_limits)
             .collect(),
@@ -119,7 +119,7 @@ async fn the_largest_valid_requests_pass_the_transport() {
     let item = |i: usize| EnqueueRequest {
         queue: "jobs".into(),
         id: format!("big-{i}"),
-        payload: vec![0; (15 << 20) / 4],
+        payload: vec![0; (15 << 20) / 4].into(),
         ..EnqueueRequest::default()
     };
     let batch = cascade_proto::v1::EnqueueBatchRequest {

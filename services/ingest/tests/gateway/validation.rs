@@ -32,7 +32,7 @@ fn assert_refused<T: std::fmt::Debug>(
 fn enqueue(queue: &str) -> EnqueueRequest {
     EnqueueRequest {
         queue: queue.to_owned(),
-        payload: b"p".to_vec(),
+        payload: b"p".to_vec().into(),
         ..EnqueueRequest::default()
     }
 }
@@ -102,7 +102,7 @@ async fn bad_enqueues_name_the_field_and_reach_no_shard() {
     );
 
     let big = EnqueueRequest {
-        payload: vec![7; 2000],
+        payload: vec![7; 2000].into(),
         ..enqueue("jobs")
     };
     let status = ingest.enqueue(big).await.expect_err("too large");
@@ -136,7 +136,7 @@ async fn bad_batch_items_fail_alone_and_oversize_batches_fail_whole() {
         },
         enqueue(""),
         EnqueueRequest {
-            payload: vec![0; 1025],
+            payload: vec![0; 1025].into(),
             ..enqueue("jobs")
         },
     ];
@@ -206,7 +206,7 @@ async fn bad_worker_requests_name_the_field_and_reach_no_shard() {
         completion(
             good_token,
             Some(Outcome::Advance(Advance {
-                payload: Some(vec![0; 2000]),
+                payload: Some(vec![0; 2000].into()),
                 ..Advance::default()
             })),
         ),
@@ -273,7 +273,7 @@ async fn bad_lookups_and_admin_requests_reach_no_shard() {
     let update = UpdateRequest {
         queue: "jobs".into(),
         id: "e1".into(),
-        payload: Some(vec![0; 5000]),
+        payload: Some(vec![0; 5000].into()),
         ..UpdateRequest::default()
     };
     assert_refused(

@@ -64,7 +64,7 @@ impl Handler for Shipper {
                 id: event.id,
                 queue: event.queue,
                 attempt: request.attempt,
-                payload: event.payload,
+                payload: event.payload.to_vec(),
                 traceparent,
                 authorization,
             });
@@ -76,7 +76,7 @@ impl Handler for Shipper {
         Ok(Response::new(v1::HandleResponse {
             outcome: Some(v1::handle_response::Outcome::Advance(v1::Advance {
                 to: "shipped".into(),
-                payload: Some(b"label printed".to_vec()),
+                payload: Some(b"label printed".to_vec().into()),
                 headers: HashMap::from([("carrier".to_owned(), "dhl".to_owned())]),
                 delay: None,
             })),
@@ -144,7 +144,7 @@ async fn a_grpc_handler_is_retried_after_an_error_and_its_outcome_applied() {
         .collect();
     assert_eq!(calls, expected);
     let moved = cascade.get("shipped", &id).await.expect("advanced");
-    assert_eq!(moved.payload, b"label printed");
+    assert_eq!(moved.payload, &b"label printed"[..]);
     assert_eq!(
         moved.headers.get("carrier").map(String::as_str),
         Some("dhl")

@@ -125,7 +125,7 @@ impl Cascade {
             .ingest()
             .enqueue(v1::EnqueueRequest {
                 queue: queue.into(),
-                payload: payload.to_vec(),
+                payload: payload.to_vec().into(),
                 headers,
                 ..v1::EnqueueRequest::default()
             })

@@ -184,7 +184,7 @@ async fn advance_to_a_named_queue_carries_the_new_payload_and_headers() {
         .get("invoices", &id)
         .await
         .expect("advanced, same id");
-    assert_eq!(moved.payload, b"invoice for order");
+    assert_eq!(moved.payload, &b"invoice for order"[..]);
     assert_eq!(moved.headers.get("total").map(String::as_str), Some("99"));
     assert_eq!(
         moved.headers.get("tenant").map(String::as_str),

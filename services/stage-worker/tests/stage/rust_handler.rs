@@ -35,11 +35,11 @@ async fn an_sdk_handler_error_is_retried_then_its_advance_applied() {
             if attempt == 1 {
                 return Err("the image store is not up yet".into());
             }
-            let mut resized = event.payload.clone();
+            let mut resized = event.payload.to_vec();
             resized.extend_from_slice(b" (small)");
             Ok(Outcome::Advance {
                 to: Some("thumbnails".into()),
-                payload: Some(resized),
+                payload: Some(resized.into()),
                 headers: Default::default(),
                 delay: None,
             })
@@ -58,7 +58,7 @@ async fn an_sdk_handler_error_is_retried_then_its_advance_applied() {
     cascade.wait_for_completed("resize", 1).await;
     assert_eq!(*attempts.lock().expect("attempts"), vec![1, 2]);
     let moved = cascade.get("thumbnails", &id).await.expect("advanced");
-    assert_eq!(moved.payload, b"cat.png (small)");
+    assert_eq!(moved.payload, &b"cat.png (small)"[..]);
     handle.shutdown();
     running.await.expect("worker task").expect("a clean stop");
     cascade.stop().await;
@@ -98,7 +98,7 @@ async fn a_take_refused_for_the_outcome_it_carries_does_not_stop_the_worker() {
     cascade.create_queue("resize", quick_retries()).await;
     cascade.create_queue("archive", quick_retries()).await;
     let handler = handler_fn(|event, _attempt| async move {
-        Ok(match event.payload.as_slice() {
+        Ok(match &event.payload[..] {
             b"forbidden" => Outcome::Advance {
                 to: Some("archive".into()),
                 payload: None,

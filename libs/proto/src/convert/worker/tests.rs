@@ -63,7 +63,7 @@ fn takes_default_and_bound_their_fields() {
 fn completions_convert_every_outcome() {
     let advance = ProtoOutcome::Advance(v1::Advance {
         to: "ship".into(),
-        payload: Some(b"next".to_vec()),
+        payload: Some(b"next".to_vec().into()),
         headers: HashMap::from([("k".to_owned(), "v".to_owned())]),
         delay: Some(duration_to_proto(Duration::from_secs(1))),
     });
@@ -225,7 +225,7 @@ fn every_outcome_survives_the_gateways_validation() {
         Outcome::Ack,
         Outcome::Advance {
             to: Some("ship".into()),
-            payload: Some(b"next".to_vec()),
+            payload: Some(b"next".to_vec().into()),
             headers: BTreeMap::from([("k".to_owned(), "v".to_owned())]),
             delay: Some(Duration::from_millis(1500)),
         },
