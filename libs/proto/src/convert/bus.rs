@@ -5,7 +5,10 @@
 use cascade_core::{Delivery, EventId, QueueName, ScheduleEntry, validate_headers};
 
 use super::time::{timestamp_from_proto, timestamp_to_proto};
-use super::{ConvertError, field_at, headers_from_proto, headers_to_proto, invalid, under};
+use super::{
+    ConvertError, field_at, headers_from_proto, headers_to_proto, invalid, payload_from_proto,
+    under,
+};
 use crate::bus::v1 as bus;
 
 /// A hand-off of the sender's outbox entry `seq`.
@@ -42,7 +45,7 @@ pub fn delivery_from_proto(
     let domain = Delivery {
         queue,
         id,
-        payload: delivery.payload,
+        payload: payload_from_proto(delivery.payload),
         headers,
         activate_at,
         created_at,

@@ -18,7 +18,7 @@ use cascade_core::{
 use super::time::{
     duration_from_proto, duration_to_proto, timestamp_from_proto, timestamp_to_proto,
 };
-use super::{ConvertError, headers_from_proto, invalid};
+use super::{ConvertError, headers_from_proto, invalid, payload_from_proto};
 use crate::v1;
 use crate::v1::enqueue_request::When as ProtoWhen;
 
@@ -165,7 +165,7 @@ pub fn enqueue_from_proto(request: v1::EnqueueRequest) -> Result<EnqueueItem, Co
         destination,
         id,
         idempotency_key,
-        payload: request.payload,
+        payload: payload_from_proto(request.payload),
         headers,
         when,
     })
@@ -193,6 +193,7 @@ mod tests {
     use std::collections::HashMap;
 
     use super::*;
+    use crate::convert::COPIED_PAYLOAD_BYTES;
 
     fn request(queue: &str) -> v1::EnqueueRequest {
         v1::EnqueueRequest {
@@ -220,23 +221,43 @@ mod tests {
         assert_eq!(cmd.payload, &b"p"[..]);
     }
 
-    #[test]
-    fn a_payload_reaches_the_command_as_a_view_of_the_buffer_it_arrived_in() {
+    /// Whether `payload` lies inside `buffer`.
+    fn within(payload: &Bytes, buffer: &Bytes) -> bool {
+        let (inside, part) = (buffer.as_ptr_range(), payload.as_ptr_range());
+        inside.start <= part.start && part.end <= inside.end
+    }
+
+    /// The command's payload from a request of `bytes` payload bytes decoded out of one
+    /// buffer, and that buffer.
+    fn received(bytes: usize) -> (Bytes, Bytes) {
         use prost::Message;
         let mut sent = request("jobs");
-        sent.payload = Bytes::from(vec![7u8; 4096]);
+        sent.payload = Bytes::from(vec![7u8; bytes]);
         let wire = Bytes::from(sent.encode_to_vec());
         let received = v1::EnqueueRequest::decode(wire.clone()).expect("decodes");
         let item = enqueue_from_proto(received).expect("valid");
         let cmd = item
             .into_command(Timestamp::from_micros(5))
             .expect("command");
-        assert_eq!(cmd.payload, vec![7u8; 4096]);
-        let inside = wire.as_ptr_range();
-        let payload = cmd.payload.as_ptr_range();
+        assert_eq!(cmd.payload, vec![7u8; bytes]);
+        (cmd.payload, wire)
+    }
+
+    #[test]
+    fn a_large_payload_reaches_the_command_as_a_view_of_the_buffer_it_arrived_in() {
+        let (payload, wire) = received(COPIED_PAYLOAD_BYTES + 1);
         assert!(
-            inside.start <= payload.start && payload.end <= inside.end,
-            "the payload was copied out of the message's buffer"
+            within(&payload, &wire),
+            "copied out of the message's buffer"
+        );
+    }
+
+    #[test]
+    fn a_small_payload_is_copied_so_that_the_buffer_goes_with_the_request() {
+        let (payload, wire) = received(COPIED_PAYLOAD_BYTES);
+        assert!(
+            !within(&payload, &wire),
+            "still a view of the message's buffer"
         );
     }
 

@@ -16,7 +16,7 @@ use cascade_core::{
 use super::enqueue::When;
 use super::queue::queue_name_from_proto;
 use super::time::{duration_from_proto, timestamp_from_proto};
-use super::{ConvertError, headers_from_proto, invalid};
+use super::{ConvertError, headers_from_proto, invalid, payload_from_proto};
 use crate::v1;
 use crate::v1::update_request::When as ProtoWhen;
 
@@ -74,7 +74,7 @@ pub fn update_from_proto(request: v1::UpdateRequest) -> Result<UpdateItem, Conve
     };
     Ok(UpdateItem {
         event,
-        payload: request.payload,
+        payload: request.payload.map(payload_from_proto),
         headers,
         when,
     })

@@ -89,6 +89,21 @@ pub(crate) fn invalid(prefix: &str, field: &str, reason: impl Into<String>) -> C
     ))
 }
 
+/// Payloads up to this size are copied out of the message they arrived in; larger ones stay
+/// views of its buffer. tonic reads each request into a buffer of 8 KiB or more, and a view
+/// holds all of it until the shard has written the event: 4,096 unary enqueues in flight (the
+/// gateway's default bound) of 100 bytes each would hold 32 MiB instead of 400 KiB.
+pub(crate) const COPIED_PAYLOAD_BYTES: usize = 4096;
+
+/// A received payload as the domain keeps it: see [`COPIED_PAYLOAD_BYTES`].
+pub(crate) fn payload_from_proto(payload: bytes::Bytes) -> bytes::Bytes {
+    if payload.len() <= COPIED_PAYLOAD_BYTES {
+        bytes::Bytes::copy_from_slice(&payload)
+    } else {
+        payload
+    }
+}
+
 /// Proto maps are hash maps; the domain keeps headers ordered.
 pub(crate) fn headers_from_proto(
     headers: &std::collections::HashMap<String, String>,

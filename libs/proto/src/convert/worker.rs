@@ -10,7 +10,7 @@ use super::time::{
     duration_from_proto, duration_to_proto, optional_duration_from_proto, timestamp_from_proto,
     timestamp_to_proto,
 };
-use super::{ConvertError, field_at, headers_from_proto, invalid, under};
+use super::{ConvertError, field_at, headers_from_proto, invalid, payload_from_proto, under};
 use crate::v1;
 use crate::v1::completion::Outcome as ProtoOutcome;
 use crate::v1::handle_response::Outcome as HandleOutcome;
@@ -188,7 +188,7 @@ pub fn outcome_from_proto(
         Some(ProtoOutcome::Ack(_)) => Outcome::Ack,
         Some(ProtoOutcome::Advance(advance)) => Outcome::Advance {
             to: (!advance.to.is_empty()).then_some(advance.to),
-            payload: advance.payload,
+            payload: advance.payload.map(payload_from_proto),
             headers: headers_from_proto(&advance.headers),
             delay: optional_duration_from_proto(
                 advance.delay.as_ref(),
