@@ -97,7 +97,7 @@ mod tests {
         Event {
             id: EventId::parse("e1").expect("id"),
             queue: QueueName::parse("jobs").expect("queue"),
-            payload: Vec::new().into(),
+            payload: Default::default(),
             headers: BTreeMap::new(),
             activate_at: Timestamp::ZERO,
             state: EventState::Leased,

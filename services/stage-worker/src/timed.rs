@@ -109,7 +109,7 @@ mod tests {
         Event {
             id: cascade_core::EventId::parse("e1").expect("id"),
             queue: cascade_core::QueueName::parse("orders.validate").expect("queue"),
-            payload: Vec::new().into(),
+            payload: Default::default(),
             headers: Default::default(),
             activate_at: cascade_core::Timestamp::ZERO,
             state: cascade_core::EventState::Leased,
