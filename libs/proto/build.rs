@@ -8,8 +8,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     println!("cargo:rerun-if-changed={}", root.display());
     println!("cargo:rerun-if-env-changed=PROTOC");
     let mut config = tonic_prost_build::Config::new();
-    // Payloads decode as slices of the buffer they arrived in, with no copy, and travel as
-    // such to the shard.
+    // Payloads decode as views of the buffer they arrived in, with no copy; the conversion to
+    // domain values decides which stay views (`convert::payload_from_proto`).
     config.bytes(["."]);
     let mut includes = vec![root.clone()];
     if std::env::var_os("PROTOC").is_none() {

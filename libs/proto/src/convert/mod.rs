@@ -15,6 +15,8 @@
 //! documents what 0 means (usually "the default"). Times are microseconds in the domain:
 //! the nanoseconds of a protobuf `Timestamp` or `Duration` below a microsecond are dropped.
 
+use bytes::Bytes;
+
 mod bus;
 mod enqueue;
 mod error;
@@ -96,9 +98,9 @@ pub(crate) fn invalid(prefix: &str, field: &str, reason: impl Into<String>) -> C
 pub(crate) const COPIED_PAYLOAD_BYTES: usize = 4096;
 
 /// A received payload as the domain keeps it: see [`COPIED_PAYLOAD_BYTES`].
-pub(crate) fn payload_from_proto(payload: bytes::Bytes) -> bytes::Bytes {
+pub(crate) fn payload_from_proto(payload: Bytes) -> Bytes {
     if payload.len() <= COPIED_PAYLOAD_BYTES {
-        bytes::Bytes::copy_from_slice(&payload)
+        Bytes::copy_from_slice(&payload)
     } else {
         payload
     }
