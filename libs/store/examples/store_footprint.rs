@@ -7,24 +7,31 @@
 //! as it is (the log, which the next open would replay, is not read) and counts sled's `db`
 //! file, not its snapshot.
 //!
-//! `... --example store_footprint -- --sled ENTRIES VALUE_BYTES` writes ENTRIES keys of 37
-//! bytes with random values of VALUE_BYTES into a new sled tree in a scratch directory, one
-//! insert at a time in key order as a checkpoint does, and prints sled's file size per entry:
-//! its cost of an entry of a given size, whatever the layout above it.
+//! `... --example store_footprint -- --sled ENTRIES VALUE_BYTES [SEGMENT_BYTES]` writes ENTRIES
+//! keys of 37 bytes with random values of VALUE_BYTES into a new sled tree in a scratch
+//! directory (sled's segments of SEGMENT_BYTES, its default 512 KiB unless given), one insert
+//! at a time in key order as a checkpoint does, and prints sled's file size per entry, what
+//! it wrote beside it as blob files (a node too large for a quarter of a segment), and how
+//! long the inserts and the flush took: its cost of an entry of a given size, whatever the
+//! layout above it.
 
 use std::collections::BTreeMap;
 use std::path::Path;
+use std::time::Instant;
 
 type BoxError = Box<dyn std::error::Error>;
 
 fn main() -> Result<(), BoxError> {
     let args: Vec<String> = std::env::args().skip(1).collect();
     match args.as_slice() {
-        [flag, entries, value_bytes] if flag == "--sled" => {
-            sled_cost(entries.parse()?, value_bytes.parse()?)
+        [flag, entries, value_bytes, segment @ ..] if flag == "--sled" && segment.len() <= 1 => {
+            let segment = segment.first().map(|s| s.parse()).transpose()?;
+            sled_cost(entries.parse()?, value_bytes.parse()?, segment)
         }
         [dir] => keyspaces(Path::new(dir)),
-        _ => Err("usage: store_footprint STORE_DIR | --sled ENTRIES VALUE_BYTES".into()),
+        _ => Err(
+            "usage: store_footprint STORE_DIR | --sled ENTRIES VALUE_BYTES [SEGMENT_BYTES]".into(),
+        ),
     }
 }
 
@@ -59,12 +66,15 @@ fn keyspaces(dir: &Path) -> Result<(), BoxError> {
     Ok(())
 }
 
-fn sled_cost(entries: u64, value_bytes: usize) -> Result<(), BoxError> {
+fn sled_cost(entries: u64, value_bytes: usize, segment: Option<usize>) -> Result<(), BoxError> {
     let scratch = tempfile::tempdir()?;
-    let db = sled::Config::new()
+    let mut config = sled::Config::new()
         .path(scratch.path())
-        .flush_every_ms(None)
-        .open()?;
+        .flush_every_ms(None);
+    if let Some(segment) = segment {
+        config = config.segment_size(segment);
+    }
+    let db = config.open()?;
     let mut random = 0x9E37_79B9_7F4A_7C15u64;
     let mut next = || {
         random ^= random << 13;
@@ -72,6 +82,7 @@ fn sled_cost(entries: u64, value_bytes: usize) -> Result<(), BoxError> {
         random ^= random << 17;
         random
     };
+    let started = Instant::now();
     for n in 0..entries {
         // The shape of an event key: a prefix byte, a queue ID, a sequence, an ID's tail.
         let mut key = vec![0x10; 9];
@@ -81,13 +92,35 @@ fn sled_cost(entries: u64, value_bytes: usize) -> Result<(), BoxError> {
         db.insert(key, value)?;
     }
     db.flush()?;
+    let took = started.elapsed();
     drop(db);
     let file = std::fs::metadata(scratch.path().join("db"))?.len();
+    let (blobs, blob_bytes) = files_under(&scratch.path().join("blobs"))?;
     let entry = 37 + value_bytes as u64;
+    let on_disk = file + blob_bytes;
     println!(
-        "{entries} entries of {entry} bytes: sled's file {file} bytes, {:.0} per entry ({:.2}x)",
-        file as f64 / entries as f64,
-        file as f64 / (entries * entry) as f64
+        "{entries} entries of {entry} bytes: sled's file {file} bytes and {blobs} blob files of \
+         {blob_bytes}, {:.0} per entry ({:.2}x); inserts and flush {:.2} s, {:.1} µs per entry",
+        on_disk as f64 / entries as f64,
+        on_disk as f64 / (entries * entry) as f64,
+        took.as_secs_f64(),
+        took.as_secs_f64() * 1e6 / entries as f64,
     );
     Ok(())
+}
+
+/// Files under `dir` and their bytes; none when it does not exist.
+fn files_under(dir: &Path) -> Result<(u64, u64), BoxError> {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return Ok((0, 0));
+    };
+    let (mut files, mut bytes) = (0, 0);
+    for entry in entries {
+        let meta = entry?.metadata()?;
+        if meta.is_file() {
+            files += 1;
+            bytes += meta.len();
+        }
+    }
+    Ok((files, bytes))
 }

@@ -4,7 +4,7 @@
 //! append-only file fsynced on every write, PostgreSQL with a `SKIP LOCKED` job table and
 //! `synchronous_commit = on`, NATS JetStream with file storage (no per-message fsync in the
 //! Debian server), and `cascade standalone` with its defaults (one shard, fsync). 100-byte
-//! payloads, 16 queues.
+//! payloads (unless told otherwise), 16 queues.
 //!
 //! Scenarios: `enqueue` (unary, 1, 16 and 256 producers, one connection each; for Cascade
 //! also from a stock tonic client, and the same load of calls that do nothing, the gRPC
@@ -22,7 +22,8 @@
 //! all). Environment: `CASCADE_BENCH_SECS` (window, default 10), `CASCADE_BENCH_WARMUP_SECS`
 //! (2), `CASCADE_BENCH_BACKLOG` (500,000), `CASCADE_BENCH_STORED` and
 //! `CASCADE_BENCH_PENDING` (the scale scenario's per-user queues and timers, 1,000,000
-//! each), `CASCADE_BENCH_POLL=1` (Cascade's delayed consumers poll as Redis's and
+//! each), `CASCADE_BENCH_PAYLOAD_BYTES` (every event's payload, 100; at least 16),
+//! `CASCADE_BENCH_POLL=1` (Cascade's delayed consumers poll as Redis's and
 //! PostgreSQL's must, instead of waiting in a long-poll `Take`). Under `cargo test
 //! --all-targets` (no `--bench`) every scenario runs briefly against every system, proving
 //! the harness works.
@@ -152,6 +153,7 @@ fn main() -> Result<(), BoxError> {
     let dir = tempfile::tempdir()?;
     let disk = raw_fsync(dir.path(), plan.probe)?;
     println!("{}", disk_line(&disk, dir.path()));
+    println!("payloads: {} bytes", systems::payload_bytes());
     let mut rows = Vec::new();
     for &system in systems.iter().filter(|_| !scenarios.is_empty()) {
         let scratch = tempfile::tempdir_in(dir.path())?;

@@ -11,15 +11,18 @@ use std::time::{Duration, Instant};
 use cascade_e2e::process::cpu_ticks;
 use tokio::task::JoinSet;
 
-use crate::systems::{Item, Peer, Producing, due_of, now_micros, payload};
+use crate::systems::{Item, Peer, Producing, due_of, now_micros, payload, payload_bytes};
 use crate::{BoxError, Plan};
 
 /// Queues per scenario; producers go round them, consumers share them out.
 pub const QUEUES: usize = 16;
 /// Events per take, and per acknowledgement.
 pub const BATCH: usize = 100;
-/// Events per bulk enqueue while filling a backlog.
+/// Events per bulk enqueue while filling a backlog, at most...
 const FILL_CHUNK: usize = 1000;
+/// ...and payload bytes per bulk enqueue at most (Cascade refuses an `EnqueueBatch` of more
+/// than `ingest.max_batch_bytes`, 16 MiB by default).
+const FILL_CHUNK_BYTES: usize = 8 << 20;
 /// Consumers of the delayed scenario on a system without a long poll, each going round
 /// `QUEUES / DELAYED_CONSUMERS` of the queues.
 const DELAYED_CONSUMERS: usize = 4;
@@ -163,7 +166,8 @@ pub async fn fill<P: Peer>(
         let (queue, due) = (queue.clone(), due.clone());
         let mine: Vec<usize> = (q..count).step_by(queues.len()).collect();
         tasks.spawn(async move {
-            for chunk in mine.chunks(FILL_CHUNK) {
+            let chunk_events = (FILL_CHUNK_BYTES / payload_bytes()).clamp(1, FILL_CHUNK);
+            for chunk in mine.chunks(chunk_events) {
                 let items = chunk
                     .iter()
                     .map(|&i| {

@@ -5,6 +5,7 @@
 //! module.
 
 use std::future::Future;
+use std::sync::OnceLock;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use cascade_client::{Client, api};
@@ -12,25 +13,43 @@ use cascade_e2e::bench::AckingConsumer;
 
 use crate::BoxError;
 
-/// Bytes of every event's payload.
-pub const PAYLOAD_BYTES: usize = 100;
+/// Bytes of every event's payload unless `CASCADE_BENCH_PAYLOAD_BYTES` says otherwise.
+const DEFAULT_PAYLOAD_BYTES: usize = 100;
+/// The number and due time every payload starts with.
+const PAYLOAD_HEAD: usize = 16;
+
+/// Bytes of every event's payload: `CASCADE_BENCH_PAYLOAD_BYTES`, default 100, read once.
+pub fn payload_bytes() -> usize {
+    static BYTES: OnceLock<usize> = OnceLock::new();
+    *BYTES.get_or_init(|| match std::env::var("CASCADE_BENCH_PAYLOAD_BYTES") {
+        Err(_) => DEFAULT_PAYLOAD_BYTES,
+        Ok(value) => value
+            .parse()
+            .ok()
+            .filter(|&bytes| bytes >= PAYLOAD_HEAD)
+            .unwrap_or_else(|| {
+                panic!("CASCADE_BENCH_PAYLOAD_BYTES={value}: give a number of bytes, at least {PAYLOAD_HEAD}")
+            }),
+    })
+}
 
 /// A payload: the event's number and when it is due (µs since the epoch; 0: at once), then
-/// pseudo-random bytes up to [`PAYLOAD_BYTES`]. The number makes every payload unique (Redis
+/// pseudo-random bytes up to [`payload_bytes`]. The number makes every payload unique (Redis
 /// keeps leased events in a sorted set by value); the random rest makes it incompressible, so
 /// that no system's disk use gains from a compression that real payloads would not allow.
 pub fn payload(number: u64, due_micros: u64) -> Vec<u8> {
-    let mut bytes = Vec::with_capacity(PAYLOAD_BYTES);
+    let size = payload_bytes();
+    let mut bytes = Vec::with_capacity(size);
     bytes.extend_from_slice(&number.to_be_bytes());
     bytes.extend_from_slice(&due_micros.to_be_bytes());
     // xorshift64*, seeded by the number: cheap, and different for every event.
     let mut state = number.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-    while bytes.len() < PAYLOAD_BYTES {
+    while bytes.len() < size {
         state ^= state >> 12;
         state ^= state << 25;
         state ^= state >> 27;
         let word = state.wrapping_mul(0x2545_F491_4F6C_DD1D).to_le_bytes();
-        let take = word.len().min(PAYLOAD_BYTES - bytes.len());
+        let take = word.len().min(size - bytes.len());
         bytes.extend_from_slice(&word[..take]);
     }
     bytes
