@@ -5,6 +5,9 @@ use anyhow::Context;
 use cascade_service::{Process, ServiceFlags, Settings};
 use clap::Parser;
 
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 #[derive(Parser)]
 #[command(
     version,
