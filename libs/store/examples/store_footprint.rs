@@ -5,7 +5,8 @@
 //! per keyspace, how many entries it holds and their average key and value sizes, beside
 //! sled's file size: the bytes the layout asks for against the bytes on disk. It reads sled
 //! as it is (the log, which the next open would replay, is not read) and counts sled's `db`
-//! file, not its snapshot.
+//! file and the blob files beside it (nodes too large for a quarter of a segment), not its
+//! snapshot.
 //!
 //! `... --example store_footprint -- --sled ENTRIES VALUE_BYTES [SEGMENT_BYTES]` writes ENTRIES
 //! keys of 37 bytes with random values of VALUE_BYTES into a new sled tree in a scratch
@@ -59,9 +60,11 @@ fn keyspaces(dir: &Path) -> Result<(), BoxError> {
         total += keys + values;
     }
     let file = std::fs::metadata(state.join("db"))?.len();
+    let (blobs, blob_bytes) = files_under(&state.join("blobs"))?;
     println!(
-        "keys and values: {total} bytes; sled's file: {file} bytes ({:.2}x)",
-        file as f64 / total as f64
+        "keys and values: {total} bytes; sled's file: {file} bytes and {blobs} blob files of \
+         {blob_bytes} ({:.2}x)",
+        (file + blob_bytes) as f64 / total as f64
     );
     Ok(())
 }
