@@ -3,7 +3,8 @@
 //! shards. First `cascade standalone`, then the distributed mode (`cascade-ingest`, 2
 //! `cascade-dispatcher` and 2 `cascade-activation-timer` processes over one `nats-server`);
 //! every scenario prints its figure in both modes and their ratio, beside the disk's raw
-//! fdatasync rate measured in the same run. `standalone-tls` is `cascade standalone` with TLS
+//! fdatasync rate measured in the same run; `unary` and `steady` also print the cores each
+//! server process and the load generator used in their window (from `/proc/<pid>/stat`). `standalone-tls` is `cascade standalone` with TLS
 //! on its gRPC port (a certificate this benchmark makes), every client speaking TLS: its
 //! ratio to `standalone` is the cost of TLS. The load generator shares the machine's cores
 //! with the servers, as it would on a 2-core box.
@@ -32,6 +33,7 @@ use std::time::{Duration, Instant};
 use cascade_client::{Client, ClientOptions, api};
 use cascade_e2e::bench::AckingConsumer;
 use cascade_e2e::pki::TestCa;
+use cascade_e2e::process::cpu_ticks;
 use cascade_e2e::{Cluster, Mode};
 use tokio::task::JoinSet;
 
@@ -46,6 +48,8 @@ const BACKLOG: u64 = 20_000;
 const FILL_WINDOW: Duration = Duration::from_secs(10);
 /// How long a `steady` consumer's take waits for a first event.
 const TAKE_WAIT: Duration = Duration::from_millis(20);
+/// The kernel's clock ticks per second for `/proc` times.
+const TICKS_PER_SECOND: f64 = 100.0;
 
 struct Plan {
     producers: usize,
@@ -122,10 +126,12 @@ fn main() -> Result<(), BoxError> {
     Ok(())
 }
 
-/// The gateway's address and what its clients need to reach it.
+/// The gateway's address and what its clients need to reach it, and the cluster's
+/// processes (for their CPU time).
 struct Gateway {
     addr: String,
     options: ClientOptions,
+    processes: Vec<(String, u32)>,
 }
 
 impl Gateway {
@@ -145,6 +151,7 @@ fn start(mode: &str, dir: &std::path::Path) -> (Cluster, Gateway) {
         let gateway = Gateway {
             addr: cluster.gateway().to_owned(),
             options: ClientOptions::default(),
+            processes: cluster.processes(),
         };
         return (cluster, gateway);
     }
@@ -165,6 +172,7 @@ fn start(mode: &str, dir: &std::path::Path) -> (Cluster, Gateway) {
             ca_pem: Some(ca.cert_pem().into_bytes()),
             ..ClientOptions::default()
         },
+        processes: cluster.processes(),
     };
     (cluster, gateway)
 }
@@ -210,11 +218,29 @@ impl Counters {
 }
 
 /// Waits out the warm-up, then counts `count` over the window: per second.
-async fn measure(plan: &Plan, count: impl Fn() -> u64) -> f64 {
+/// The rate over the window after the warm-up, and the cores each server process and this
+/// one (the load generator) used in it: `cores: ingest 0.43, dispatcher-0 0.33, …`.
+async fn measure(plan: &Plan, gateway: &Gateway, count: impl Fn() -> u64) -> (f64, String) {
     tokio::time::sleep(plan.warmup).await;
-    let (start, at) = (count(), Instant::now());
+    let mut processes = gateway.processes.clone();
+    processes.push(("load generator".into(), std::process::id()));
+    let ticks = || -> Vec<Option<u64>> { processes.iter().map(|p| cpu_ticks(p.1)).collect() };
+    let (start, ticks_before, at) = (count(), ticks(), Instant::now());
     tokio::time::sleep(plan.window).await;
-    (count() - start) as f64 / at.elapsed().as_secs_f64()
+    let (end, ticks_after, seconds) = (count(), ticks(), at.elapsed().as_secs_f64());
+    let cores: Vec<String> = processes
+        .iter()
+        .zip(ticks_before.iter().zip(&ticks_after))
+        .filter_map(|((name, _), (before, after))| {
+            let used = after.as_ref()?.checked_sub((*before)?)?;
+            Some(format!(
+                "{name} {:.2}",
+                used as f64 / TICKS_PER_SECOND / seconds
+            ))
+        })
+        .collect();
+    let rate = (end - start) as f64 / seconds;
+    (rate, format!("cores: {}", cores.join(", ")))
 }
 
 async fn stop_all(
@@ -251,14 +277,14 @@ async fn unary(
             Ok(latencies)
         });
     }
-    let rate = measure(plan, || counters.enqueued.load(Ordering::Relaxed)).await;
+    let (rate, cores) = measure(plan, gateway, || counters.enqueued.load(Ordering::Relaxed)).await;
     let mut latencies = stop_all(&counters, tasks).await?;
     latencies.sort();
     let pct = |p: f64| latencies[((latencies.len() - 1) as f64 * p) as usize];
     Ok((
         rate,
         format!(
-            "{rate:>9.0} enqueues/s   {UNARY_CLIENTS} clients x unary Enqueue; latency p50 {:?} p99 {:?} (whole run)",
+            "{rate:>9.0} enqueues/s   {UNARY_CLIENTS} clients x unary Enqueue; latency p50 {:?} p99 {:?} (whole run); {cores}",
             pct(0.50),
             pct(0.99)
         ),
@@ -355,12 +381,12 @@ async fn steady(
             Ok(Vec::new())
         });
     }
-    let rate = measure(plan, || counters.acked.load(Ordering::Relaxed)).await;
+    let (rate, cores) = measure(plan, gateway, || counters.acked.load(Ordering::Relaxed)).await;
     stop_all(&counters, tasks).await?;
     Ok((
         rate,
         format!(
-            "{rate:>9.0} events/s through   {} producers x EnqueueBatch of {BATCH}, {} consumers x Take {BATCH} carrying the last batch's acks, backlog <= {BACKLOG}",
+            "{rate:>9.0} events/s through   {} producers x EnqueueBatch of {BATCH}, {} consumers x Take {BATCH} carrying the last batch's acks, backlog <= {BACKLOG}; {cores}",
             plan.producers, plan.consumers
         ),
     ))

@@ -286,6 +286,19 @@ impl Cluster {
         self.front.process.pid()
     }
 
+    /// Every server process of the cluster by name (`cascade-standalone`; `ingest`,
+    /// `dispatcher-0`, …, `nats-server`) and process ID, for their CPU time.
+    pub fn processes(&self) -> Vec<(String, u32)> {
+        let services = std::iter::once(&self.front)
+            .chain(&self.dispatchers)
+            .chain(&self.timers)
+            .map(|s| &s.process);
+        services
+            .chain(&self.nats)
+            .map(|p| (p.name.clone(), p.pid()))
+            .collect()
+    }
+
     /// What standalone, or the gateway in the distributed mode, logged so far.
     pub fn front_log(&self) -> String {
         self.front.process.log()
