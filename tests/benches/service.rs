@@ -4,9 +4,9 @@
 //! `cascade-dispatcher` and 2 `cascade-activation-timer` processes over one `nats-server`);
 //! every scenario prints its figure in both modes and their ratio, beside the disk's raw
 //! fdatasync rate measured in the same run; `unary` and `steady` also print the cores each
-//! server process and the load generator used in their window (from `/proc/<pid>/stat`). `standalone-tls` is `cascade standalone` with TLS
-//! on its gRPC port (a certificate this benchmark makes), every client speaking TLS: its
-//! ratio to `standalone` is the cost of TLS. The load generator shares the machine's cores
+//! server process and the load generator used in their window (from `/proc/<pid>/stat`).
+//! `standalone-tls` is `cascade standalone` with TLS on its gRPC port (a certificate this
+//! benchmark makes), every client speaking TLS: its ratio to `standalone` is the cost of TLS. The load generator shares the machine's cores
 //! with the servers, as it would on a 2-core box.
 //!
 //! Scenarios, each on its own 16 queues (spread over both shards):
@@ -33,7 +33,7 @@ use std::time::{Duration, Instant};
 use cascade_client::{Client, ClientOptions, api};
 use cascade_e2e::bench::AckingConsumer;
 use cascade_e2e::pki::TestCa;
-use cascade_e2e::process::cpu_ticks;
+use cascade_e2e::process::{TICKS_PER_SECOND, cpu_ticks};
 use cascade_e2e::{Cluster, Mode};
 use tokio::task::JoinSet;
 
@@ -48,8 +48,6 @@ const BACKLOG: u64 = 20_000;
 const FILL_WINDOW: Duration = Duration::from_secs(10);
 /// How long a `steady` consumer's take waits for a first event.
 const TAKE_WAIT: Duration = Duration::from_millis(20);
-/// The kernel's clock ticks per second for `/proc` times.
-const TICKS_PER_SECOND: f64 = 100.0;
 
 struct Plan {
     producers: usize,
@@ -217,9 +215,9 @@ impl Counters {
     }
 }
 
-/// Waits out the warm-up, then counts `count` over the window: per second.
-/// The rate over the window after the warm-up, and the cores each server process and this
-/// one (the load generator) used in it: `cores: ingest 0.43, dispatcher-0 0.33, …`.
+/// Waits out the warm-up, then counts `count` over the window: the rate per second, and the
+/// cores each server process and this one (the load generator) used in it, as `cores:
+/// ingest 0.43, dispatcher-0 0.33, …`.
 async fn measure(plan: &Plan, gateway: &Gateway, count: impl Fn() -> u64) -> (f64, String) {
     tokio::time::sleep(plan.warmup).await;
     let mut processes = gateway.processes.clone();

@@ -41,6 +41,9 @@ pub fn stat_ticks(stat: &str) -> Option<(String, u64)> {
     Some((name, utime + stime))
 }
 
+/// Clock ticks (USER_HZ) per second, the unit of [`cpu_ticks`] on Linux.
+pub const TICKS_PER_SECOND: f64 = 100.0;
+
 /// The CPU time process `pid` has used, in clock ticks (USER_HZ, 100 a second on Linux).
 pub fn cpu_ticks(pid: u32) -> Option<u64> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use cascade_e2e::process::cpu_ticks;
+use cascade_e2e::process::{TICKS_PER_SECOND, cpu_ticks};
 use tokio::task::JoinSet;
 
 use crate::systems::{Item, Peer, Producing, due_of, now_micros, payload, payload_bytes};
@@ -28,8 +28,6 @@ const FILL_CHUNK_BYTES: usize = 8 << 20;
 const DELAYED_CONSUMERS: usize = 4;
 /// Pause of a polling consumer whose whole round of queues found nothing due.
 const IDLE_PAUSE: Duration = Duration::from_millis(1);
-/// The kernel's clock ticks per second for `/proc` times.
-const TICKS_PER_SECOND: f64 = 100.0;
 
 /// What a scenario measured.
 pub struct Measured {
