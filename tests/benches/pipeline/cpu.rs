@@ -5,10 +5,7 @@
 use std::collections::BTreeMap;
 use std::time::Instant;
 
-use cascade_e2e::process::stat_ticks;
-
-/// The kernel's clock ticks per second for `/proc` times (USER_HZ, 100 on Linux).
-const TICKS_PER_SECOND: f64 = 100.0;
+use cascade_e2e::process::{TICKS_PER_SECOND, stat_ticks};
 
 pub struct CpuClock {
     at: Instant,
