@@ -59,8 +59,7 @@ fn keyspaces(dir: &Path) -> Result<(), BoxError> {
         );
         total += keys + values;
     }
-    let file = std::fs::metadata(state.join("db"))?.len();
-    let (blobs, blob_bytes) = files_under(&state.join("blobs"))?;
+    let (file, blobs, blob_bytes) = sled_files(&state)?;
     println!(
         "keys and values: {total} bytes; sled's file: {file} bytes and {blobs} blob files of \
          {blob_bytes} ({:.2}x)",
@@ -97,8 +96,7 @@ fn sled_cost(entries: u64, value_bytes: usize, segment: Option<usize>) -> Result
     db.flush()?;
     let took = started.elapsed();
     drop(db);
-    let file = std::fs::metadata(scratch.path().join("db"))?.len();
-    let (blobs, blob_bytes) = files_under(&scratch.path().join("blobs"))?;
+    let (file, blobs, blob_bytes) = sled_files(scratch.path())?;
     let entry = 37 + value_bytes as u64;
     let on_disk = file + blob_bytes;
     println!(
@@ -112,18 +110,20 @@ fn sled_cost(entries: u64, value_bytes: usize, segment: Option<usize>) -> Result
     Ok(())
 }
 
-/// Files under `dir` and their bytes; none when it does not exist.
-fn files_under(dir: &Path) -> Result<(u64, u64), BoxError> {
-    let Ok(entries) = std::fs::read_dir(dir) else {
-        return Ok((0, 0));
+/// What sled keeps in `dir`: its `db` file's bytes, and the blob files beside it (nodes too
+/// large for a quarter of a segment) with their bytes.
+fn sled_files(dir: &Path) -> Result<(u64, u64, u64), BoxError> {
+    let file = std::fs::metadata(dir.join("db"))?.len();
+    let Ok(entries) = std::fs::read_dir(dir.join("blobs")) else {
+        return Ok((file, 0, 0));
     };
-    let (mut files, mut bytes) = (0, 0);
+    let (mut blobs, mut bytes) = (0, 0);
     for entry in entries {
         let meta = entry?.metadata()?;
         if meta.is_file() {
-            files += 1;
+            blobs += 1;
             bytes += meta.len();
         }
     }
-    Ok((files, bytes))
+    Ok((file, blobs, bytes))
 }
