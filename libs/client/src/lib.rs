@@ -3,12 +3,17 @@
 //! message of the contract is available as is. A worker calls through [`WorkerCalls`], which
 //! in the process that serves the gateway skips the connection.
 //!
+//! A service whose many tasks enqueue one event each shares a [`BatchingEnqueuer`]
+//! ([`Client::batching_enqueuer`]): their events go together as `EnqueueBatch` calls, and
+//! each task is answered for its own.
+//!
 //! [`ClientOptions`] carry what a secured gateway asks for: TLS (the gateway's CA, and a
 //! client certificate for mutual TLS) and a bearer token, sent on every call as
 //! `authorization: Bearer <token>`. An `https://` address speaks TLS, trusting the given CA
 //! or else the system's roots; an address without a scheme is `https://` when TLS options
 //! are given and `http://` otherwise.
 
+mod batching;
 mod worker_calls;
 
 use std::path::Path;
@@ -23,6 +28,7 @@ use tonic::service::Interceptor;
 use tonic::service::interceptor::InterceptedService;
 use tonic::transport::{Certificate, Channel, ClientTlsConfig, Endpoint, Identity};
 
+pub use batching::{BatchingEnqueuer, BatchingOptions};
 pub use cascade_proto::v1 as api;
 pub use worker_calls::WorkerCalls;
 
@@ -184,6 +190,12 @@ impl Client {
 
     pub fn ingest(&self) -> IngestClient<Connection> {
         IngestClient::new(self.connection()).max_decoding_message_size(MAX_RESPONSE_BYTES)
+    }
+
+    /// An enqueuer that many tasks share (clone it), sending their events together as
+    /// `EnqueueBatch` calls. Call it inside a Tokio runtime.
+    pub fn batching_enqueuer(&self, options: BatchingOptions) -> BatchingEnqueuer {
+        BatchingEnqueuer::start(self.ingest(), options)
     }
 
     pub fn worker(&self) -> WorkerClient<Connection> {

@@ -4,15 +4,18 @@
 //!   `IngestClient` on a `Channel`, beside `cascade-client`'s;
 //! - **gRPC floor**: a unary call that does no work, the health `Check`, through the same
 //!   server, its layers (authentication, admission) and the same kind of client: what any
-//!   unary call costs before Cascade does anything.
+//!   unary call costs before Cascade does anything;
+//! - **one channel, unary calls**: producers sharing one `cascade-client` connection, each
+//!   event its own `Enqueue` call on it, beside the batching enqueuer of the `shared` rows.
 
+use cascade_client::Client;
 use cascade_client::api::ingest_client::IngestClient;
 use tonic::transport::Channel;
 use tonic_health::pb::HealthCheckRequest;
 use tonic_health::pb::health_client::HealthClient;
 
 use crate::BoxError;
-use crate::systems::{Item, Producing, request};
+use crate::systems::{Cascade, Item, Producing, request};
 
 pub struct StockTonic {
     pub addr: String,
@@ -20,6 +23,19 @@ pub struct StockTonic {
 
 pub struct GrpcFloor {
     pub addr: String,
+}
+
+/// One `cascade-client` connection that every producer shares.
+pub struct OneChannel {
+    client: Client,
+}
+
+impl OneChannel {
+    pub async fn connect(addr: &str) -> Result<OneChannel, BoxError> {
+        Ok(OneChannel {
+            client: Client::connect(addr).await?,
+        })
+    }
 }
 
 async fn channel(addr: &str) -> Result<Channel, BoxError> {
@@ -65,5 +81,18 @@ impl Producing for GrpcFloor {
         };
         client.check(check).await?;
         Ok(())
+    }
+}
+
+impl Producing for OneChannel {
+    type Producer = Client;
+    const NAME: &'static str = "Cascade, one channel, unary";
+
+    async fn producer(&self) -> Result<Client, BoxError> {
+        Ok(self.client.clone())
+    }
+
+    async fn enqueue(client: &mut Client, queue: &str, item: Item) -> Result<(), BoxError> {
+        Cascade::enqueue(client, queue, item).await
     }
 }

@@ -8,7 +8,10 @@
 //!
 //! Scenarios: `enqueue` (unary, 1, 16 and 256 producers, one connection each; for Cascade
 //! also from a stock tonic client, and the same load of calls that do nothing, the gRPC
-//! floor: see `floor.rs`), `take` (take and ack in batches of 100 from a backlog, 1 and 16
+//! floor: see `floor.rs`), `shared` (16 and 256 producers sharing one client, as the tasks
+//! of one service would: Cascade's batching enqueuer, Redis's multiplexed connection,
+//! NATS's connection, one PostgreSQL connection; for Cascade also unary calls on one
+//! shared channel), `take` (take and ack in batches of 100 from a backlog, 1 and 16
 //! consumers), `delayed` (50,000 events due evenly over 10 s, taken as they come due, by a
 //! long poll where the system has one: their lateness). Each prints its rate, the median
 //! call, and the CPU time per operation of the server and of the clients (this process),
@@ -44,9 +47,9 @@ use std::time::Duration;
 use cascade_e2e::{Cluster, Mode};
 use cascade_store::probe::{FsyncProbe, raw_fsync};
 
-use crate::floor::{GrpcFloor, StockTonic};
+use crate::floor::{GrpcFloor, OneChannel, StockTonic};
 use crate::scenarios::{Lateness, Measured};
-use crate::systems::{Cascade, Peer, Producing};
+use crate::systems::{Cascade, OneClient, Peer, Producing};
 
 pub use cascade_e2e::bench::BoxError;
 
@@ -140,7 +143,7 @@ fn main() -> Result<(), BoxError> {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let plan = Plan::from_args(&args);
     let pick = |names: &[&'static str]| cascade_e2e::bench::picked(&args, names);
-    let mut scenarios = pick(&["enqueue", "take", "delayed", "scale"]);
+    let mut scenarios = pick(&["enqueue", "shared", "take", "delayed", "scale"]);
     // The scale scenario takes minutes: a full run has it only when named.
     let scale = scenarios.contains(&"scale")
         && (args.iter().all(|a| a != "--bench") || args.iter().any(|a| a == "scale"));
@@ -177,9 +180,40 @@ fn main() -> Result<(), BoxError> {
                 if scenarios.contains(&"enqueue") {
                     let queues = scenarios::queues("enqueue");
                     let stock = Arc::new(StockTonic { addr: addr.clone() });
-                    runtime.block_on(enqueues(&stock, &server, &queues, &plan, &mut rows))?;
-                    let floor = Arc::new(GrpcFloor { addr });
-                    runtime.block_on(enqueues(&floor, &server, &queues, &plan, &mut rows))?;
+                    let floor = Arc::new(GrpcFloor { addr: addr.clone() });
+                    runtime.block_on(async {
+                        enqueues(
+                            &stock,
+                            &server,
+                            &queues,
+                            &plan.producers,
+                            "",
+                            &plan,
+                            &mut rows,
+                        )
+                        .await?;
+                        enqueues(
+                            &floor,
+                            &server,
+                            &queues,
+                            &plan.producers,
+                            "",
+                            &plan,
+                            &mut rows,
+                        )
+                        .await
+                    })?;
+                }
+                if scenarios.contains(&"shared") {
+                    let queues = scenarios::queues("shared");
+                    runtime.block_on(async {
+                        let channel = Arc::new(OneChannel::connect(&addr).await?);
+                        let producers = shared_producers(&plan);
+                        enqueues(
+                            &channel, &server, &queues, &producers, SHARED, &plan, &mut rows,
+                        )
+                        .await
+                    })?;
                 }
                 cluster.stop();
             }
@@ -247,7 +281,15 @@ async fn run<P: Peer>(
         peer.setup(&queues).await?;
         let results: Vec<(String, Figure)> = match scenario {
             "enqueue" => {
-                enqueues(peer, server, &queues, plan, rows).await?;
+                enqueues(peer, server, &queues, &plan.producers, "", plan, rows).await?;
+                Vec::new()
+            }
+            "shared" => {
+                let one = Arc::new(OneClient::<P> {
+                    shared: peer.shared().await?,
+                });
+                let producers = shared_producers(plan);
+                enqueues(&one, server, &queues, &producers, SHARED, plan, rows).await?;
                 Vec::new()
             }
             "take" => {
@@ -279,17 +321,27 @@ async fn run<P: Peer>(
     Ok(())
 }
 
-/// The enqueue scenario with each number of producers of the plan.
+/// What the rows of producers sharing one client add to the enqueue scenario's name.
+const SHARED: &str = ", one client";
+
+/// The shared scenario's numbers of producers: the plan's, but one (which shares nothing).
+fn shared_producers(plan: &Plan) -> Vec<usize> {
+    plan.producers.iter().copied().filter(|&p| p > 1).collect()
+}
+
+/// The enqueue scenario with each number of `producers`, its rows named with `suffix`.
 async fn enqueues<P: Producing>(
     peer: &Arc<P>,
     server: scenarios::ServerTicks<'_>,
     queues: &[String],
+    producers: &[usize],
+    suffix: &str,
     plan: &Plan,
     rows: &mut Vec<Row>,
 ) -> Result<(), BoxError> {
-    for &producers in &plan.producers {
+    for &producers in producers {
         let measured = scenarios::enqueue(peer, server, queues, producers, plan).await?;
-        let name = format!("enqueue, {producers} producers");
+        let name = format!("enqueue, {producers} producers{suffix}");
         record(rows, P::NAME, name, Figure::Rate(measured));
     }
     Ok(())

@@ -146,4 +146,15 @@ impl Peer for Nats {
         }
         Ok(payloads)
     }
+
+    /// One connection: the producers' publishes and their acks share it.
+    type Shared = Context;
+
+    async fn shared(&self) -> Result<Context, BoxError> {
+        self.context().await
+    }
+
+    async fn enqueue_shared(context: &Context, queue: &str, item: Item) -> Result<(), BoxError> {
+        Self::enqueue(&mut context.clone(), queue, item).await
+    }
 }

@@ -5,6 +5,7 @@
 //! ack is one `DELETE` of the batch. Each is its own transaction, committed with
 //! `synchronous_commit = on` (the WAL flushed to disk before the answer).
 
+use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use tokio_postgres::{Client, NoTls, Statement};
@@ -75,6 +76,15 @@ impl Postgres {
     }
 }
 
+/// One `INSERT`, its own transaction.
+async fn insert(c: &Connection, queue: &str, item: Item) -> Result<(), BoxError> {
+    let due = when(item.due);
+    c.client
+        .execute(&c.enqueue, &[&queue, &item.payload, &due])
+        .await?;
+    Ok(())
+}
+
 impl Producing for Postgres {
     type Producer = Connection;
     const NAME: &'static str = "PostgreSQL";
@@ -84,11 +94,7 @@ impl Producing for Postgres {
     }
 
     async fn enqueue(c: &mut Connection, queue: &str, item: Item) -> Result<(), BoxError> {
-        let due = when(item.due);
-        c.client
-            .execute(&c.enqueue, &[&queue, &item.payload, &due])
-            .await?;
-        Ok(())
+        insert(c, queue, item).await
     }
 }
 
@@ -143,5 +149,17 @@ impl Peer for Postgres {
         let payloads = rows.iter().map(|row| row.get(1)).collect();
         c.client.execute(&c.ack, &[&ids]).await?;
         Ok(payloads)
+    }
+
+    /// One connection, its statements pipelined: each `INSERT` is still its own
+    /// transaction, committed in turn (a service wanting more opens a pool).
+    type Shared = Arc<Connection>;
+
+    async fn shared(&self) -> Result<Arc<Connection>, BoxError> {
+        Ok(Arc::new(self.connect().await?))
+    }
+
+    async fn enqueue_shared(c: &Arc<Connection>, queue: &str, item: Item) -> Result<(), BoxError> {
+        insert(c, queue, item).await
     }
 }

@@ -33,7 +33,9 @@ pub struct Redis {
     pub url: String,
 }
 
-/// A connection and the take script.
+/// A connection and the take script; its clones share the connection, pipelining their
+/// commands on it.
+#[derive(Clone)]
 pub struct Connection {
     connection: MultiplexedConnection,
     take: Script,
@@ -138,5 +140,16 @@ impl Peer for Redis {
             let _: () = c.connection.zrem(leased, &taken).await?;
         }
         Ok(taken)
+    }
+
+    /// One multiplexed connection: the producers' commands are pipelined on it.
+    type Shared = Connection;
+
+    async fn shared(&self) -> Result<Connection, BoxError> {
+        self.connect().await
+    }
+
+    async fn enqueue_shared(c: &Connection, queue: &str, item: Item) -> Result<(), BoxError> {
+        Self::enqueue(&mut c.clone(), queue, item).await
     }
 }

@@ -8,7 +8,7 @@ use std::future::Future;
 use std::sync::OnceLock;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use cascade_client::{Client, api};
+use cascade_client::{BatchingEnqueuer, BatchingOptions, Client, api};
 use cascade_e2e::bench::AckingConsumer;
 
 use crate::BoxError;
@@ -134,6 +134,35 @@ pub trait Peer: Producing {
     fn finish(_consumer: &mut Self::Consumer) -> impl Future<Output = Result<(), BoxError>> + Send {
         async { Ok(()) }
     }
+    /// A client that many producers share, as the tasks of one service would: each producer
+    /// of the `shared` scenario holds a clone of it.
+    type Shared: Clone + Send + Sync + 'static;
+    fn shared(&self) -> impl Future<Output = Result<Self::Shared, BoxError>> + Send;
+    /// One event through the shared client, answered once it is durable.
+    fn enqueue_shared(
+        shared: &Self::Shared,
+        queue: &str,
+        item: Item,
+    ) -> impl Future<Output = Result<(), BoxError>> + Send;
+}
+
+/// A peer's producers sharing one client ([`Peer::shared`]), driven as the enqueue
+/// scenario drives separate ones.
+pub struct OneClient<P: Peer> {
+    pub shared: P::Shared,
+}
+
+impl<P: Peer> Producing for OneClient<P> {
+    type Producer = P::Shared;
+    const NAME: &'static str = P::NAME;
+
+    async fn producer(&self) -> Result<P::Shared, BoxError> {
+        Ok(self.shared.clone())
+    }
+
+    async fn enqueue(shared: &mut P::Shared, queue: &str, item: Item) -> Result<(), BoxError> {
+        P::enqueue_shared(shared, queue, item).await
+    }
 }
 
 /// Cascade, through `cascade-client`: `Enqueue`, `EnqueueBatch`, and a `Take` that carries
@@ -240,5 +269,23 @@ impl Peer for Cascade {
 
     async fn finish(consumer: &mut AckingConsumer) -> Result<(), BoxError> {
         consumer.finish().await.map(drop)
+    }
+
+    /// `cascade-client`'s batching enqueuer: the producers' events go together as
+    /// `EnqueueBatch` calls.
+    type Shared = BatchingEnqueuer;
+
+    async fn shared(&self) -> Result<BatchingEnqueuer, BoxError> {
+        let client = Client::connect(&self.addr).await?;
+        Ok(client.batching_enqueuer(BatchingOptions::default()))
+    }
+
+    async fn enqueue_shared(
+        enqueuer: &BatchingEnqueuer,
+        queue: &str,
+        item: Item,
+    ) -> Result<(), BoxError> {
+        enqueuer.enqueue(request(queue, item)).await?;
+        Ok(())
     }
 }
