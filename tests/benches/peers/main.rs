@@ -47,6 +47,7 @@ use std::time::Duration;
 use cascade_e2e::{Cluster, Mode};
 use cascade_store::probe::{FsyncProbe, raw_fsync};
 
+use crate::Producers::{Apart, Sharing};
 use crate::floor::{GrpcFloor, OneChannel, StockTonic};
 use crate::scenarios::{Lateness, Measured};
 use crate::systems::{Cascade, OneClient, Peer, Producing};
@@ -182,37 +183,15 @@ fn main() -> Result<(), BoxError> {
                     let stock = Arc::new(StockTonic { addr: addr.clone() });
                     let floor = Arc::new(GrpcFloor { addr: addr.clone() });
                     runtime.block_on(async {
-                        enqueues(
-                            &stock,
-                            &server,
-                            &queues,
-                            &plan.producers,
-                            "",
-                            &plan,
-                            &mut rows,
-                        )
-                        .await?;
-                        enqueues(
-                            &floor,
-                            &server,
-                            &queues,
-                            &plan.producers,
-                            "",
-                            &plan,
-                            &mut rows,
-                        )
-                        .await
+                        enqueues(&stock, &server, &queues, Apart, &plan, &mut rows).await?;
+                        enqueues(&floor, &server, &queues, Apart, &plan, &mut rows).await
                     })?;
                 }
                 if scenarios.contains(&"shared") {
                     let queues = scenarios::queues("shared");
                     runtime.block_on(async {
                         let channel = Arc::new(OneChannel::connect(&addr).await?);
-                        let producers = shared_producers(&plan);
-                        enqueues(
-                            &channel, &server, &queues, &producers, SHARED, &plan, &mut rows,
-                        )
-                        .await
+                        enqueues(&channel, &server, &queues, Sharing, &plan, &mut rows).await
                     })?;
                 }
                 cluster.stop();
@@ -281,15 +260,14 @@ async fn run<P: Peer>(
         peer.setup(&queues).await?;
         let results: Vec<(String, Figure)> = match scenario {
             "enqueue" => {
-                enqueues(peer, server, &queues, &plan.producers, "", plan, rows).await?;
+                enqueues(peer, server, &queues, Apart, plan, rows).await?;
                 Vec::new()
             }
             "shared" => {
                 let one = Arc::new(OneClient::<P> {
                     shared: peer.shared().await?,
                 });
-                let producers = shared_producers(plan);
-                enqueues(&one, server, &queues, &producers, SHARED, plan, rows).await?;
+                enqueues(&one, server, &queues, Sharing, plan, rows).await?;
                 Vec::new()
             }
             "take" => {
@@ -321,27 +299,43 @@ async fn run<P: Peer>(
     Ok(())
 }
 
-/// What the rows of producers sharing one client add to the enqueue scenario's name.
-const SHARED: &str = ", one client";
-
-/// The shared scenario's numbers of producers: the plan's, but one (which shares nothing).
-fn shared_producers(plan: &Plan) -> Vec<usize> {
-    plan.producers.iter().copied().filter(|&p| p > 1).collect()
+/// How the producers of an enqueue scenario reach the system.
+#[derive(Clone, Copy)]
+enum Producers {
+    /// Each on a connection of its own (the `enqueue` scenario).
+    Apart,
+    /// All through one client (the `shared` scenario).
+    Sharing,
 }
 
-/// The enqueue scenario with each number of `producers`, its rows named with `suffix`.
+impl Producers {
+    /// The plan's numbers of producers; sharing, all but one (which shares nothing).
+    fn counts(self, plan: &Plan) -> Vec<usize> {
+        let shares = |&p: &usize| matches!(self, Apart) || p > 1;
+        plan.producers.iter().copied().filter(shares).collect()
+    }
+
+    /// What the rows' names add to `enqueue, N producers`.
+    fn suffix(self) -> &'static str {
+        match self {
+            Apart => "",
+            Sharing => ", one client",
+        }
+    }
+}
+
+/// The enqueue scenario with each number of producers of the plan, reaching `peer` so.
 async fn enqueues<P: Producing>(
     peer: &Arc<P>,
     server: scenarios::ServerTicks<'_>,
     queues: &[String],
-    producers: &[usize],
-    suffix: &str,
+    how: Producers,
     plan: &Plan,
     rows: &mut Vec<Row>,
 ) -> Result<(), BoxError> {
-    for &producers in producers {
+    for producers in how.counts(plan) {
         let measured = scenarios::enqueue(peer, server, queues, producers, plan).await?;
-        let name = format!("enqueue, {producers} producers{suffix}");
+        let name = format!("enqueue, {producers} producers{}", how.suffix());
         record(rows, P::NAME, name, Figure::Rate(measured));
     }
     Ok(())
