@@ -1,31 +1,63 @@
-//! `cascade-client`'s batching enqueuer against a real `cascade standalone`: many tasks'
-//! single enqueues go out as fewer `EnqueueBatch` calls, and each task gets the answer its
-//! own unary `Enqueue` would have had (its ID, a duplicate, its own refusal naming its own
-//! field); a batch the gateway refuses whole for its size goes again event by event.
+//! `cascade-client`'s batching enqueuer against a real `cascade standalone` with
+//! authentication on: many tasks' single enqueues go out as fewer `EnqueueBatch` calls, and
+//! each task gets the answer its own unary `Enqueue` would have had (its ID, a duplicate,
+//! its own refusal naming its own field). A batch the gateway refuses whole, having applied
+//! nothing (an event outside the caller's grants, too many items, too many bytes), goes
+//! again event by event, so only the event at fault is refused.
 //!
-//! The tests run on Tokio's current-thread runtime: the calls joined below are all handed
-//! to the enqueuer before its task runs, so they go out in batches however fast the server
-//! answers.
+//! The test runs on Tokio's current-thread runtime: the enqueuer's task cannot run until
+//! the test's task yields, so the calls joined below reach it together, however fast the
+//! server answers. Joining up to 56 calls stays within the runtime's budget of operations
+//! per turn of a task (two per call), so those go out as one batch.
 
-use cascade_client::{BatchingEnqueuer, BatchingOptions, api};
+use std::path::Path;
+
+use cascade_client::{BatchingEnqueuer, BatchingOptions, Client, ClientOptions, api};
 use cascade_e2e::process::http_get;
 use cascade_e2e::scenarios::{config, create, item, stats};
 use cascade_e2e::{Cluster, Mode};
+use cascade_security::token_sha256;
 use futures::future::join_all;
 use tonic::Code;
 
+const TOKEN: &str = "batching-token-4d1f";
 const EVENTS: usize = 600;
-/// The gateway's `ingest.max_batch_items` here, below the enqueuer's default.
+/// The gateway's `ingest.max_batch_items` and `ingest.max_batch_bytes` here, below the
+/// enqueuer's defaults.
 const SERVER_MAX_ITEMS: usize = 50;
+const SERVER_MAX_BYTES: usize = 4096;
 
-/// `cascade_enqueue_duration_seconds_count{rpc}`: the calls of that kind the gateway answered.
-fn calls(metrics: &str, rpc: &str) -> u64 {
-    let label = format!("rpc=\"{rpc}\"");
-    metrics
-        .lines()
-        .filter(|l| l.starts_with("cascade_enqueue_duration_seconds_count{") && l.contains(&label))
-        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
-        .sum::<f64>() as u64
+/// The `Enqueue` and `EnqueueBatch` calls the gateway has answered so far
+/// (`cascade_enqueue_duration_seconds_count{rpc}`).
+#[derive(Clone, Copy, Debug)]
+struct Calls {
+    unary: u64,
+    batches: u64,
+}
+
+fn calls(cluster: &Cluster) -> Calls {
+    let (_, metrics) = http_get(cluster.http(), "/metrics").expect("metrics");
+    let count = |rpc: &str| {
+        let label = format!("rpc=\"{rpc}\"");
+        metrics
+            .lines()
+            .filter(|l| l.starts_with("cascade_enqueue_duration_seconds_count{"))
+            .filter(|l| l.contains(&label))
+            .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+            .sum::<f64>() as u64
+    };
+    Calls {
+        unary: count("enqueue"),
+        batches: count("enqueue_batch"),
+    }
+}
+
+fn since(before: Calls, cluster: &Cluster) -> Calls {
+    let now = calls(cluster);
+    Calls {
+        unary: now.unary - before.unary,
+        batches: now.batches - before.batches,
+    }
 }
 
 fn with_id(queue: &str, id: &str, payload: &str) -> api::EnqueueRequest {
@@ -42,30 +74,70 @@ async fn enqueue_all(
     join_all(requests.into_iter().map(|r| enqueuer.enqueue(r))).await
 }
 
-#[tokio::test]
-async fn concurrent_enqueues_go_out_together_each_answered_for_itself() {
-    let cluster = tokio::task::spawn_blocking(|| {
+/// Every answer is a fresh enqueue.
+fn all_fresh(answers: Vec<Result<api::EnqueueResponse, tonic::Status>>, what: &str) {
+    for (i, answer) in answers.into_iter().enumerate() {
+        let answer = answer.unwrap_or_else(|e| panic!("{what}, event {i}: {e:?}"));
+        assert!(!answer.duplicate, "{what}, event {i} was a duplicate");
+    }
+}
+
+async fn start(dir: &Path) -> Cluster {
+    let identities = dir.join("identities.toml");
+    let grants =
+        r#"[{ role = "admin", queues = ["*"] }, { role = "producer", queues = ["batched.*"] }]"#;
+    let file = format!(
+        "[[identities]]\nname = \"batcher\"\ntoken_sha256 = \"{}\"\ngrants = {grants}\n",
+        token_sha256(TOKEN)
+    );
+    std::fs::write(&identities, file).expect("write identities");
+    let identities = identities.display().to_string();
+    tokio::task::spawn_blocking(move || {
         Cluster::start_with(
             Mode::Standalone,
             None,
-            &[(
-                "CASCADE__INGEST__MAX_BATCH_ITEMS",
-                &SERVER_MAX_ITEMS.to_string(),
-            )],
+            &[
+                ("CASCADE__AUTH__ENABLED", "true"),
+                ("CASCADE__AUTH__IDENTITIES_FILE", &identities),
+                (
+                    "CASCADE__INGEST__MAX_BATCH_ITEMS",
+                    &SERVER_MAX_ITEMS.to_string(),
+                ),
+                (
+                    "CASCADE__INGEST__MAX_BATCH_BYTES",
+                    &SERVER_MAX_BYTES.to_string(),
+                ),
+            ],
         )
     })
     .await
-    .expect("start");
-    let client = cluster.client().await;
-    create(&client, "batched", config(30.0, 3)).await;
-    let within_limit = BatchingOptions {
+    .expect("start")
+}
+
+#[tokio::test]
+async fn concurrent_enqueues_go_out_together_each_answered_for_itself() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let cluster = start(dir.path()).await;
+    let options = ClientOptions {
+        token: Some(TOKEN.into()),
+        ..ClientOptions::default()
+    };
+    let client = Client::connect_with(cluster.gateway(), &options)
+        .await
+        .expect("connect");
+    create(&client, "batched.main", config(30.0, 3)).await;
+    create(&client, "other", config(30.0, 3)).await;
+    let within_limits = BatchingOptions {
         max_items: SERVER_MAX_ITEMS,
+        max_bytes: SERVER_MAX_BYTES,
         ..BatchingOptions::default()
     };
-    let enqueuer = client.batching_enqueuer(within_limit);
+    let enqueuer = client.batching_enqueuer(within_limits);
 
+    // Many at once: each answered with its own ID, in fewer calls than events.
+    let before = calls(&cluster);
     let requests = (0..EVENTS)
-        .map(|i| with_id("batched", &format!("e-{i}"), &i.to_string()))
+        .map(|i| with_id("batched.main", &format!("e-{i}"), &i.to_string()))
         .collect();
     for (i, answer) in enqueue_all(&enqueuer, requests)
         .await
@@ -74,37 +146,33 @@ async fn concurrent_enqueues_go_out_together_each_answered_for_itself() {
     {
         let answer = answer.unwrap_or_else(|e| panic!("event {i}: {e:?}"));
         assert_eq!(answer.id, format!("e-{i}"));
-        assert_eq!(answer.queue, "batched");
+        assert_eq!(answer.queue, "batched.main");
         assert!(!answer.duplicate, "event {i}");
     }
+    let made = since(before, &cluster);
+    assert!(made.batches > 0, "no EnqueueBatch call: {made:?}");
+    assert!(made.unary + made.batches < EVENTS as u64, "{made:?}");
     assert_eq!(
-        stats(&client, "batched").await.enqueued_total,
+        stats(&client, "batched.main").await.enqueued_total,
         EVENTS as u64
     );
     let stored = client
         .ingest()
         .get(api::GetRequest {
-            queue: "batched".into(),
+            queue: "batched.main".into(),
             id: "e-417".into(),
         })
         .await
         .expect("get")
         .into_inner();
     assert_eq!(&stored.payload[..], b"417");
-    let (_, metrics) = http_get(cluster.http(), "/metrics").expect("metrics");
-    let (unary, batches) = (calls(&metrics, "enqueue"), calls(&metrics, "enqueue_batch"));
-    assert!(batches > 0, "no EnqueueBatch call: {unary} unary");
-    assert!(
-        unary + batches < EVENTS as u64,
-        "{EVENTS} events took {unary} unary and {batches} batch calls"
-    );
 
     // One call of each kind of answer, together: each gets its own.
     let mixed = vec![
-        with_id("batched", "e-3", "again"),
-        with_id("batched", "bad/id", "x"),
-        item("no-such-queue", "x"),
-        with_id("batched", "fresh", "y"),
+        with_id("batched.main", "e-3", "again"),
+        with_id("batched.main", "bad/id", "x"),
+        item("batched.missing", "x"),
+        with_id("batched.main", "fresh", "y"),
     ];
     let answers = enqueue_all(&enqueuer, mixed).await;
     let duplicate = answers[0].as_ref().expect("a duplicate is not an error");
@@ -120,31 +188,51 @@ async fn concurrent_enqueues_go_out_together_each_answered_for_itself() {
     assert_eq!(unknown.code(), Code::NotFound, "{unknown:?}");
     assert!(!unknown.message().starts_with("items["), "{unknown:?}");
     assert_eq!(answers[3].as_ref().expect("fresh").id, "fresh");
-    assert_eq!(
-        stats(&client, "batched").await.enqueued_total,
-        EVENTS as u64 + 1
-    );
 
-    // Batches over the gateway's item limit are refused whole, with nothing applied: their
+    // An event outside the caller's grants has its batch refused whole: the two go again
+    // one by one, and only that one is refused, as by its own call.
+    let before = calls(&cluster);
+    let answers = enqueue_all(
+        &enqueuer,
+        vec![item("batched.main", "allowed"), item("other", "forbidden")],
+    )
+    .await;
+    answers[0].as_ref().expect("its own queue");
+    let forbidden = answers[1].as_ref().expect_err("another's queue");
+    assert_eq!(forbidden.code(), Code::PermissionDenied);
+    assert!(
+        forbidden
+            .message()
+            .starts_with("queue: identity 'batcher' may not produce to queue 'other'"),
+        "{forbidden:?}"
+    );
+    let made = since(before, &cluster);
+    assert_eq!((made.batches, made.unary), (1, 2), "{made:?}");
+    assert_eq!(stats(&client, "other").await.enqueued_total, 0);
+
+    // Batches over the gateway's limits are refused whole with nothing applied: their
     // events go again one by one, and each is enqueued once.
-    let oversized = client.batching_enqueuer(BatchingOptions::default());
-    let requests = (0..SERVER_MAX_ITEMS * 3)
-        .map(|i| with_id("batched", &format!("big-{i}"), "z"))
+    let unbounded = client.batching_enqueuer(BatchingOptions::default());
+    let before = calls(&cluster);
+    let many = (0..SERVER_MAX_ITEMS + 6)
+        .map(|i| with_id("batched.main", &format!("many-{i}"), "z"))
         .collect();
-    for (i, answer) in enqueue_all(&oversized, requests)
-        .await
-        .into_iter()
-        .enumerate()
-    {
-        let answer = answer.unwrap_or_else(|e| panic!("event {i} of the oversized batches: {e:?}"));
-        assert!(
-            !answer.duplicate,
-            "event {i} was applied before its unary call"
-        );
-    }
+    all_fresh(enqueue_all(&unbounded, many).await, "over the item limit");
+    let made = since(before, &cluster);
+    assert!(made.batches >= 1, "{made:?}");
+    assert!(made.unary > SERVER_MAX_ITEMS as u64, "{made:?}");
+    let before = calls(&cluster);
+    let payload = "p".repeat(200);
+    let large = (0..30)
+        .map(|i| with_id("batched.main", &format!("large-{i}"), &payload))
+        .collect();
+    all_fresh(enqueue_all(&unbounded, large).await, "over the byte limit");
+    let made = since(before, &cluster);
+    assert!(made.batches >= 1, "{made:?}");
+    assert!(made.unary >= (SERVER_MAX_BYTES / 200) as u64, "{made:?}");
     assert_eq!(
-        stats(&client, "batched").await.enqueued_total,
-        (EVENTS + 1 + SERVER_MAX_ITEMS * 3) as u64
+        stats(&client, "batched.main").await.enqueued_total,
+        (EVENTS + 1 + 1 + SERVER_MAX_ITEMS + 6 + 30) as u64
     );
     // Off this runtime's thread: the server's graceful stop waits for this client's
     // connection to close, which this thread serves.

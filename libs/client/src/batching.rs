@@ -10,6 +10,7 @@
 //! producer's events go one by one, as unary `Enqueue` calls.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use cascade_proto::v1::ingest_client::IngestClient;
 use cascade_proto::v1::{EnqueueBatchRequest, EnqueueRequest, EnqueueResponse, EnqueueResult};
@@ -30,21 +31,31 @@ pub struct BatchingOptions {
     pub max_bytes: usize,
     /// Batches sent and not yet answered, at most.
     pub max_in_flight: usize,
+    /// How long a call may go unanswered before its callers get DEADLINE_EXCEEDED (their
+    /// events may or may not be enqueued: retry with the same `id` or `idempotency_key`).
+    /// It frees the call's place for the next batch, so a connection that hangs does not
+    /// hold every later caller.
+    pub timeout: Duration,
 }
 
 impl Default for BatchingOptions {
-    /// Below the gateway's default limits (1,000 items, 16 MiB). Two batches in flight let
-    /// the shard apply one while it makes the other durable; more only split the callers
-    /// into smaller batches, each paying for its own call (docs/benchmarks.md measures 1,
-    /// 2, 4 and 8).
+    /// Below the gateway's default limits (1,000 items, 16 MiB). Two calls in flight did as
+    /// well as one on the benchmark machine, and a slow call does not hold every caller;
+    /// more only split the callers into smaller batches, each paying for its own call
+    /// (docs/benchmarks.md). The timeout is three times the gateway's default wait for a
+    /// shard (`bus.request_timeout`).
     fn default() -> BatchingOptions {
         BatchingOptions {
             max_items: 256,
             max_bytes: 4 << 20,
             max_in_flight: 2,
+            timeout: Duration::from_secs(30),
         }
     }
 }
+
+/// Events waiting for a batch at most, whatever the options say.
+const MAX_WAITING: usize = 1 << 16;
 
 /// One caller's event and where its answer goes.
 struct Pending {
@@ -67,7 +78,8 @@ impl BatchingEnqueuer {
             max_in_flight: options.max_in_flight.max(1),
             ..options
         };
-        let (waiting, incoming) = mpsc::channel(options.max_items * options.max_in_flight);
+        let waiting_at_most = options.max_items.saturating_mul(options.max_in_flight);
+        let (waiting, incoming) = mpsc::channel(waiting_at_most.min(MAX_WAITING));
         tokio::spawn(send_batches(ingest, incoming, options));
         BatchingEnqueuer { waiting }
     }
@@ -111,13 +123,13 @@ async fn send_batches(
         // about to come: callers just answered are on the runtime's queue, each about to
         // send its next event, and one yield lets them.
         tokio::task::yield_now().await;
-        let mut bytes = first.request.encoded_len();
+        let mut bytes = size_in_batch(&first.request);
         let mut batch = vec![first];
         while batch.len() < options.max_items {
             let Ok(pending) = incoming.try_recv() else {
                 break;
             };
-            let size = pending.request.encoded_len();
+            let size = size_in_batch(&pending.request);
             if bytes + size > options.max_bytes {
                 next = Some(pending);
                 break;
@@ -126,68 +138,112 @@ async fn send_batches(
             batch.push(pending);
         }
         batch.retain(|pending| !pending.reply.is_closed());
-        let ingest = ingest.clone();
+        let calls = Calls {
+            ingest: ingest.clone(),
+            timeout: options.timeout,
+        };
         tokio::spawn(async move {
-            send(ingest, batch).await;
+            calls.send(batch).await;
             drop(permit);
         });
     }
 }
 
-/// Sends one batch and answers each of its callers.
-async fn send(mut ingest: IngestClient<Connection>, mut batch: Vec<Pending>) {
-    if batch.len() <= 1 {
-        if let Some(pending) = batch.pop() {
-            let answer = ingest.enqueue(pending.request).await;
-            let _ = pending.reply.send(answer.map(tonic::Response::into_inner));
+/// An item's bytes in the batch's message: its own, its length and its field's tag, as the
+/// gateway counts them against `ingest.max_batch_bytes`.
+fn size_in_batch(request: &EnqueueRequest) -> usize {
+    let len = request.encoded_len();
+    1 + prost::encoding::encoded_len_varint(len as u64) + len
+}
+
+/// The calls of one batch.
+#[derive(Clone)]
+struct Calls {
+    ingest: IngestClient<Connection>,
+    timeout: Duration,
+}
+
+impl Calls {
+    /// Sends one batch and answers each of its callers.
+    async fn send(self, mut batch: Vec<Pending>) {
+        if batch.len() <= 1 {
+            if let Some(pending) = batch.pop() {
+                self.unary(pending).await;
+            }
+            return;
         }
-        return;
+        let items: Vec<EnqueueRequest> = batch.iter().map(|p| p.request.clone()).collect();
+        let mut ingest = self.ingest.clone();
+        let call = ingest.enqueue_batch(EnqueueBatchRequest { items });
+        match self.within_timeout(call).await {
+            Ok(answer) => answer_each(batch, answer.results),
+            Err(status) if refused_whole_for_its_items(&status) => self.one_by_one(batch).await,
+            Err(status) => {
+                for pending in batch {
+                    let _ = pending.reply.send(Err(status.clone()));
+                }
+            }
+        }
     }
-    let items: Vec<EnqueueRequest> = batch.iter().map(|p| p.request.clone()).collect();
-    match ingest.enqueue_batch(EnqueueBatchRequest { items }).await {
-        Ok(answer) => {
-            let mut results = answer.into_inner().results.into_iter();
-            for (index, pending) in batch.into_iter().enumerate() {
-                let answer = match results.next() {
-                    Some(result) => item_answer(result, index),
-                    None => Err(Status::internal(
-                        "the gateway answered a batch with fewer results than items",
-                    )),
-                };
-                let _ = pending.reply.send(answer);
-            }
+
+    async fn unary(&self, pending: Pending) {
+        let mut ingest = self.ingest.clone();
+        let answer = self.within_timeout(ingest.enqueue(pending.request)).await;
+        let _ = pending.reply.send(answer);
+    }
+
+    async fn one_by_one(&self, batch: Vec<Pending>) {
+        let mut calls = JoinSet::new();
+        for pending in batch {
+            let calls_of_one = self.clone();
+            calls.spawn(async move { calls_of_one.unary(pending).await });
         }
-        Err(status) if refused_for_one_item(&status) => one_by_one(ingest, batch).await,
-        Err(status) => {
-            for pending in batch {
-                let _ = pending.reply.send(Err(status.clone()));
-            }
+        while calls.join_next().await.is_some() {}
+    }
+
+    async fn within_timeout<T>(
+        &self,
+        call: impl Future<Output = Result<tonic::Response<T>, Status>>,
+    ) -> Result<T, Status> {
+        match tokio::time::timeout(self.timeout, call).await {
+            Ok(answer) => answer.map(tonic::Response::into_inner),
+            Err(_) => Err(Status::deadline_exceeded(format!(
+                "no answer within {:?} (the batching enqueuer's timeout): the event may or may not be enqueued; retry with the same id or idempotency_key",
+                self.timeout
+            ))),
         }
     }
 }
 
-/// Whether a batch's refusal may be about one item only and left everything unapplied: the
-/// gateway refuses a whole batch for an item outside the caller's grants (so nothing of it
-/// is applied), for a malformed request, or for a batch over its own item limit. Each
-/// caller then gets its own verdict from a unary call. Everything else (the gateway's
-/// backpressure and quotas, the connection's failures) is every caller's answer as it is.
-fn refused_for_one_item(status: &Status) -> bool {
-    matches!(
-        status.code(),
-        Code::PermissionDenied | Code::InvalidArgument
-    )
+/// Answers each caller of a batch with its item's result.
+fn answer_each(batch: Vec<Pending>, results: Vec<EnqueueResult>) {
+    let mut results = results.into_iter();
+    for (index, pending) in batch.into_iter().enumerate() {
+        let answer = match results.next() {
+            Some(result) => item_answer(result, index),
+            None => Err(Status::internal(
+                "the gateway answered a batch with fewer results than items",
+            )),
+        };
+        let _ = pending.reply.send(answer);
+    }
 }
 
-async fn one_by_one(ingest: IngestClient<Connection>, batch: Vec<Pending>) {
-    let mut calls = JoinSet::new();
-    for pending in batch {
-        let mut ingest = ingest.clone();
-        calls.spawn(async move {
-            let answer = ingest.enqueue(pending.request).await;
-            let _ = pending.reply.send(answer.map(tonic::Response::into_inner));
-        });
+/// Whether the gateway refused a whole batch before applying anything, for what one or
+/// some of its items are (so each caller gets its own verdict from a unary call): an item
+/// outside the caller's grants, a malformed request, or the request's items as a whole
+/// (their number or bytes over the gateway's limits, the caller's rate quota), which its
+/// messages name as `items: …` or `request: …`, as every message starts with the field it
+/// is about. Everything else (the gateway's own backpressure, the connection's failures)
+/// is every caller's answer as it is.
+fn refused_whole_for_its_items(status: &Status) -> bool {
+    match status.code() {
+        Code::PermissionDenied | Code::InvalidArgument => true,
+        Code::ResourceExhausted => ["items:", "request:"]
+            .iter()
+            .any(|whole| status.message().starts_with(whole)),
+        _ => false,
     }
-    while calls.join_next().await.is_some() {}
 }
 
 /// An item's result as its unary call would have answered it: its message names its own
@@ -229,6 +285,47 @@ mod tests {
         let status = item_answer(about_none, 0).unwrap_err();
         assert_eq!(status.code(), Code::Unavailable);
         assert_eq!(status.message(), "shard 1 did not answer in time");
+    }
+
+    /// A peer that takes connections and never answers: each call ends at the timeout, and
+    /// frees its place for the next (one call in flight at most).
+    #[tokio::test]
+    async fn a_call_without_an_answer_ends_at_the_timeout_and_frees_its_place() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
+        let addr = listener.local_addr().expect("address");
+        let silent = tokio::spawn(async move {
+            let mut held = Vec::new();
+            while let Ok((connection, _)) = listener.accept().await {
+                held.push(connection);
+            }
+        });
+        let client = crate::Client::connect_lazy(&format!("http://{addr}"), &Default::default())
+            .expect("client");
+        let options = BatchingOptions {
+            max_in_flight: 1,
+            timeout: Duration::from_millis(200),
+            ..BatchingOptions::default()
+        };
+        let enqueuer = client.batching_enqueuer(options);
+        for call in 0..2 {
+            let request = EnqueueRequest {
+                queue: "q".into(),
+                ..EnqueueRequest::default()
+            };
+            // The outer bound only keeps a broken enqueuer from hanging the test.
+            let answer = tokio::time::timeout(Duration::from_secs(60), enqueuer.enqueue(request))
+                .await
+                .unwrap_or_else(|_| panic!("call {call} got no answer at all"));
+            let status = answer.expect_err("no answer from the peer");
+            assert_eq!(
+                status.code(),
+                Code::DeadlineExceeded,
+                "call {call}: {status:?}"
+            );
+        }
+        silent.abort();
     }
 
     #[test]
