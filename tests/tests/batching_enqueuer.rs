@@ -3,7 +3,8 @@
 //! each task gets the answer its own unary `Enqueue` would have had (its ID, a duplicate,
 //! its own refusal naming its own field). A batch the gateway refuses whole, having applied
 //! nothing (an event outside the caller's grants, too many items, too many bytes), goes
-//! again event by event, so only the event at fault is refused.
+//! again event by event, so only the event at fault is refused; one refused for the
+//! caller's rate quota is every event's refusal, in one call.
 //!
 //! The test runs on Tokio's current-thread runtime: the enqueuer's task cannot run until
 //! the test's task yields, so the calls joined below reach it together, however fast the
@@ -21,6 +22,8 @@ use futures::future::join_all;
 use tonic::Code;
 
 const TOKEN: &str = "batching-token-4d1f";
+/// An identity allowed one event a second.
+const LIMITED_TOKEN: &str = "limited-token-0c7a";
 const EVENTS: usize = 600;
 /// The gateway's `ingest.max_batch_items` and `ingest.max_batch_bytes` here, below the
 /// enqueuer's defaults.
@@ -74,6 +77,12 @@ async fn enqueue_all(
     join_all(requests.into_iter().map(|r| enqueuer.enqueue(r))).await
 }
 
+/// A refusal with `code` whose message starts with `says`.
+fn assert_refused(status: &tonic::Status, code: Code, says: &str) {
+    assert_eq!(status.code(), code, "{status:?}");
+    assert!(status.message().starts_with(says), "{status:?}");
+}
+
 /// Every answer is a fresh enqueue.
 fn all_fresh(answers: Vec<Result<api::EnqueueResponse, tonic::Status>>, what: &str) {
     for (i, answer) in answers.into_iter().enumerate() {
@@ -84,12 +93,22 @@ fn all_fresh(answers: Vec<Result<api::EnqueueResponse, tonic::Status>>, what: &s
 
 async fn start(dir: &Path) -> Cluster {
     let identities = dir.join("identities.toml");
-    let grants =
+    let identity = |name: &str, token: &str, grants: &str, quotas: &str| {
+        format!(
+            "[[identities]]\nname = \"{name}\"\ntoken_sha256 = \"{}\"\ngrants = {grants}\n{quotas}\n",
+            token_sha256(token)
+        )
+    };
+    let batcher =
         r#"[{ role = "admin", queues = ["*"] }, { role = "producer", queues = ["batched.*"] }]"#;
-    let file = format!(
-        "[[identities]]\nname = \"batcher\"\ntoken_sha256 = \"{}\"\ngrants = {grants}\n",
-        token_sha256(TOKEN)
-    );
+    let limited = r#"[{ role = "producer", queues = ["limited.*"] }]"#;
+    let file = identity("batcher", TOKEN, batcher, "")
+        + &identity(
+            "limited",
+            LIMITED_TOKEN,
+            limited,
+            "quotas = { enqueue_rate = 1 }",
+        );
     std::fs::write(&identities, file).expect("write identities");
     let identities = identities.display().to_string();
     tokio::task::spawn_blocking(move || {
@@ -114,17 +133,21 @@ async fn start(dir: &Path) -> Cluster {
     .expect("start")
 }
 
+async fn connect(cluster: &Cluster, token: &str) -> Client {
+    let options = ClientOptions {
+        token: Some(token.into()),
+        ..ClientOptions::default()
+    };
+    Client::connect_with(cluster.gateway(), &options)
+        .await
+        .expect("connect")
+}
+
 #[tokio::test]
 async fn concurrent_enqueues_go_out_together_each_answered_for_itself() {
     let dir = tempfile::tempdir().expect("tempdir");
     let cluster = start(dir.path()).await;
-    let options = ClientOptions {
-        token: Some(TOKEN.into()),
-        ..ClientOptions::default()
-    };
-    let client = Client::connect_with(cluster.gateway(), &options)
-        .await
-        .expect("connect");
+    let client = connect(&cluster, TOKEN).await;
     create(&client, "batched.main", config(30.0, 3)).await;
     create(&client, "other", config(30.0, 3)).await;
     let within_limits = BatchingOptions {
@@ -199,13 +222,8 @@ async fn concurrent_enqueues_go_out_together_each_answered_for_itself() {
     .await;
     answers[0].as_ref().expect("its own queue");
     let forbidden = answers[1].as_ref().expect_err("another's queue");
-    assert_eq!(forbidden.code(), Code::PermissionDenied);
-    assert!(
-        forbidden
-            .message()
-            .starts_with("queue: identity 'batcher' may not produce to queue 'other'"),
-        "{forbidden:?}"
-    );
+    let says = "queue: identity 'batcher' may not produce to queue 'other'";
+    assert_refused(forbidden, Code::PermissionDenied, says);
     let made = since(before, &cluster);
     assert_eq!((made.batches, made.unary), (1, 2), "{made:?}");
     assert_eq!(stats(&client, "other").await.enqueued_total, 0);
@@ -234,6 +252,25 @@ async fn concurrent_enqueues_go_out_together_each_answered_for_itself() {
         stats(&client, "batched.main").await.enqueued_total,
         (EVENTS + 1 + 1 + SERVER_MAX_ITEMS + 6 + 30) as u64
     );
+    // The caller's rate quota: a first batch passes a full bucket and is paid for; the next
+    // is refused whole, and each of its events gets that refusal, with no call made again.
+    let limited = connect(&cluster, LIMITED_TOKEN).await;
+    create(&client, "limited.q", config(30.0, 3)).await;
+    let enqueuer = limited.batching_enqueuer(BatchingOptions::default());
+    let burst = || (0..20).map(|i| item("limited.q", &i.to_string())).collect();
+    all_fresh(enqueue_all(&enqueuer, burst()).await, "a full bucket");
+    let before = calls(&cluster);
+    let says = "items: identity 'limited' is over its quota: enqueue_rate of 1 events per second";
+    for answer in enqueue_all(&enqueuer, burst()).await {
+        assert_refused(
+            &answer.expect_err("over the quota"),
+            Code::ResourceExhausted,
+            says,
+        );
+    }
+    let made = since(before, &cluster);
+    assert_eq!((made.batches, made.unary), (1, 0), "{made:?}");
+    assert_eq!(stats(&client, "limited.q").await.enqueued_total, 20);
     // Off this runtime's thread: the server's graceful stop waits for this client's
     // connection to close, which this thread serves.
     tokio::task::spawn_blocking(move || cluster.stop())

@@ -230,18 +230,18 @@ fn answer_each(batch: Vec<Pending>, results: Vec<EnqueueResult>) {
 }
 
 /// Whether the gateway refused a whole batch before applying anything, for what one or
-/// some of its items are (so each caller gets its own verdict from a unary call): an item
-/// outside the caller's grants, a malformed request, or the request's items as a whole
-/// (their number or bytes over the gateway's limits, the caller's rate quota), which its
-/// messages name as `items: …` or `request: …`, as every message starts with the field it
-/// is about. Everything else (the gateway's own backpressure, the connection's failures)
-/// is every caller's answer as it is.
+/// some of its items are, so that each caller gets its own verdict from a unary call: an
+/// item outside the caller's grants, a request it cannot decode, or one whose refusal asks
+/// for it to be split (more items or bytes than the gateway's limits). Everything else is
+/// every caller's answer as it is: the caller's rate quota (whose message says when to
+/// retry, and which the unary calls would only meet again, each at a call's cost), the
+/// gateway's own backpressure, the connection's failures.
 fn refused_whole_for_its_items(status: &Status) -> bool {
     match status.code() {
         Code::PermissionDenied | Code::InvalidArgument => true,
-        Code::ResourceExhausted => ["items:", "request:"]
+        Code::ResourceExhausted => ["split the request", "fewer items per request"]
             .iter()
-            .any(|whole| status.message().starts_with(whole)),
+            .any(|advice| status.message().contains(advice)),
         _ => false,
     }
 }
