@@ -106,6 +106,10 @@ async fn send_batches(
     options: BatchingOptions,
 ) {
     let in_flight = Arc::new(Semaphore::new(options.max_in_flight));
+    let calls = Calls {
+        ingest,
+        timeout: options.timeout,
+    };
     let mut next: Option<Pending> = None;
     loop {
         let first = match next.take() {
@@ -138,10 +142,7 @@ async fn send_batches(
             batch.push(pending);
         }
         batch.retain(|pending| !pending.reply.is_closed());
-        let calls = Calls {
-            ingest: ingest.clone(),
-            timeout: options.timeout,
-        };
+        let calls = calls.clone();
         tokio::spawn(async move {
             calls.send(batch).await;
             drop(permit);
@@ -165,7 +166,7 @@ struct Calls {
 
 impl Calls {
     /// Sends one batch and answers each of its callers.
-    async fn send(self, mut batch: Vec<Pending>) {
+    async fn send(mut self, mut batch: Vec<Pending>) {
         if batch.len() <= 1 {
             if let Some(pending) = batch.pop() {
                 self.unary(pending).await;
@@ -173,9 +174,8 @@ impl Calls {
             return;
         }
         let items: Vec<EnqueueRequest> = batch.iter().map(|p| p.request.clone()).collect();
-        let mut ingest = self.ingest.clone();
-        let call = ingest.enqueue_batch(EnqueueBatchRequest { items });
-        match self.within_timeout(call).await {
+        let call = self.ingest.enqueue_batch(EnqueueBatchRequest { items });
+        match within(self.timeout, call).await {
             Ok(answer) => answer_each(batch, answer.results),
             Err(status) if refused_whole_for_its_items(&status) => self.one_by_one(batch).await,
             Err(status) => {
@@ -186,32 +186,30 @@ impl Calls {
         }
     }
 
-    async fn unary(&self, pending: Pending) {
-        let mut ingest = self.ingest.clone();
-        let answer = self.within_timeout(ingest.enqueue(pending.request)).await;
+    async fn unary(mut self, pending: Pending) {
+        let answer = within(self.timeout, self.ingest.enqueue(pending.request)).await;
         let _ = pending.reply.send(answer);
     }
 
-    async fn one_by_one(&self, batch: Vec<Pending>) {
+    async fn one_by_one(self, batch: Vec<Pending>) {
         let mut calls = JoinSet::new();
         for pending in batch {
-            let calls_of_one = self.clone();
-            calls.spawn(async move { calls_of_one.unary(pending).await });
+            calls.spawn(self.clone().unary(pending));
         }
         while calls.join_next().await.is_some() {}
     }
+}
 
-    async fn within_timeout<T>(
-        &self,
-        call: impl Future<Output = Result<tonic::Response<T>, Status>>,
-    ) -> Result<T, Status> {
-        match tokio::time::timeout(self.timeout, call).await {
-            Ok(answer) => answer.map(tonic::Response::into_inner),
-            Err(_) => Err(Status::deadline_exceeded(format!(
-                "no answer within {:?} (the batching enqueuer's timeout): the event may or may not be enqueued; retry with the same id or idempotency_key",
-                self.timeout
-            ))),
-        }
+/// A call's answer, or DEADLINE_EXCEEDED once `timeout` has passed without one.
+async fn within<T>(
+    timeout: Duration,
+    call: impl Future<Output = Result<tonic::Response<T>, Status>>,
+) -> Result<T, Status> {
+    match tokio::time::timeout(timeout, call).await {
+        Ok(answer) => answer.map(tonic::Response::into_inner),
+        Err(_) => Err(Status::deadline_exceeded(format!(
+            "no answer within {timeout:?} (the batching enqueuer's timeout): the event may or may not be enqueued; retry with the same id or idempotency_key"
+        ))),
     }
 }
 
