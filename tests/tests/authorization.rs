@@ -79,6 +79,12 @@ fn refused<T: std::fmt::Debug>(answer: Result<tonic::Response<T>, tonic::Status>
     answer.expect_err("refused")
 }
 
+/// The reason a status gives for refusing its request whole, if it does.
+fn refused_whole(status: &tonic::Status) -> Option<&str> {
+    let value = status.metadata().get(cascade_proto::REFUSED_WHOLE_KEY)?;
+    Some(value.to_str().expect("ASCII"))
+}
+
 async fn create_queue(c: &Client, name: &str) -> Result<(), tonic::Status> {
     let request = api::CreateQueueRequest {
         name: name.into(),
@@ -188,6 +194,7 @@ async fn callers_do_what_their_grants_and_quotas_allow() {
             .starts_with("items[1].queue: identity 'orders-producer'"),
         "{status:?}"
     );
+    assert_eq!(refused_whole(&status), Some("forbidden-item"), "{status:?}");
     assert_eq!(
         stats(&admin, "orders.new").await.enqueued_total,
         1,
@@ -262,6 +269,7 @@ async fn callers_do_what_their_grants_and_quotas_allow() {
         moved.message().starts_with("completions[0].advance.to"),
         "{moved:?}"
     );
+    assert_eq!(refused_whole(&moved), Some("forbidden-item"), "{moved:?}");
     let still = take_one(&consumer, "orders.new").await.expect("take");
     let payload = &still[0].event.as_ref().expect("an event").payload;
     assert_eq!(&payload[..], b"still ready", "the refused take leased it");
@@ -334,6 +342,11 @@ async fn callers_do_what_their_grants_and_quotas_allow() {
         .expect("a full bucket");
     let rate = refused(enqueue(&limited, "limited.a", "more").await);
     assert_eq!(rate.code(), Code::ResourceExhausted);
+    assert_eq!(
+        refused_whole(&rate),
+        None,
+        "a quota is the caller's, not its items'"
+    );
     assert!(
         rate.message()
             .contains("enqueue_rate of 1 events per second; retry in"),

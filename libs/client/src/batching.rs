@@ -12,6 +12,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use cascade_proto::REFUSED_WHOLE_KEY;
 use cascade_proto::v1::ingest_client::IngestClient;
 use cascade_proto::v1::{EnqueueBatchRequest, EnqueueRequest, EnqueueResponse, EnqueueResult};
 use prost::Message;
@@ -227,21 +228,14 @@ fn answer_each(batch: Vec<Pending>, results: Vec<EnqueueResult>) {
     }
 }
 
-/// Whether the gateway refused a whole batch before applying anything, for what one or
-/// some of its items are, so that each caller gets its own verdict from a unary call: an
-/// item outside the caller's grants, a request it cannot decode, or one whose refusal asks
-/// for it to be split (more items or bytes than the gateway's limits). Everything else is
-/// every caller's answer as it is: the caller's rate quota (whose message says when to
-/// retry, and which the unary calls would only meet again, each at a call's cost), the
-/// gateway's own backpressure, the connection's failures.
+/// Whether the gateway refused a whole batch, before applying anything, for what its items
+/// are (more or larger than its limits, one outside the caller's grants): its status says so
+/// in its metadata ([`REFUSED_WHOLE_KEY`]), and each caller then gets its own verdict from a
+/// unary call. Everything else is every caller's answer as it is: the caller's rate quota
+/// (whose message says when to retry, and which the unary calls would only meet again, each
+/// at a call's cost), the gateway's own backpressure, the connection's failures.
 fn refused_whole_for_its_items(status: &Status) -> bool {
-    match status.code() {
-        Code::PermissionDenied | Code::InvalidArgument => true,
-        Code::ResourceExhausted => ["split the request", "fewer items per request"]
-            .iter()
-            .any(|advice| status.message().contains(advice)),
-        _ => false,
-    }
+    status.metadata().contains_key(REFUSED_WHOLE_KEY)
 }
 
 /// An item's result as its unary call would have answered it: its message names its own

@@ -49,3 +49,30 @@ impl bus::v1::dispatcher_request::Op {
 
 /// For gRPC server reflection.
 pub const FILE_DESCRIPTOR_SET: &[u8] = tonic::include_file_descriptor_set!("cascade_descriptor");
+
+/// The metadata key of a status that refuses a request whole for what its items are rather
+/// than for who sent it or the server's state: nothing of it was applied, and the same items
+/// sent in smaller requests (one by one, say) each get a verdict of their own. Its value
+/// names the reason ([`RefusedWhole::as_str`]).
+pub const REFUSED_WHOLE_KEY: &str = "cascade-refused-whole";
+
+/// Why a request was refused whole ([`REFUSED_WHOLE_KEY`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RefusedWhole {
+    /// More items than `ingest.max_batch_items`.
+    TooManyItems,
+    /// More bytes than the gateway reads in one request (`ingest.max_batch_bytes`).
+    TooLarge,
+    /// An item outside the caller's grants: the status names it.
+    ForbiddenItem,
+}
+
+impl RefusedWhole {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RefusedWhole::TooManyItems => "too-many-items",
+            RefusedWhole::TooLarge => "too-large",
+            RefusedWhole::ForbiddenItem => "forbidden-item",
+        }
+    }
+}

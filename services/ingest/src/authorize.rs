@@ -19,6 +19,7 @@ use std::collections::BTreeSet;
 use std::time::Instant;
 
 use cascade_core::{HandlerKind, Pipeline};
+use cascade_proto::RefusedWhole;
 use cascade_proto::v1::ListQueuesRequest;
 use cascade_security::{Caller, EnqueueRates, HandlerUrls, Permission, SecurityError};
 
@@ -86,7 +87,10 @@ pub(crate) fn refuse_whole<I>(prepared: &mut Vec<Prepared<I>>) -> Result<(), Ing
     let forbidden =
         |p: &Prepared<I>| matches!(p, Err(e) if e.code() == tonic::Code::PermissionDenied);
     match prepared.iter().position(forbidden) {
-        Some(index) => prepared.swap_remove(index).map(drop),
+        Some(index) => prepared
+            .swap_remove(index)
+            .map(drop)
+            .map_err(|err| err.refusing_whole(RefusedWhole::ForbiddenItem)),
         None => Ok(()),
     }
 }

@@ -5,10 +5,13 @@
 //! statuses: INVALID_ARGUMENT naming the message and field prost could not read, and
 //! RESOURCE_EXHAUSTED naming the limit.
 
+use cascade_proto::RefusedWhole;
 use tonic::body::Body;
 use tonic::codegen::http::Response;
 use tonic::{Code, Status};
 use tower::util::MapResponseLayer;
+
+use crate::error::mark_refused_whole;
 
 /// What tonic's decoder says of a message that does not decode.
 const UNDECODABLE: &str = "failed to decode Protobuf message: ";
@@ -32,10 +35,14 @@ fn rewrite_status(mut response: Response<Body>, limit: usize) -> Response<Body> 
             "request: not a valid protobuf message of this call's request type: {}",
             &message[UNDECODABLE.len()..]
         )),
-        Code::OutOfRange if message.contains(TOO_LARGE) => Status::resource_exhausted(format!(
-            "request: {}, over the gateway's limit of {limit} bytes (the larger of ingest.max_payload with room for an item's headers, and ingest.max_batch_bytes); send smaller payloads, or fewer items per request",
-            found_size(message).unwrap_or_else(|| "too large".into())
-        )),
+        Code::OutOfRange if message.contains(TOO_LARGE) => {
+            let mut status = Status::resource_exhausted(format!(
+                "request: {}, over the gateway's limit of {limit} bytes (the larger of ingest.max_payload with room for an item's headers, and ingest.max_batch_bytes); send smaller payloads, or fewer items per request",
+                found_size(message).unwrap_or_else(|| "too large".into())
+            ));
+            mark_refused_whole(&mut status, RefusedWhole::TooLarge);
+            status
+        }
         _ => return response,
     };
     if rewritten.add_header(response.headers_mut()).is_err() {
@@ -82,6 +89,10 @@ mod tests {
                 .starts_with("request: 2000 bytes, over the gateway's limit of 1000 bytes"),
             "{}",
             status.message()
+        );
+        assert_eq!(
+            status.metadata().get(cascade_proto::REFUSED_WHOLE_KEY),
+            Some(&tonic::metadata::MetadataValue::from_static("too-large"))
         );
         // A server's own INTERNAL stays what it is.
         let own = answered(Status::internal("shard 2 stopped"));

@@ -5,6 +5,7 @@
 use cascade_bus::BusError;
 use cascade_core::Code;
 use cascade_proto::convert::{ConvertError, field_at};
+use cascade_proto::{REFUSED_WHOLE_KEY, RefusedWhole};
 
 #[derive(Debug, thiserror::Error)]
 pub enum IngestError {
@@ -55,6 +56,14 @@ pub enum IngestError {
         #[source]
         source: cascade_security::SecurityError,
     },
+    /// A request refused whole for what its items are (how many, how large, one outside the
+    /// caller's grants): the inner error says which, and its status carries
+    /// `REFUSED_WHOLE_KEY` so that a client can send the items again in smaller requests.
+    #[error("{source}")]
+    RefusedWhole {
+        reason: RefusedWhole,
+        source: Box<IngestError>,
+    },
     /// The gateway stopped before the request could be sent.
     #[error(
         "the gateway is shutting down; retry on another replica (with the same id or idempotency key)"
@@ -97,6 +106,7 @@ impl IngestError {
             IngestError::Bus { source, .. } | IngestError::Subscribe { source, .. } => {
                 grpc(source.code())
             }
+            IngestError::RefusedWhole { source, .. } => source.code(),
             IngestError::ShuttingDown => tonic::Code::Unavailable,
             IngestError::Security { source, .. } => grpc(source.code()),
             IngestError::BadReply { .. }
@@ -114,6 +124,7 @@ impl IngestError {
             IngestError::TooLarge { field, .. }
             | IngestError::NoSuchPipeline { field, .. }
             | IngestError::Security { field, .. } => field,
+            IngestError::RefusedWhole { source, .. } => source.field(),
             _ => "",
         }
     }
@@ -163,6 +174,14 @@ impl IngestError {
         )))
     }
 
+    /// This error as the refusal of a whole request, for `reason`.
+    pub fn refusing_whole(self, reason: RefusedWhole) -> IngestError {
+        IngestError::RefusedWhole {
+            reason,
+            source: Box::new(self),
+        }
+    }
+
     /// A shard's failure, kept with its code and message.
     pub fn shard(code: i32, message: impl Into<String>) -> IngestError {
         IngestError::Shard {
@@ -180,8 +199,20 @@ impl From<cascade_core::Error> for IngestError {
 
 impl From<IngestError> for tonic::Status {
     fn from(err: IngestError) -> tonic::Status {
-        tonic::Status::new(err.code(), err.to_string())
+        let mut status = tonic::Status::new(err.code(), err.to_string());
+        if let IngestError::RefusedWhole { reason, .. } = err {
+            mark_refused_whole(&mut status, reason);
+        }
+        status
     }
+}
+
+/// Adds `REFUSED_WHOLE_KEY` with `reason` to `status`'s metadata.
+pub(crate) fn mark_refused_whole(status: &mut tonic::Status, reason: RefusedWhole) {
+    status.metadata_mut().insert(
+        REFUSED_WHOLE_KEY,
+        tonic::metadata::MetadataValue::from_static(reason.as_str()),
+    );
 }
 
 /// Quotes client input for a message: escaped, and cut after 40 characters so hostile input

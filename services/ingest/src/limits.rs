@@ -7,6 +7,7 @@
 use std::time::Duration;
 
 use cascade_core::{MAX_HEADER_NAME_BYTES, MAX_HEADER_VALUE_BYTES, MAX_HEADERS};
+use cascade_proto::RefusedWhole;
 use cascade_service::Settings;
 
 use crate::IngestError;
@@ -79,7 +80,8 @@ impl Limits {
                 "at most {} per request (ingest.max_batch_items), got {count}; split the request",
                 self.max_batch_items
             ),
-        ))
+        )
+        .refusing_whole(RefusedWhole::TooManyItems))
     }
 
     /// RESOURCE_EXHAUSTED when a batch request (`encoded_len` bytes) is over
@@ -94,7 +96,8 @@ impl Limits {
             size,
             limit: self.max_batch_bytes,
             why: "ingest.max_batch_bytes; split the request".to_owned(),
-        })
+        }
+        .refusing_whole(RefusedWhole::TooLarge))
     }
 
     /// RESOURCE_EXHAUSTED when the payload in `field` is over `ingest.max_payload`, or when the
@@ -195,6 +198,7 @@ mod tests {
             err.to_string(),
             "items: 5001 bytes is over the limit of 5000 bytes (ingest.max_batch_bytes; split the request)"
         );
+        assert_eq!(refused_whole(err), Some("too-large".to_owned()));
         assert!(limits().check_batch_bytes("items", 5000).is_ok());
     }
 
@@ -208,6 +212,13 @@ mod tests {
         assert_eq!(request_limit(&settings), 64 << 20);
     }
 
+    /// The value of the status's refused-whole marker, as a client reads it.
+    fn refused_whole(err: IngestError) -> Option<String> {
+        let status = tonic::Status::from(err);
+        let value = status.metadata().get(cascade_proto::REFUSED_WHOLE_KEY)?;
+        Some(value.to_str().expect("ASCII").to_owned())
+    }
+
     #[test]
     fn item_count_and_take_timeout() {
         let err = limits().check_items("items", 4).expect_err("too many");
@@ -216,6 +227,7 @@ mod tests {
             err.to_string().starts_with("items: at most 3 per request"),
             "{err}"
         );
+        assert_eq!(refused_whole(err), Some("too-many-items".to_owned()));
         assert!(limits().check_items("items", 3).is_ok());
         assert_eq!(limits().take_wait(None), Duration::ZERO);
         let long = limits().take_wait(Some(Duration::from_secs(600)));
