@@ -222,6 +222,57 @@ fn events_through_every_command_in_both_output_modes() {
     c.stop();
 }
 
+/// `enqueue --lines` against a gateway whose limits are below its batches: a batch refused
+/// whole for its item count or bytes goes again in halves, and a line over the byte limit
+/// on its own is the only one refused.
+#[test]
+fn lines_fit_a_gateway_with_small_batch_limits() {
+    let c = Cluster::start_with(
+        Mode::Standalone,
+        None,
+        &[
+            ("CASCADE__STANDALONE__STAGE_WORKERS", "false"),
+            ("CASCADE__INGEST__MAX_BATCH_ITEMS", "3"),
+            ("CASCADE__INGEST__MAX_BATCH_BYTES", "1024"),
+        ],
+    );
+    json(&c, &["queue", "create", "jobs"]);
+    // Eight lines of 200 bytes: the fifth of 900 (over the byte limit beside any other
+    // line) and the seventh of 1,100 (over it alone).
+    let lines: Vec<String> = (0..8)
+        .map(|i| match i {
+            4 => format!("{i:-<900}"),
+            6 => format!("{i:-<1100}"),
+            _ => format!("{i:-<200}"),
+        })
+        .collect();
+    let input = lines.join("\n") + "\n";
+    let args = ["enqueue", "jobs", "--lines"];
+    let out = run(&c, &args, Some(&input));
+    let error = cli::failed(out, &args, 1);
+    assert!(
+        error.contains(&format!("cannot enqueue line '{}' to jobs", lines[6]))
+            && error.contains("over the limit of 1024 bytes (ingest.max_batch_bytes"),
+        "{error}"
+    );
+    assert_eq!(
+        error.lines().count(),
+        1,
+        "only the one line refused: {error}"
+    );
+    assert_eq!(json(&c, &["stats", "jobs"])[0]["enqueued_total"], 7);
+    let taken = json(&c, &["take", "jobs", "--max", "10"]);
+    let payloads: Vec<&str> = taken.iter().map(|t| field(t, "payload")).collect();
+    let expected: Vec<&str> = lines
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| *i != 6)
+        .map(|(_, line)| line.as_str())
+        .collect();
+    assert_eq!(payloads, expected, "every other line, in order");
+    c.stop();
+}
+
 /// The commands the test above runs in one output mode, in the other; `update --at`; and a
 /// dead-letter queue's stats once a redrive emptied it.
 #[test]

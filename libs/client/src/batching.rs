@@ -12,7 +12,6 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use cascade_proto::REFUSED_WHOLE_KEY;
 use cascade_proto::v1::ingest_client::IngestClient;
 use cascade_proto::v1::{EnqueueBatchRequest, EnqueueRequest, EnqueueResponse, EnqueueResult};
 use prost::Message;
@@ -20,7 +19,7 @@ use tokio::sync::{Semaphore, mpsc, oneshot};
 use tokio::task::JoinSet;
 use tonic::{Code, Status};
 
-use crate::Connection;
+use crate::{Connection, is_refused_whole};
 
 /// How a [`BatchingEnqueuer`] groups its callers' events.
 #[derive(Clone, Copy, Debug)]
@@ -178,7 +177,10 @@ impl Calls {
         let call = self.ingest.enqueue_batch(EnqueueBatchRequest { items });
         match within(self.timeout, call).await {
             Ok(answer) => answer_each(batch, answer.results),
-            Err(status) if refused_whole_for_its_items(&status) => self.one_by_one(batch).await,
+            // Refused for what its events are: each gets its own verdict from a unary call.
+            // Anything else (the caller's rate quota, backpressure, the connection) is every
+            // caller's answer; unary calls would only meet it again, each at a call's cost.
+            Err(status) if is_refused_whole(&status) => self.one_by_one(batch).await,
             Err(status) => {
                 for pending in batch {
                     let _ = pending.reply.send(Err(status.clone()));
@@ -226,16 +228,6 @@ fn answer_each(batch: Vec<Pending>, results: Vec<EnqueueResult>) {
         };
         let _ = pending.reply.send(answer);
     }
-}
-
-/// Whether the gateway refused a whole batch, before applying anything, for what its items
-/// are (more or larger than its limits, one outside the caller's grants): its status says so
-/// in its metadata ([`REFUSED_WHOLE_KEY`]), and each caller then gets its own verdict from a
-/// unary call. Everything else is every caller's answer as it is: the caller's rate quota
-/// (whose message says when to retry, and which the unary calls would only meet again, each
-/// at a call's cost), the gateway's own backpressure, the connection's failures.
-fn refused_whole_for_its_items(status: &Status) -> bool {
-    status.metadata().contains_key(REFUSED_WHOLE_KEY)
 }
 
 /// An item's result as its unary call would have answered it: its message names its own

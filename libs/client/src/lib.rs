@@ -53,6 +53,17 @@ pub fn innermost_cause(error: &dyn std::error::Error) -> String {
     cause.to_string()
 }
 
+/// Whether the gateway refused a whole request, before applying anything, for what its
+/// items are (more or larger than its limits, one outside the caller's grants): its status
+/// says so in its metadata (`cascade-refused-whole`), and the same items sent in smaller
+/// requests each get a verdict of their own. A quota, backpressure or an unreachable shard
+/// never says so: sending the items again in parts would meet the same answer.
+pub fn is_refused_whole(status: &tonic::Status) -> bool {
+    status
+        .metadata()
+        .contains_key(cascade_proto::REFUSED_WHOLE_KEY)
+}
+
 /// The largest answer read (tonic's default, 4 MiB, is below an event with the largest
 /// payload). The gateway bounds its answers by its own limits; this only needs to be above
 /// them.

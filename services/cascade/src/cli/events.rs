@@ -4,13 +4,15 @@ use std::io::BufRead;
 
 use bytes::Bytes;
 
-use cascade_client::api;
+use cascade_client::{api, is_refused_whole};
 use cascade_proto::convert;
 
 use super::output::{Record, Value};
 use super::{CliError, ClientOpts, Session};
 
-/// Items per `EnqueueBatch` with --lines: well under the gateway's default limit (1000).
+/// Items per `EnqueueBatch` with --lines: well under the gateway's default limit (1000). A
+/// gateway with lower limits, or longer lines than its byte limit takes in one batch, gets
+/// them in halves until they pass.
 const LINES_PER_BATCH: usize = 500;
 
 #[derive(clap::Args)]
@@ -144,6 +146,9 @@ pub async fn enqueue(args: EnqueueArgs) -> Result<(), CliError> {
 }
 
 /// Every line of standard input is an event; a refused one is reported and the rest still go.
+/// A batch the gateway refuses whole for what its lines are (more or larger than its limits,
+/// one outside the caller's grants) goes again in halves, down to single lines, so that only
+/// the lines at fault are refused; the lines keep their order.
 async fn enqueue_lines(
     s: &Session,
     target: &str,
@@ -155,7 +160,9 @@ async fn enqueue_lines(
         .collect::<Result<_, _>>()
         .map_err(|e| CliError::failed("cannot read standard input", e))?;
     let (mut sent, mut refused) = (0u64, Vec::new());
-    for chunk in lines.chunks(LINES_PER_BATCH) {
+    // Batches still to send, the next one last.
+    let mut to_send: Vec<&[String]> = lines.chunks(LINES_PER_BATCH).rev().collect();
+    while let Some(chunk) = to_send.pop() {
         let items = chunk
             .iter()
             .map(|line| api::EnqueueRequest {
@@ -163,14 +170,27 @@ async fn enqueue_lines(
                 ..template.clone()
             })
             .collect();
-        let results = s
+        let answer = s
             .client
             .ingest()
             .enqueue_batch(api::EnqueueBatchRequest { items })
-            .await
-            .map_err(s.refused(format!("cannot enqueue to {target}")))?
-            .into_inner()
-            .results;
+            .await;
+        let results = match answer {
+            Ok(answer) => answer.into_inner().results,
+            Err(status) if is_refused_whole(&status) && chunk.len() > 1 => {
+                let (first, second) = chunk.split_at(chunk.len() / 2);
+                to_send.extend([second, first]);
+                continue;
+            }
+            Err(status) if is_refused_whole(&status) => {
+                refused.push(line_refused(s, &chunk[0], target, status));
+                continue;
+            }
+            Err(status) => {
+                let what = format!("cannot enqueue to {target}");
+                return Err(CliError::refused(&s.addr, what, status));
+            }
+        };
         for (result, line) in results.iter().zip(chunk) {
             match (&result.ok, result.code) {
                 (Some(ok), 0) => {
@@ -179,11 +199,10 @@ async fn enqueue_lines(
                         s.out.record(&enqueued_record(ok));
                     }
                 }
-                _ => refused.push(CliError::refused(
-                    &s.addr,
-                    format!("cannot enqueue line '{line}' to {target}"),
-                    tonic::Status::new(result.code.into(), result.message.clone()),
-                )),
+                _ => {
+                    let status = tonic::Status::new(result.code.into(), result.message.clone());
+                    refused.push(line_refused(s, line, target, status));
+                }
             }
         }
     }
@@ -191,6 +210,14 @@ async fn enqueue_lines(
         println!("enqueued {sent} events to {target}");
     }
     report_refusals(refused)
+}
+
+fn line_refused(s: &Session, line: &str, target: &str, status: tonic::Status) -> CliError {
+    CliError::refused(
+        &s.addr,
+        format!("cannot enqueue line '{line}' to {target}"),
+        status,
+    )
 }
 
 /// Prints every refusal but the last, which becomes the command's error (and exit code).
