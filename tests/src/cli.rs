@@ -28,7 +28,8 @@ pub fn run_env(addr: &str, args: &[&str], env: &[(&str, &str)]) -> Run {
     run_with(addr, args, None, env)
 }
 
-fn run_with(addr: &str, args: &[&str], stdin: Option<&str>, env: &[(&str, &str)]) -> Run {
+/// `cascade <args>` at `addr`, with `stdin` as its input and more environment variables.
+pub fn run_with(addr: &str, args: &[&str], stdin: Option<&str>, env: &[(&str, &str)]) -> Run {
     let mut child = Command::new(binary("cascade"))
         .args(args)
         .envs(env.iter().copied())

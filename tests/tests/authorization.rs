@@ -17,6 +17,7 @@ use cascade_e2e::process::http_get_with;
 use cascade_e2e::scenarios::{ack, complete, config, item, stats};
 use cascade_e2e::{Cluster, Mode};
 use cascade_security::token_sha256;
+use cascade_worker::{Event, Outcome, Worker, WorkerConfig, handler_fn};
 use serde_json::Value;
 use tonic::Code;
 
@@ -451,6 +452,25 @@ async fn callers_do_what_their_grants_and_quotas_allow() {
         "{}",
         denied.stderr
     );
+    // Lines outside the caller's grants: refused at the first batch, which is not sent again
+    // in parts (every line goes to the same queue), and the command says what did not go.
+    let lines = cli::run_with(
+        &addr,
+        &["enqueue", "payments", "--lines"],
+        Some("a\nb\n"),
+        &[("CASCADE_TOKEN", PRODUCER)],
+    );
+    assert_eq!(lines.code, 1, "{}", lines.stderr);
+    assert!(
+        lines.stdout.contains("enqueued 0 events to payments")
+            && lines
+                .stderr
+                .contains("cannot enqueue lines 1 to 2 of 2 to payments, and sent none after them")
+            && lines.stderr.contains("may not produce to queue 'payments'"),
+        "{}\n{}",
+        lines.stdout,
+        lines.stderr
+    );
 
     // The identities file is read again: a token added, one revoked, without a restart. It
     // is replaced in one step, as a Secret's update does (a reader never sees half of it).
@@ -579,4 +599,102 @@ fn audit(log: &str) {
         !log.contains(ADMIN) && !log.contains(PRODUCER),
         "tokens never logged"
     );
+}
+
+/// A worker whose handler advances some events of a batch outside its grants: a request
+/// carrying such an advance is refused whole, and the worker sends it again in halves, so
+/// every other event of the batch still goes where its handler sent it, at once, not after
+/// its lease runs out.
+#[tokio::test]
+async fn a_forbidden_advance_fails_only_its_own_event() {
+    const STAGE: &str = "stage-token-0c5d";
+    let dir = tempfile::tempdir().expect("tempdir");
+    let file = dir.path().join("identities.toml");
+    let grants = [
+        identity(
+            "ops",
+            ADMIN,
+            r#"{ role = "admin", queues = ["*"] }, { role = "producer", queues = ["*"] }"#,
+            "",
+        ),
+        identity(
+            "stage",
+            STAGE,
+            r#"{ role = "consumer", queues = ["jobs.*"] }, { role = "producer", queues = ["jobs.*"] }"#,
+            "",
+        ),
+    ];
+    std::fs::write(&file, grants.concat()).expect("write identities");
+    let file_setting = file.display().to_string();
+    let cluster = tokio::task::spawn_blocking(move || {
+        Cluster::start_with(
+            Mode::Standalone,
+            None,
+            &[
+                ("CASCADE__STANDALONE__STAGE_WORKERS", "false"),
+                ("CASCADE__AUTH__ENABLED", "true"),
+                ("CASCADE__AUTH__IDENTITIES_FILE", &file_setting),
+            ],
+        )
+    })
+    .await
+    .expect("start");
+    let admin = client(&cluster, Some(ADMIN)).await;
+    for queue in ["jobs.in", "jobs.done", "payments"] {
+        create_queue(&admin, queue).await.expect("create");
+    }
+    // The events whose number ends in 7 are to go where the stage may not produce.
+    let forbidden = |payload: &[u8]| payload.ends_with(b"7");
+    let sent: Vec<api::EnqueueRequest> = (0..40).map(|i| item("jobs.in", &i.to_string())).collect();
+    let allowed = sent.iter().filter(|e| !forbidden(&e.payload)).count() as u64;
+    admin
+        .ingest()
+        .enqueue_batch(api::EnqueueBatchRequest { items: sent })
+        .await
+        .expect("enqueue");
+
+    // Leases far longer than the wait below: an event whose completion failed would only
+    // come back after it.
+    let config = WorkerConfig::new("jobs.in")
+        .expect("config")
+        .batch(40)
+        .concurrency(40)
+        .lease(Duration::from_secs(600));
+    let handler = handler_fn(move |event: Event, _attempt| async move {
+        let to = match forbidden(&event.payload) {
+            true => "payments",
+            false => "jobs.done",
+        };
+        Ok(Outcome::Advance {
+            to: Some(to.to_owned()),
+            payload: None,
+            headers: Default::default(),
+            delay: None,
+        })
+    });
+    let stage = client(&cluster, Some(STAGE)).await;
+    let worker = Worker::new(&stage, config, handler).expect("worker");
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let running = tokio::spawn(worker.run_until(async move {
+        let _ = stopped.await;
+    }));
+    let deadline = Instant::now() + WITHIN;
+    while stats(&admin, "jobs.done").await.enqueued_total < allowed {
+        assert!(
+            Instant::now() < deadline,
+            "{} of {allowed} advanced within {WITHIN:?}",
+            stats(&admin, "jobs.done").await.enqueued_total
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(stats(&admin, "jobs.done").await.enqueued_total, allowed);
+    assert_eq!(stats(&admin, "payments").await.enqueued_total, 0);
+    let _ = stop.send(());
+    running
+        .await
+        .expect("join")
+        .expect("the worker stops cleanly");
+    tokio::task::spawn_blocking(move || cluster.stop())
+        .await
+        .expect("stop");
 }

@@ -29,6 +29,7 @@ use tonic::service::interceptor::InterceptedService;
 use tonic::transport::{Certificate, Channel, ClientTlsConfig, Endpoint, Identity};
 
 pub use batching::{BatchingEnqueuer, BatchingOptions};
+pub use cascade_proto::RefusedWhole;
 pub use cascade_proto::v1 as api;
 pub use worker_calls::WorkerCalls;
 
@@ -62,6 +63,13 @@ pub fn is_refused_whole(status: &tonic::Status) -> bool {
     status
         .metadata()
         .contains_key(cascade_proto::REFUSED_WHOLE_KEY)
+}
+
+/// Why the gateway refused a whole request ([`is_refused_whole`]), when it says so in a way
+/// this build knows.
+pub fn refused_whole_reason(status: &tonic::Status) -> Option<RefusedWhole> {
+    let value = status.metadata().get(cascade_proto::REFUSED_WHOLE_KEY)?;
+    RefusedWhole::parse(value.to_str().ok()?)
 }
 
 /// The largest answer read (tonic's default, 4 MiB, is below an event with the largest

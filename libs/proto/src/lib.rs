@@ -68,11 +68,35 @@ pub enum RefusedWhole {
 }
 
 impl RefusedWhole {
+    const ALL: [RefusedWhole; 3] = [
+        RefusedWhole::TooManyItems,
+        RefusedWhole::TooLarge,
+        RefusedWhole::ForbiddenItem,
+    ];
+
+    /// The reason a [`REFUSED_WHOLE_KEY`] value names; `None` for one this build does not know.
+    pub fn parse(value: &str) -> Option<RefusedWhole> {
+        RefusedWhole::ALL.into_iter().find(|r| r.as_str() == value)
+    }
+
     pub fn as_str(self) -> &'static str {
         match self {
             RefusedWhole::TooManyItems => "too-many-items",
             RefusedWhole::TooLarge => "too-large",
             RefusedWhole::ForbiddenItem => "forbidden-item",
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::RefusedWhole;
+
+    #[test]
+    fn a_refusal_reads_back_as_it_was_written() {
+        for reason in RefusedWhole::ALL {
+            assert_eq!(RefusedWhole::parse(reason.as_str()), Some(reason));
+        }
+        assert_eq!(RefusedWhole::parse("too-slow"), None);
     }
 }

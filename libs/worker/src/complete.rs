@@ -5,14 +5,15 @@
 //! order is needed between them.
 //!
 //! Failure policy: a transport failure or UNAVAILABLE is retried a few times; a retry of a
-//! completion that did apply is refused as a stale lease and changes nothing. A completion
-//! that is refused or cannot be sent is logged and counted; its lease expires and the
-//! event is delivered again (at least once).
+//! completion that did apply is refused as a stale lease and changes nothing. A request
+//! refused whole for what its completions are goes again in halves, so only the completion
+//! at fault is refused. A completion that is refused or cannot be sent is logged and
+//! counted; its lease expires and the event is delivered again (at least once).
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use cascade_client::WorkerCalls;
+use cascade_client::{WorkerCalls, is_refused_whole};
 use cascade_proto::v1;
 use prost::Message;
 use tokio::sync::mpsc;
@@ -84,21 +85,45 @@ pub(crate) async fn run_completer(
     }
 }
 
+/// Sends `batch`; a request the gateway refuses whole for what its completions are (an
+/// advance outside the worker's grants, more or larger than its limits) goes again in halves,
+/// down to single completions, so that one completion at fault does not fail the others.
 async fn send(client: WorkerCalls, batch: Vec<v1::Completion>, stats: Arc<Stats>) {
+    // Requests still to send, the next one last.
+    let mut to_send = vec![batch];
+    while let Some(batch) = to_send.pop() {
+        if let Some(mut refused) = send_one(&client, batch, &stats).await {
+            let second = refused.split_off(refused.len() / 2);
+            to_send.extend([second, refused]);
+        }
+    }
+}
+
+/// Sends one request, retrying failures that may pass; gives back its completions when it
+/// was refused whole for what they are and more than one could be sent apart.
+async fn send_one(
+    client: &WorkerCalls,
+    batch: Vec<v1::Completion>,
+    stats: &Stats,
+) -> Option<Vec<v1::Completion>> {
     let count = batch.len() as u64;
     let request = v1::CompleteRequest { completions: batch };
-    let mut pause = FIRST_RETRY_PAUSE;
-    for attempt in 1..=TRIES {
+    let (mut attempt, mut pause) = (1, FIRST_RETRY_PAUSE);
+    loop {
         let answer = client.clone().complete(request.clone()).await;
         match answer {
             Ok(response) => {
-                record_results(&request.completions, &response.into_inner().results, &stats);
-                return;
+                record_results(&request.completions, &response.into_inner().results, stats);
+                return None;
+            }
+            Err(status) if count > 1 && is_refused_whole(&status) => {
+                tracing::warn!(count, code = ?status.code(), message = %status.message(), "worker.complete.refused_whole; sending it in halves");
+                return Some(request.completions);
             }
             Err(status) if attempt < TRIES && may_pass(status.code()) => {
                 tracing::warn!(attempt, code = ?status.code(), message = %status.message(), "worker.complete.retrying");
                 tokio::time::sleep(pause).await;
-                pause *= 2;
+                (attempt, pause) = (attempt + 1, pause * 2);
             }
             Err(status) => {
                 tracing::error!(
@@ -108,7 +133,7 @@ async fn send(client: WorkerCalls, batch: Vec<v1::Completion>, stats: Arc<Stats>
                     "worker.complete.failed; the leases will expire and the events come back"
                 );
                 stats.add(Counter::CompleteFailures, count);
-                return;
+                return None;
             }
         }
     }

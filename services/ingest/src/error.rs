@@ -59,10 +59,10 @@ pub enum IngestError {
     /// A request refused whole for what its items are (how many, how large, one outside the
     /// caller's grants): the inner error says which, and its status carries
     /// `REFUSED_WHOLE_KEY` so that a client can send the items again in smaller requests.
-    #[error("{source}")]
+    #[error("{refusal}")]
     RefusedWhole {
         reason: RefusedWhole,
-        source: Box<IngestError>,
+        refusal: Box<IngestError>,
     },
     /// The gateway stopped before the request could be sent.
     #[error(
@@ -106,7 +106,7 @@ impl IngestError {
             IngestError::Bus { source, .. } | IngestError::Subscribe { source, .. } => {
                 grpc(source.code())
             }
-            IngestError::RefusedWhole { source, .. } => source.code(),
+            IngestError::RefusedWhole { refusal, .. } => refusal.code(),
             IngestError::ShuttingDown => tonic::Code::Unavailable,
             IngestError::Security { source, .. } => grpc(source.code()),
             IngestError::BadReply { .. }
@@ -124,7 +124,7 @@ impl IngestError {
             IngestError::TooLarge { field, .. }
             | IngestError::NoSuchPipeline { field, .. }
             | IngestError::Security { field, .. } => field,
-            IngestError::RefusedWhole { source, .. } => source.field(),
+            IngestError::RefusedWhole { refusal, .. } => refusal.field(),
             _ => "",
         }
     }
@@ -178,7 +178,7 @@ impl IngestError {
     pub fn refusing_whole(self, reason: RefusedWhole) -> IngestError {
         IngestError::RefusedWhole {
             reason,
-            source: Box::new(self),
+            refusal: Box::new(self),
         }
     }
 

@@ -1,18 +1,18 @@
 //! Events by ID: enqueue, get, update, delete.
 
 use std::io::BufRead;
+use std::ops::Range;
 
 use bytes::Bytes;
 
-use cascade_client::{api, is_refused_whole};
+use cascade_client::{RefusedWhole, api, refused_whole_reason};
 use cascade_proto::convert;
 
 use super::output::{Record, Value};
 use super::{CliError, ClientOpts, Session};
 
 /// Items per `EnqueueBatch` with --lines: well under the gateway's default limit (1000). A
-/// gateway with lower limits, or longer lines than its byte limit takes in one batch, gets
-/// them in halves until they pass.
+/// gateway with lower limits gets them in halves until they pass.
 const LINES_PER_BATCH: usize = 500;
 
 #[derive(clap::Args)]
@@ -145,10 +145,12 @@ pub async fn enqueue(args: EnqueueArgs) -> Result<(), CliError> {
     Ok(())
 }
 
-/// Every line of standard input is an event; a refused one is reported and the rest still go.
-/// A batch the gateway refuses whole for what its lines are (more or larger than its limits,
-/// one outside the caller's grants) goes again in halves, down to single lines, so that only
-/// the lines at fault are refused; the lines keep their order.
+/// Every line of standard input is an event, sent in order; a refused one is reported and
+/// the rest still go. A batch the gateway refuses whole for its size (more lines or bytes
+/// than its limits) goes again in halves; a line alone goes as a unary call, whose limit is
+/// a payload's, not a batch's. Any other refusal of a whole batch (the caller's grants or
+/// quota, an unreachable shard) would meet the later batches too: the command stops there,
+/// having reported what went.
 async fn enqueue_lines(
     s: &Session,
     target: &str,
@@ -159,17 +161,27 @@ async fn enqueue_lines(
         .lines()
         .collect::<Result<_, _>>()
         .map_err(|e| CliError::failed("cannot read standard input", e))?;
+    let event = |line: &String| api::EnqueueRequest {
+        payload: line.clone().into_bytes().into(),
+        ..template.clone()
+    };
     let (mut sent, mut refused) = (0u64, Vec::new());
-    // Batches still to send, the next one last.
-    let mut to_send: Vec<&[String]> = lines.chunks(LINES_PER_BATCH).rev().collect();
-    while let Some(chunk) = to_send.pop() {
-        let items = chunk
-            .iter()
-            .map(|line| api::EnqueueRequest {
-                payload: line.clone().into_bytes().into(),
-                ..template.clone()
-            })
-            .collect();
+    // The ranges of lines still to send, the next one last.
+    let mut to_send: Vec<Range<usize>> = (0..lines.len())
+        .step_by(LINES_PER_BATCH)
+        .map(|start| start..lines.len().min(start + LINES_PER_BATCH))
+        .rev()
+        .collect();
+    while let Some(range) = to_send.pop() {
+        let chunk = &lines[range.clone()];
+        if let [line] = chunk {
+            match s.client.ingest().enqueue(event(line)).await {
+                Ok(ok) => enqueued(s, &ok.into_inner(), &mut sent),
+                Err(status) => refused.push(line_refused(s, line, target, status)),
+            }
+            continue;
+        }
+        let items = chunk.iter().map(event).collect();
         let answer = s
             .client
             .ingest()
@@ -177,28 +189,25 @@ async fn enqueue_lines(
             .await;
         let results = match answer {
             Ok(answer) => answer.into_inner().results,
-            Err(status) if is_refused_whole(&status) && chunk.len() > 1 => {
-                let (first, second) = chunk.split_at(chunk.len() / 2);
-                to_send.extend([second, first]);
-                continue;
-            }
-            Err(status) if is_refused_whole(&status) => {
-                refused.push(line_refused(s, &chunk[0], target, status));
+            Err(status) if refused_for_its_size(&status) => {
+                let middle = range.start + chunk.len() / 2;
+                to_send.extend([middle..range.end, range.start..middle]);
                 continue;
             }
             Err(status) => {
-                let what = format!("cannot enqueue to {target}");
-                return Err(CliError::refused(&s.addr, what, status));
+                let what = format!(
+                    "cannot enqueue lines {} to {} of {} to {target}, and sent none after them",
+                    range.start + 1,
+                    range.end,
+                    lines.len()
+                );
+                refused.push(CliError::refused(&s.addr, what, status));
+                break;
             }
         };
         for (result, line) in results.iter().zip(chunk) {
             match (&result.ok, result.code) {
-                (Some(ok), 0) => {
-                    sent += 1;
-                    if s.out.is_json() {
-                        s.out.record(&enqueued_record(ok));
-                    }
-                }
+                (Some(ok), 0) => enqueued(s, ok, &mut sent),
                 _ => {
                     let status = tonic::Status::new(result.code.into(), result.message.clone());
                     refused.push(line_refused(s, line, target, status));
@@ -210,6 +219,22 @@ async fn enqueue_lines(
         println!("enqueued {sent} events to {target}");
     }
     report_refusals(refused)
+}
+
+/// Whether a batch refused whole would pass in smaller ones. One refused for a line outside
+/// the caller's grants would not: every line goes to the same queue.
+fn refused_for_its_size(status: &tonic::Status) -> bool {
+    matches!(
+        refused_whole_reason(status),
+        Some(RefusedWhole::TooManyItems | RefusedWhole::TooLarge)
+    )
+}
+
+fn enqueued(s: &Session, ok: &api::EnqueueResponse, sent: &mut u64) {
+    *sent += 1;
+    if s.out.is_json() {
+        s.out.record(&enqueued_record(ok));
+    }
 }
 
 fn line_refused(s: &Session, line: &str, target: &str, status: tonic::Status) -> CliError {
