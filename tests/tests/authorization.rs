@@ -465,7 +465,7 @@ async fn callers_do_what_their_grants_and_quotas_allow() {
         lines.stdout.contains("enqueued 0 events to payments")
             && lines
                 .stderr
-                .contains("cannot enqueue lines 1 to 2 of 2 to payments, and sent none after them")
+                .contains("cannot enqueue lines 1 to 2 of 2 to payments")
             && lines.stderr.contains("may not produce to queue 'payments'"),
         "{}\n{}",
         lines.stdout,
@@ -674,6 +674,7 @@ async fn a_forbidden_advance_fails_only_its_own_event() {
     });
     let stage = client(&cluster, Some(STAGE)).await;
     let worker = Worker::new(&stage, config, handler).expect("worker");
+    let handle = worker.handle();
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     let running = tokio::spawn(worker.run_until(async move {
         let _ = stopped.await;
@@ -694,6 +695,13 @@ async fn a_forbidden_advance_fails_only_its_own_event() {
         .await
         .expect("join")
         .expect("the worker stops cleanly");
+    // Each outcome counted once: sent apart, the forbidden ones failed one by one.
+    let counted = handle.stats();
+    assert_eq!(
+        (counted.completed, counted.complete_failures),
+        (allowed, 40 - allowed),
+        "{counted:?}"
+    );
     tokio::task::spawn_blocking(move || cluster.stop())
         .await
         .expect("stop");

@@ -120,7 +120,10 @@ async fn send_one(
                 tracing::warn!(count, code = ?status.code(), message = %status.message(), "worker.complete.refused_whole; sending it in halves");
                 return Some(request.completions);
             }
-            Err(status) if attempt < TRIES && may_pass(status.code()) => {
+            // Sent again as it is, a request refused whole would be refused again.
+            Err(status)
+                if attempt < TRIES && may_pass(status.code()) && !is_refused_whole(&status) =>
+            {
                 tracing::warn!(attempt, code = ?status.code(), message = %status.message(), "worker.complete.retrying");
                 tokio::time::sleep(pause).await;
                 (attempt, pause) = (attempt + 1, pause * 2);

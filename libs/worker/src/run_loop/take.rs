@@ -6,6 +6,7 @@
 use std::cmp::Reverse;
 use std::time::SystemTime;
 
+use cascade_client::is_refused_whole;
 use cascade_core::Outcome;
 use cascade_proto::convert::duration_to_proto;
 use cascade_proto::v1;
@@ -131,7 +132,7 @@ impl<H: Handler> State<H> {
     }
 
     /// `carried`: the take carried completions, which may be what was refused (a grant, a
-    /// limit): they went on their own, and the take is tried again without them.
+    /// limit): they went on their own, and the take is tried again without them, at once.
     pub(super) async fn on_take_failed(&mut self, status: tonic::Status, carried: bool) {
         self.ctx.shared.stats.add(Counter::TakeFailures, 1);
         if self.stopping {
@@ -139,7 +140,7 @@ impl<H: Handler> State<H> {
             tracing::debug!(code = ?status.code(), "worker.take.failed while draining");
             return;
         }
-        if carried && !may_pass(status.code()) {
+        if carried && (is_refused_whole(&status) || !may_pass(status.code())) {
             tracing::warn!(
                 code = ?status.code(),
                 message = %status.message(),

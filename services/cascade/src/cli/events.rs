@@ -148,9 +148,9 @@ pub async fn enqueue(args: EnqueueArgs) -> Result<(), CliError> {
 /// Every line of standard input is an event, sent in order; a refused one is reported and
 /// the rest still go. A batch the gateway refuses whole for its size (more lines or bytes
 /// than its limits) goes again in halves; a line alone goes as a unary call, whose limit is
-/// a payload's, not a batch's. Any other refusal of a whole batch (the caller's grants or
-/// quota, an unreachable shard) would meet the later batches too: the command stops there,
-/// having reported what went.
+/// a payload's, not a batch's. A refusal that every later line would meet too (the caller's
+/// grants, credentials or quota for a whole batch, an unreachable gateway) stops the
+/// command, which says how many lines went and which did not.
 async fn enqueue_lines(
     s: &Session,
     target: &str,
@@ -174,44 +174,43 @@ async fn enqueue_lines(
         .collect();
     while let Some(range) = to_send.pop() {
         let chunk = &lines[range.clone()];
-        if let [line] = chunk {
-            match s.client.ingest().enqueue(event(line)).await {
-                Ok(ok) => enqueued(s, &ok.into_inner(), &mut sent),
-                Err(status) => refused.push(line_refused(s, line, target, status)),
+        let answer = match chunk {
+            [line] => enqueue_alone(s, event(line)).await,
+            _ => {
+                let items = chunk.iter().map(event).collect();
+                let request = api::EnqueueBatchRequest { items };
+                let answer = s.client.ingest().enqueue_batch(request).await;
+                answer.map(|answer| answer.into_inner().results)
             }
-            continue;
-        }
-        let items = chunk.iter().map(event).collect();
-        let answer = s
-            .client
-            .ingest()
-            .enqueue_batch(api::EnqueueBatchRequest { items })
-            .await;
+        };
         let results = match answer {
-            Ok(answer) => answer.into_inner().results,
-            Err(status) if refused_for_its_size(&status) => {
+            Ok(results) => results,
+            Err(status) if chunk.len() > 1 && refused_for_its_size(&status) => {
                 let middle = range.start + chunk.len() / 2;
                 to_send.extend([middle..range.end, range.start..middle]);
                 continue;
             }
             Err(status) => {
-                let what = format!(
-                    "cannot enqueue lines {} to {} of {} to {target}, and sent none after them",
-                    range.start + 1,
-                    range.end,
-                    lines.len()
-                );
+                let (first, count) = (range.start + 1, lines.len());
+                let what =
+                    format!("cannot enqueue lines {first} to {count} of {count} to {target}");
                 refused.push(CliError::refused(&s.addr, what, status));
                 break;
             }
         };
         for (result, line) in results.iter().zip(chunk) {
             match (&result.ok, result.code) {
-                (Some(ok), 0) => enqueued(s, ok, &mut sent),
-                _ => {
-                    let status = tonic::Status::new(result.code.into(), result.message.clone());
-                    refused.push(line_refused(s, line, target, status));
+                (Some(ok), 0) => {
+                    sent += 1;
+                    if s.out.is_json() {
+                        s.out.record(&enqueued_record(ok));
+                    }
                 }
+                _ => refused.push(CliError::refused(
+                    &s.addr,
+                    format!("cannot enqueue line '{line}' to {target}"),
+                    tonic::Status::new(result.code.into(), result.message.clone()),
+                )),
             }
         }
     }
@@ -221,27 +220,48 @@ async fn enqueue_lines(
     report_refusals(refused)
 }
 
+/// One line's event as a unary call, answered as a batch answers an item; an error every
+/// later line would meet too (not about this line) is the call's, as a batch's would be.
+async fn enqueue_alone(
+    s: &Session,
+    event: api::EnqueueRequest,
+) -> Result<Vec<api::EnqueueResult>, tonic::Status> {
+    let result = match s.client.ingest().enqueue(event).await {
+        Ok(ok) => api::EnqueueResult {
+            ok: Some(ok.into_inner()),
+            ..Default::default()
+        },
+        Err(status) if about_every_line(&status) => return Err(status),
+        Err(status) => api::EnqueueResult {
+            code: status.code() as i32,
+            message: status.message().to_owned(),
+            ..Default::default()
+        },
+    };
+    Ok(vec![result])
+}
+
+/// Whether a refusal of one line's call would meet every line: the call never reached a
+/// gateway, or the gateway refused the caller or the queue, not the line.
+fn about_every_line(status: &tonic::Status) -> bool {
+    use tonic::Code;
+    std::error::Error::source(status).is_some()
+        || matches!(
+            status.code(),
+            Code::Unauthenticated
+                | Code::PermissionDenied
+                | Code::Unavailable
+                | Code::DeadlineExceeded
+                | Code::NotFound
+        )
+}
+
 /// Whether a batch refused whole would pass in smaller ones. One refused for a line outside
 /// the caller's grants would not: every line goes to the same queue.
 fn refused_for_its_size(status: &tonic::Status) -> bool {
     matches!(
         refused_whole_reason(status),
         Some(RefusedWhole::TooManyItems | RefusedWhole::TooLarge)
-    )
-}
-
-fn enqueued(s: &Session, ok: &api::EnqueueResponse, sent: &mut u64) {
-    *sent += 1;
-    if s.out.is_json() {
-        s.out.record(&enqueued_record(ok));
-    }
-}
-
-fn line_refused(s: &Session, line: &str, target: &str, status: tonic::Status) -> CliError {
-    CliError::refused(
-        &s.addr,
-        format!("cannot enqueue line '{line}' to {target}"),
-        status,
     )
 }
 
