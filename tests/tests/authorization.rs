@@ -80,10 +80,9 @@ fn refused<T: std::fmt::Debug>(answer: Result<tonic::Response<T>, tonic::Status>
     answer.expect_err("refused")
 }
 
-/// The reason a status gives for refusing its request whole, if it does.
-fn refused_whole(status: &tonic::Status) -> Option<&str> {
-    let value = status.metadata().get(cascade_proto::REFUSED_WHOLE_KEY)?;
-    Some(value.to_str().expect("ASCII"))
+/// The reason a status gives for refusing its request whole, if it does, as a client reads it.
+fn refused_whole(status: &tonic::Status) -> Option<&'static str> {
+    cascade_client::refused_whole_reason(status).map(cascade_client::RefusedWhole::as_str)
 }
 
 async fn create_queue(c: &Client, name: &str) -> Result<(), tonic::Status> {
