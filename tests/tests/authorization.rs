@@ -182,9 +182,14 @@ async fn callers_do_what_their_grants_and_quotas_allow() {
         0,
         "payments unchanged"
     );
-    // A batch with one forbidden item is refused whole.
+    // A batch with forbidden items is refused whole, naming the first and listing them all.
     let batch = api::EnqueueBatchRequest {
-        items: vec![item("orders.new", "two"), item("payments", "x")],
+        items: vec![
+            item("orders.new", "two"),
+            item("payments", "x"),
+            item("orders.new", "three"),
+            item("payments", "y"),
+        ],
     };
     let status = refused(producer.ingest().enqueue_batch(batch).await);
     assert_eq!(status.code(), Code::PermissionDenied);
@@ -195,6 +200,11 @@ async fn callers_do_what_their_grants_and_quotas_allow() {
         "{status:?}"
     );
     assert_eq!(refused_whole(&status), Some("forbidden-item"), "{status:?}");
+    assert_eq!(
+        cascade_client::forbidden_items(&status),
+        Some(vec![1, 3]),
+        "{status:?}"
+    );
     assert_eq!(
         stats(&admin, "orders.new").await.enqueued_total,
         1,
@@ -270,6 +280,11 @@ async fn callers_do_what_their_grants_and_quotas_allow() {
         "{moved:?}"
     );
     assert_eq!(refused_whole(&moved), Some("forbidden-item"), "{moved:?}");
+    assert_eq!(
+        cascade_client::forbidden_items(&moved),
+        Some(vec![0]),
+        "{moved:?}"
+    );
     let still = take_one(&consumer, "orders.new").await.expect("take");
     let payload = &still[0].event.as_ref().expect("an event").payload;
     assert_eq!(&payload[..], b"still ready", "the refused take leased it");
@@ -694,7 +709,7 @@ async fn a_forbidden_advance_fails_only_its_own_event() {
         .await
         .expect("join")
         .expect("the worker stops cleanly");
-    // Each outcome counted once: sent apart, the forbidden ones failed one by one.
+    // Each outcome counted once: the forbidden ones failed as the gateway listed them.
     let counted = handle.stats();
     assert_eq!(
         (counted.completed, counted.complete_failures),

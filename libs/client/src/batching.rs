@@ -19,7 +19,7 @@ use tokio::sync::{Semaphore, mpsc, oneshot};
 use tokio::task::JoinSet;
 use tonic::{Code, Status};
 
-use crate::{Connection, is_refused_whole};
+use crate::{Connection, forbidden_apart, is_refused_whole};
 
 /// How a [`BatchingEnqueuer`] groups its callers' events.
 #[derive(Clone, Copy, Debug)]
@@ -177,10 +177,18 @@ impl Calls {
         let call = self.ingest.enqueue_batch(EnqueueBatchRequest { items });
         match within(self.timeout, call).await {
             Ok(answer) => answer_each(batch, answer.results),
-            // Refused for what its events are: each gets its own verdict from a unary call.
-            // Anything else (the caller's rate quota, backpressure, the connection) is every
-            // caller's answer; unary calls would only meet it again, each at a call's cost.
-            Err(status) if is_refused_whole(&status) => self.one_by_one(batch).await,
+            // Refused for what its events are: those outside the caller's grants, when the
+            // gateway lists them, get their own verdict from a unary call and the others go
+            // again together; otherwise each goes as a unary call. Anything else (the
+            // caller's rate quota, backpressure, the connection) is every caller's answer;
+            // unary calls would only meet it again, each at a call's cost.
+            Err(status) if is_refused_whole(&status) => {
+                let (alone, rest) =
+                    forbidden_apart(batch, &status).unwrap_or_else(|batch| (batch, Vec::new()));
+                // Boxed: the rest may be refused again and split in turn.
+                let together = Box::pin(self.clone().send(rest));
+                tokio::join!(together, self.one_by_one(alone));
+            }
             Err(status) => {
                 for pending in batch {
                     let _ = pending.reply.send(Err(status.clone()));

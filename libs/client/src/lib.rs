@@ -72,6 +72,43 @@ pub fn refused_whole_reason(status: &tonic::Status) -> Option<RefusedWhole> {
     RefusedWhole::parse(value.to_str().ok()?)
 }
 
+/// The indices of the items outside the caller's grants, in the request's order, when the
+/// gateway refused a whole request for them ([`RefusedWhole::ForbiddenItem`]) and listed
+/// them: the request's other items may go again together, without those. A list too long
+/// for the status may leave some off; the rest, sent again, finds them.
+pub fn forbidden_items(status: &tonic::Status) -> Option<Vec<usize>> {
+    if refused_whole_reason(status) != Some(RefusedWhole::ForbiddenItem) {
+        return None;
+    }
+    let value = status.metadata().get(cascade_proto::FORBIDDEN_ITEMS_KEY)?;
+    cascade_proto::parse_item_list(value.to_str().ok()?)
+}
+
+/// A request's `items`, refused whole for those outside the caller's grants
+/// ([`forbidden_items`]), split into `(forbidden, others)` in their order: the others may go
+/// again together. `Err(items)` when the status lists none that fit them.
+pub fn forbidden_apart<T>(
+    items: Vec<T>,
+    status: &tonic::Status,
+) -> Result<(Vec<T>, Vec<T>), Vec<T>> {
+    let Some(forbidden) = forbidden_items(status) else {
+        return Err(items);
+    };
+    if forbidden.last().is_none_or(|&last| last >= items.len()) {
+        return Err(items);
+    }
+    // Ascending, as the gateway lists them.
+    let mut forbidden = forbidden.into_iter().peekable();
+    let (mut refused, mut others) = (Vec::new(), Vec::new());
+    for (index, item) in items.into_iter().enumerate() {
+        match forbidden.next_if_eq(&index) {
+            Some(_) => refused.push(item),
+            None => others.push(item),
+        }
+    }
+    Ok((refused, others))
+}
+
 /// The largest answer read (tonic's default, 4 MiB, is below an event with the largest
 /// payload). The gateway bounds its answers by its own limits; this only needs to be above
 /// them.
@@ -286,4 +323,49 @@ fn token(options: &ClientOptions) -> Result<BearerToken, ClientError> {
     // Kept out of HTTP/2 header compression tables and debug output.
     value.set_sensitive(true);
     Ok(BearerToken(Some(value)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn refused(reason: &'static str, forbidden: Option<&'static str>) -> tonic::Status {
+        let mut status = tonic::Status::permission_denied("items[1].queue: may not produce");
+        let metadata = status.metadata_mut();
+        metadata.insert(
+            cascade_proto::REFUSED_WHOLE_KEY,
+            tonic::metadata::MetadataValue::from_static(reason),
+        );
+        if let Some(list) = forbidden {
+            metadata.insert(
+                cascade_proto::FORBIDDEN_ITEMS_KEY,
+                tonic::metadata::MetadataValue::from_static(list),
+            );
+        }
+        status
+    }
+
+    #[test]
+    fn the_listed_items_are_set_apart_from_the_others() {
+        let items = || vec!["a", "b", "c", "d", "e"];
+        let status = refused("forbidden-item", Some("1,4"));
+        assert_eq!(forbidden_items(&status), Some(vec![1, 4]));
+        assert_eq!(
+            forbidden_apart(items(), &status),
+            Ok((vec!["b", "e"], vec!["a", "c", "d"]))
+        );
+        // Nothing to set apart: no list, one that does not fit the items, another reason.
+        for status in [
+            refused("forbidden-item", None),
+            refused("forbidden-item", Some("2,5")),
+            refused("forbidden-item", Some("4,1")),
+            refused("too-large", Some("1")),
+        ] {
+            assert_eq!(
+                forbidden_apart(items(), &status),
+                Err(items()),
+                "{status:?}"
+            );
+        }
+    }
 }

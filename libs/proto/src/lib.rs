@@ -17,6 +17,11 @@ pub mod bus {
 }
 
 pub mod convert;
+mod refused;
+
+pub use refused::{
+    FORBIDDEN_ITEMS_KEY, REFUSED_WHOLE_KEY, RefusedWhole, item_list, parse_item_list,
+};
 
 impl bus::v1::dispatcher_request::Op {
     /// A bounded name for logs and the `op` label of `cascade_bus_request_duration_seconds`
@@ -49,54 +54,3 @@ impl bus::v1::dispatcher_request::Op {
 
 /// For gRPC server reflection.
 pub const FILE_DESCRIPTOR_SET: &[u8] = tonic::include_file_descriptor_set!("cascade_descriptor");
-
-/// The metadata key of a status that refuses a request whole for what its items are rather
-/// than for who sent it or the server's state: nothing of it was applied, and the same items
-/// sent in smaller requests (one by one, say) each get a verdict of their own. Its value
-/// names the reason ([`RefusedWhole::as_str`]).
-pub const REFUSED_WHOLE_KEY: &str = "cascade-refused-whole";
-
-/// Why a request was refused whole ([`REFUSED_WHOLE_KEY`]).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum RefusedWhole {
-    /// More items than `ingest.max_batch_items`.
-    TooManyItems,
-    /// More bytes than the gateway reads in one request (`ingest.max_batch_bytes`).
-    TooLarge,
-    /// An item outside the caller's grants: the status names it.
-    ForbiddenItem,
-}
-
-impl RefusedWhole {
-    const ALL: [RefusedWhole; 3] = [
-        RefusedWhole::TooManyItems,
-        RefusedWhole::TooLarge,
-        RefusedWhole::ForbiddenItem,
-    ];
-
-    /// The reason a [`REFUSED_WHOLE_KEY`] value names; `None` for one this build does not know.
-    pub fn parse(value: &str) -> Option<RefusedWhole> {
-        RefusedWhole::ALL.into_iter().find(|r| r.as_str() == value)
-    }
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            RefusedWhole::TooManyItems => "too-many-items",
-            RefusedWhole::TooLarge => "too-large",
-            RefusedWhole::ForbiddenItem => "forbidden-item",
-        }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::RefusedWhole;
-
-    #[test]
-    fn a_refusal_reads_back_as_it_was_written() {
-        for reason in RefusedWhole::ALL {
-            assert_eq!(RefusedWhole::parse(reason.as_str()), Some(reason));
-        }
-        assert_eq!(RefusedWhole::parse("too-slow"), None);
-    }
-}

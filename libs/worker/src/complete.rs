@@ -6,14 +6,14 @@
 //!
 //! Failure policy: a transport failure or UNAVAILABLE is retried a few times; a retry of a
 //! completion that did apply is refused as a stale lease and changes nothing. A request
-//! refused whole for what its completions are goes again in halves, so only the completion
-//! at fault is refused. A completion that is refused or cannot be sent is logged and
+//! refused whole for what its completions are goes again without those the gateway lists as
+//! outside the worker's grants, or in halves, so only the completions at fault are refused. A completion that is refused or cannot be sent is logged and
 //! counted; its lease expires and the event is delivered again (at least once).
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use cascade_client::{WorkerCalls, is_refused_whole};
+use cascade_client::{WorkerCalls, forbidden_apart, is_refused_whole};
 use cascade_proto::v1;
 use prost::Message;
 use tokio::sync::mpsc;
@@ -85,27 +85,44 @@ pub(crate) async fn run_completer(
     }
 }
 
-/// Sends `batch`; a request the gateway refuses whole for what its completions are (an
-/// advance outside the worker's grants, more or larger than its limits) goes again in halves,
-/// down to single completions, so that one completion at fault does not fail the others.
+/// Sends `batch`; a request the gateway refuses whole for what its completions are goes
+/// again without the advances it lists as outside the worker's grants (those fail here), or,
+/// when it lists none (more or larger than its limits), in halves down to single
+/// completions: one completion at fault does not fail the others.
 async fn send(client: WorkerCalls, batch: Vec<v1::Completion>, stats: Arc<Stats>) {
     // Requests still to send, the next one last.
     let mut to_send = vec![batch];
     while let Some(batch) = to_send.pop() {
-        if let Some(mut refused) = send_one(&client, batch, &stats).await {
-            let second = refused.split_off(refused.len() / 2);
-            to_send.extend([second, refused]);
+        let Some((refused, status)) = send_one(&client, batch, &stats).await else {
+            continue;
+        };
+        match forbidden_apart(refused, &status) {
+            Ok((forbidden, others)) => {
+                for completion in &forbidden {
+                    let to = match &completion.outcome {
+                        Some(v1::completion::Outcome::Advance(advance)) => advance.to.as_str(),
+                        _ => "",
+                    };
+                    tracing::warn!(queue = %completion.queue, id = %completion.id, to, "worker.complete.refused: outside the worker's grants");
+                }
+                stats.add(Counter::CompleteFailures, forbidden.len() as u64);
+                to_send.extend(Some(others).filter(|others| !others.is_empty()));
+            }
+            Err(mut refused) => {
+                let second = refused.split_off(refused.len() / 2);
+                to_send.extend([second, refused]);
+            }
         }
     }
 }
 
-/// Sends one request, retrying failures that may pass; gives back its completions when it
-/// was refused whole for what they are and more than one could be sent apart.
+/// Sends one request, retrying failures that may pass; gives back its completions, with the
+/// status, when it was refused whole for what they are and more than one could be sent apart.
 async fn send_one(
     client: &WorkerCalls,
     batch: Vec<v1::Completion>,
     stats: &Stats,
-) -> Option<Vec<v1::Completion>> {
+) -> Option<(Vec<v1::Completion>, tonic::Status)> {
     let count = batch.len() as u64;
     let request = v1::CompleteRequest { completions: batch };
     let (mut attempt, mut pause) = (1, FIRST_RETRY_PAUSE);
@@ -117,8 +134,8 @@ async fn send_one(
                 return None;
             }
             Err(status) if count > 1 && is_refused_whole(&status) => {
-                tracing::warn!(count, code = ?status.code(), message = %status.message(), "worker.complete.refused_whole; sending it in halves");
-                return Some(request.completions);
+                tracing::warn!(count, code = ?status.code(), message = %status.message(), "worker.complete.refused_whole; sending it again in parts");
+                return Some((request.completions, status));
             }
             // Sent again as it is, a request refused whole would be refused again.
             Err(status)

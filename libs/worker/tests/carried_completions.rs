@@ -4,10 +4,14 @@
 //! `Complete`, once: a gateway from before takes carried completions ignores the field and
 //! answers none, and a take the worker gives up at the end of its drain is never answered.
 //!
-//! The real gateway does neither on demand, so these tests run the worker against a
-//! stand-in of the gateway's `Worker` service on loopback. It hands out the events it was
-//! given to the first take, records every completion a take carries or `Complete` sends,
-//! and answers a take that carries any as the test asks.
+//! And what the worker sends again when the gateway refuses a request whole for the
+//! advances in it that go outside the worker's grants, listing them: the others, once.
+//!
+//! The real gateway does none of the first two on demand, and the order in which the worker
+//! sends its outcomes depends on timing, so these tests run the worker against a stand-in of
+//! the gateway's `Worker` service on loopback. It hands out the events it was given to the
+//! first take, records every completion a take carries or `Complete` sends, and answers a
+//! take that carries any as the test asks.
 
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
@@ -20,6 +24,7 @@ use cascade_proto::v1::{
 };
 use cascade_worker::{Client, Event, HandlerError, Outcome, Worker, WorkerConfig, handler_fn};
 use tokio::sync::{Notify, watch};
+use tonic::metadata::MetadataValue;
 use tonic::transport::server::TcpIncoming;
 use tonic::{Request, Response, Status};
 
@@ -30,7 +35,13 @@ enum Carrying {
     AnsweredWithoutResults,
     /// Never: the take waits until the worker gives it up.
     NeverAnswered,
+    /// As the gateway does, for a `Complete` too: refused whole when an advance goes to
+    /// `FORBIDDEN`, listing every such advance, and otherwise applied, each with its result.
+    AsTheGateway,
 }
+
+/// The queue the worker may not produce to.
+const FORBIDDEN: &str = "payments";
 
 struct StandIn {
     carrying: Carrying,
@@ -39,6 +50,9 @@ struct StandIn {
     /// Completions carried by takes, and sent by `Complete`, in the order they came.
     carried: Mutex<Vec<Completion>>,
     completed: Mutex<Vec<Completion>>,
+    /// `AsTheGateway`: the completions of each request refused whole, and those applied.
+    refused: Mutex<Vec<Vec<Completion>>>,
+    applied: Mutex<Vec<Completion>>,
     changed: Notify,
     /// Set when the test is done: a take that found nothing waits for it, as a long poll
     /// waits for an event, so the worker does not take again and again meanwhile.
@@ -53,6 +67,8 @@ impl StandIn {
             to_hand_out: Mutex::new(to_hand_out),
             carried: Mutex::new(Vec::new()),
             completed: Mutex::new(Vec::new()),
+            refused: Mutex::new(Vec::new()),
+            applied: Mutex::new(Vec::new()),
             changed: Notify::new(),
             done: watch::Sender::new(false),
         })
@@ -64,6 +80,44 @@ impl StandIn {
 
     fn completed(&self) -> Vec<Completion> {
         self.completed.lock().expect("lock").clone()
+    }
+
+    fn refused(&self) -> Vec<Vec<Completion>> {
+        self.refused.lock().expect("lock").clone()
+    }
+
+    fn applied(&self) -> Vec<Completion> {
+        self.applied.lock().expect("lock").clone()
+    }
+
+    /// `AsTheGateway`'s answer to `completions`: their results, or the whole request refused.
+    fn apply(&self, completions: Vec<Completion>) -> Result<Vec<CompletionResult>, Status> {
+        let forbidden: Vec<usize> = (0..completions.len())
+            .filter(|&i| advances_to(&completions[i]) == Some(FORBIDDEN))
+            .collect();
+        if let Some(&first) = forbidden.first() {
+            self.refused.lock().expect("lock").push(completions);
+            let mut status = Status::permission_denied(format!(
+                "completions[{first}].advance.to: may not produce to queue '{FORBIDDEN}'"
+            ));
+            let list = cascade_proto::item_list(&forbidden);
+            let metadata = status.metadata_mut();
+            metadata.insert(
+                cascade_proto::REFUSED_WHOLE_KEY,
+                MetadataValue::from_static("forbidden-item"),
+            );
+            metadata.insert(
+                cascade_proto::FORBIDDEN_ITEMS_KEY,
+                list.parse().expect("a metadata value"),
+            );
+            return Err(status);
+        }
+        let results = completions
+            .iter()
+            .map(|_| CompletionResult::default())
+            .collect();
+        self.applied.lock().expect("lock").extend(completions);
+        Ok(results)
     }
 
     /// Waits (at most 10 s, so that a broken worker fails the test instead of hanging it)
@@ -102,9 +156,19 @@ impl WorkerService for StandIn {
         self.carried
             .lock()
             .expect("lock")
-            .extend(request.completions);
+            .extend(request.completions.iter().cloned());
         self.changed.notify_waiters();
         match self.carrying {
+            Carrying::AsTheGateway => {
+                let answer = self.apply(request.completions);
+                self.changed.notify_waiters();
+                answer.map(|completions| {
+                    Response::new(TakeResponse {
+                        events,
+                        completions,
+                    })
+                })
+            }
             Carrying::AnsweredWithoutResults => Ok(Response::new(TakeResponse {
                 events,
                 completions: Vec::new(),
@@ -118,13 +182,19 @@ impl WorkerService for StandIn {
         request: Request<CompleteRequest>,
     ) -> Result<Response<CompleteResponse>, Status> {
         let completions = request.into_inner().completions;
-        let results = completions
-            .iter()
-            .map(|_| CompletionResult::default())
-            .collect();
-        self.completed.lock().expect("lock").extend(completions);
+        self.completed
+            .lock()
+            .expect("lock")
+            .extend(completions.iter().cloned());
+        let answer = match self.carrying {
+            Carrying::AsTheGateway => self.apply(completions),
+            _ => Ok(completions
+                .iter()
+                .map(|_| CompletionResult::default())
+                .collect()),
+        };
         self.changed.notify_waiters();
-        Ok(Response::new(CompleteResponse { results }))
+        answer.map(|results| Response::new(CompleteResponse { results }))
     }
 
     async fn extend_lease(
@@ -134,6 +204,14 @@ impl WorkerService for StandIn {
         Err(Status::unimplemented(
             "no lease here runs long enough to be extended",
         ))
+    }
+}
+
+/// Where `completion` advances its event to, if it does.
+fn advances_to(completion: &Completion) -> Option<&str> {
+    match &completion.outcome {
+        Some(ProtoOutcome::Advance(advance)) => Some(&advance.to),
+        _ => None,
     }
 }
 
@@ -265,4 +343,70 @@ async fn a_take_given_up_at_the_end_of_the_drain_sends_what_it_carried_on_its_ow
         ],
         "each once"
     );
+}
+
+#[tokio::test]
+async fn advances_outside_the_grants_fail_alone_and_the_others_go_again_once() {
+    let events = ["e1", "e2", "e3", "e4", "e5", "e6"];
+    let stand_in = StandIn::new(Carrying::AsTheGateway, &events);
+    let client = serve(&stand_in).await;
+    let config = WorkerConfig::new("jobs")
+        .expect("queue")
+        .concurrency(6)
+        .batch(6)
+        .poll_wait(Duration::from_secs(1))
+        .drain_grace(Duration::from_secs(1));
+    // e2 and e5 go where the worker may not produce; the others to the next stage.
+    let handler = handler_fn(|event: Event, _| async move {
+        let to = match event.id.as_str() {
+            "e2" | "e5" => FORBIDDEN,
+            _ => "jobs.next",
+        };
+        Ok::<_, HandlerError>(Outcome::Advance {
+            to: Some(to.to_owned()),
+            payload: None,
+            headers: Default::default(),
+            delay: None,
+        })
+    });
+    let worker = Worker::new(&client, config, handler).expect("worker");
+    let handle = worker.handle();
+    let running = tokio::spawn(worker.run());
+    stand_in
+        .wait_for("the four allowed advances applied", |s| {
+            s.applied().len() >= 4
+        })
+        .await;
+    stand_in.done.send_replace(true);
+    handle.shutdown();
+    running.await.expect("worker task").expect("a clean stop");
+
+    let mut applied: Vec<String> = stand_in.applied().iter().map(|c| c.id.clone()).collect();
+    applied.sort();
+    assert_eq!(
+        applied,
+        ["e1", "e3", "e4", "e6"],
+        "each allowed advance once"
+    );
+    // Whichever way the outcomes went (carried by a take, or by `Complete`), a refused
+    // request is sent again at most once, without what the gateway listed: no outcome is
+    // in more than two refused requests (sent again in halves, a request of six puts some
+    // in three or four).
+    let refused: Vec<Vec<String>> = stand_in
+        .refused()
+        .iter()
+        .map(|request| request.iter().map(|c| c.id.clone()).collect())
+        .collect();
+    for id in events {
+        let times = refused
+            .iter()
+            .filter(|request| request.contains(&id.to_owned()))
+            .count();
+        assert!(
+            times <= 2,
+            "{id} was in {times} refused requests: {refused:?}"
+        );
+    }
+    let stats = handle.stats();
+    assert_eq!((stats.completed, stats.complete_failures), (4, 2));
 }

@@ -10,7 +10,7 @@
 //! | `GetQueue`, `QueueStats`, `GetPipeline` (any stage) | any role |
 //! | `ListQueues`, `ListPipelines` | lists only what the caller may read |
 //!
-//! A batch with one forbidden item is refused whole, naming the item. Quotas come after the
+//! A batch with a forbidden item is refused whole, naming the first and listing them all. Quotas come after the
 //! grants: the enqueue rate (per gateway process), the payload size, and the queues that may
 //! exist within the caller's admin grants. A pipeline applied by a client may name only
 //! handler URLs under `auth.handler_url_prefixes`.
@@ -19,7 +19,6 @@ use std::collections::BTreeSet;
 use std::time::Instant;
 
 use cascade_core::{HandlerKind, Pipeline};
-use cascade_proto::RefusedWhole;
 use cascade_proto::v1::ListQueuesRequest;
 use cascade_security::{Caller, EnqueueRates, HandlerUrls, Permission, SecurityError};
 
@@ -81,16 +80,21 @@ pub(crate) fn payload_quota(caller: &Caller, field: &str, size: usize) -> Result
     }
 }
 
-/// A batch with a forbidden item is refused whole: that item's PERMISSION_DENIED, which
-/// names it, becomes the request's.
+/// A batch with a forbidden item is refused whole: the first such item's PERMISSION_DENIED,
+/// which names it, becomes the request's, and the status lists every forbidden item so that
+/// a client can send the others again without them.
 pub(crate) fn refuse_whole<I>(prepared: &mut Vec<Prepared<I>>) -> Result<(), IngestError> {
-    let forbidden =
-        |p: &Prepared<I>| matches!(p, Err(e) if e.code() == tonic::Code::PermissionDenied);
-    match prepared.iter().position(forbidden) {
-        Some(index) => prepared
-            .swap_remove(index)
+    let forbidden: Vec<usize> = prepared
+        .iter()
+        .enumerate()
+        .filter(|(_, p)| matches!(p, Err(e) if e.code() == tonic::Code::PermissionDenied))
+        .map(|(index, _)| index)
+        .collect();
+    match forbidden.first() {
+        Some(&first) => prepared
+            .swap_remove(first)
             .map(drop)
-            .map_err(|err| err.refusing_whole(RefusedWhole::ForbiddenItem)),
+            .map_err(|err| err.refusing_forbidden(forbidden)),
         None => Ok(()),
     }
 }

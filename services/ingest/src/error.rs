@@ -5,7 +5,7 @@
 use cascade_bus::BusError;
 use cascade_core::Code;
 use cascade_proto::convert::{ConvertError, field_at};
-use cascade_proto::{REFUSED_WHOLE_KEY, RefusedWhole};
+use cascade_proto::{FORBIDDEN_ITEMS_KEY, REFUSED_WHOLE_KEY, RefusedWhole, item_list};
 
 #[derive(Debug, thiserror::Error)]
 pub enum IngestError {
@@ -59,10 +59,12 @@ pub enum IngestError {
     /// A request refused whole for what its items are (how many, how large, one outside the
     /// caller's grants): the inner error says which, and its status carries
     /// `REFUSED_WHOLE_KEY` so that a client can send the items again in smaller requests.
+    /// `forbidden`: the indices of the items outside the caller's grants, in order.
     #[error("{refusal}")]
     RefusedWhole {
         reason: RefusedWhole,
         refusal: Box<IngestError>,
+        forbidden: Vec<usize>,
     },
     /// The gateway stopped before the request could be sent.
     #[error(
@@ -179,6 +181,17 @@ impl IngestError {
         IngestError::RefusedWhole {
             reason,
             refusal: Box::new(self),
+            forbidden: Vec::new(),
+        }
+    }
+
+    /// This error, the first forbidden item's, as the refusal of a whole request whose items
+    /// `forbidden` (ascending indices) are outside the caller's grants.
+    pub fn refusing_forbidden(self, forbidden: Vec<usize>) -> IngestError {
+        IngestError::RefusedWhole {
+            reason: RefusedWhole::ForbiddenItem,
+            refusal: Box::new(self),
+            forbidden,
         }
     }
 
@@ -200,8 +213,12 @@ impl From<cascade_core::Error> for IngestError {
 impl From<IngestError> for tonic::Status {
     fn from(err: IngestError) -> tonic::Status {
         let mut status = tonic::Status::new(err.code(), err.to_string());
-        if let IngestError::RefusedWhole { reason, .. } = err {
+        if let IngestError::RefusedWhole {
+            reason, forbidden, ..
+        } = err
+        {
             mark_refused_whole(&mut status, reason);
+            mark_forbidden(&mut status, &forbidden);
         }
         status
     }
@@ -213,6 +230,17 @@ pub(crate) fn mark_refused_whole(status: &mut tonic::Status, reason: RefusedWhol
         REFUSED_WHOLE_KEY,
         tonic::metadata::MetadataValue::from_static(reason.as_str()),
     );
+}
+
+/// Adds `FORBIDDEN_ITEMS_KEY` listing `forbidden` to `status`'s metadata, unless it is empty.
+fn mark_forbidden(status: &mut tonic::Status, forbidden: &[usize]) {
+    if forbidden.is_empty() {
+        return;
+    }
+    // Digits and commas: always a valid metadata value.
+    if let Ok(list) = item_list(forbidden).parse() {
+        status.metadata_mut().insert(FORBIDDEN_ITEMS_KEY, list);
+    }
 }
 
 /// Quotes client input for a message: escaped, and cut after 40 characters so hostile input
