@@ -96,24 +96,34 @@ async fn send(client: WorkerCalls, batch: Vec<v1::Completion>, stats: Arc<Stats>
         let Some((refused, status)) = send_one(&client, batch, &stats).await else {
             continue;
         };
-        match forbidden_apart(refused, &status) {
-            Ok((forbidden, others)) => {
-                for completion in &forbidden {
-                    let to = match &completion.outcome {
-                        Some(v1::completion::Outcome::Advance(advance)) => advance.to.as_str(),
-                        _ => "",
-                    };
-                    tracing::warn!(queue = %completion.queue, id = %completion.id, to, "worker.complete.refused: outside the worker's grants");
-                }
-                stats.add(Counter::CompleteFailures, forbidden.len() as u64);
-                to_send.extend(Some(others).filter(|others| !others.is_empty()));
-            }
+        match fail_forbidden(refused, &status, &stats) {
+            Ok(others) => to_send.extend(Some(others).filter(|others| !others.is_empty())),
             Err(mut refused) => {
                 let second = refused.split_off(refused.len() / 2);
                 to_send.extend([second, refused]);
             }
         }
     }
+}
+
+/// Of `completions`, refused whole by `status`, fails (logs and counts) those the gateway
+/// lists as outside the worker's grants and gives back the others, which may go again
+/// together; `Err(completions)` when it lists none.
+pub(crate) fn fail_forbidden(
+    completions: Vec<v1::Completion>,
+    status: &tonic::Status,
+    stats: &Stats,
+) -> Result<Vec<v1::Completion>, Vec<v1::Completion>> {
+    let (forbidden, others) = forbidden_apart(completions, status)?;
+    for completion in &forbidden {
+        let to = match &completion.outcome {
+            Some(v1::completion::Outcome::Advance(advance)) => advance.to.as_str(),
+            _ => "",
+        };
+        tracing::warn!(queue = %completion.queue, id = %completion.id, to, "worker.complete.refused: outside the worker's grants");
+    }
+    stats.add(Counter::CompleteFailures, forbidden.len() as u64);
+    Ok(others)
 }
 
 /// Sends one request, retrying failures that may pass; gives back its completions, with the

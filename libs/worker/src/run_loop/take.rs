@@ -15,7 +15,7 @@ use tokio::time::Instant;
 use tracing::Instrument;
 
 use super::{Held, State, TAKE_PAUSE_FIRST, TAKE_PAUSE_MAX, TAKE_SLACK, Took};
-use crate::complete::{fits_one_request, may_pass, record_results};
+use crate::complete::{fail_forbidden, fits_one_request, may_pass, record_results};
 use crate::lease::{extend_at, remaining_lease};
 use crate::stats::Counter;
 use crate::trace;
@@ -84,8 +84,14 @@ impl<H: Handler> State<H> {
             _ if !carried_any => {}
             // Not applied (a take that fails applies none), or not known to be (no answer, or
             // one from a gateway that does not carry completions): sent on their own, where
-            // one that did apply is refused as stale and changes nothing.
-            _ => {
+            // one that did apply is refused as stale and changes nothing. Those the gateway
+            // refused the take for (advances outside the worker's grants) fail here.
+            answer => {
+                let carried = match answer {
+                    Err(status) => fail_forbidden(carried, status, &self.ctx.shared.stats)
+                        .unwrap_or_else(|carried| carried),
+                    Ok(_) => carried,
+                };
                 tracing::debug!(count = carried.len(), "worker.take.completions_sent_alone");
                 self.send_to_completer(carried).await;
             }
