@@ -269,6 +269,29 @@ async fn callers_do_what_their_grants_and_quotas_allow() {
         .expect_err("refused");
     assert_eq!(moved.code(), Code::PermissionDenied);
     assert!(moved.message().starts_with("completions[0].advance.to: identity 'orders-consumer' may not produce to queue 'orders.other'"), "{moved:?}");
+    // Among others, every forbidden completion is listed, by its place in the request.
+    let forbidden = carrying.completions[0].clone();
+    let acked = api::Completion {
+        outcome: Some(ack()),
+        ..forbidden.clone()
+    };
+    let mixed = api::CompleteRequest {
+        completions: vec![acked, forbidden.clone(), forbidden],
+    };
+    let moved = consumer
+        .worker()
+        .complete(mixed)
+        .await
+        .expect_err("refused");
+    assert!(
+        moved.message().starts_with("completions[1].advance.to"),
+        "{moved:?}"
+    );
+    assert_eq!(
+        cascade_client::forbidden_items(&moved),
+        Some(vec![1, 2]),
+        "{moved:?}"
+    );
     // Carried by a take, the same advance refuses the whole take: nothing is leased.
     enqueue(&producer, "orders.new", "still ready")
         .await
@@ -616,9 +639,9 @@ fn audit(log: &str) {
 }
 
 /// A worker whose handler advances some events of a batch outside its grants: a request
-/// carrying such an advance is refused whole, and the worker sends it again in halves, so
-/// every other event of the batch still goes where its handler sent it, at once, not after
-/// its lease runs out.
+/// carrying such an advance is refused whole, and the worker sends the others again without
+/// it, so every other event of the batch still goes where its handler sent it, at once, not
+/// after its lease runs out.
 #[tokio::test]
 async fn a_forbidden_advance_fails_only_its_own_event() {
     const STAGE: &str = "stage-token-0c5d";
@@ -709,7 +732,7 @@ async fn a_forbidden_advance_fails_only_its_own_event() {
         .await
         .expect("join")
         .expect("the worker stops cleanly");
-    // Each outcome counted once: the forbidden ones failed as the gateway listed them.
+    // Each outcome counted once.
     let counted = handle.stats();
     assert_eq!(
         (counted.completed, counted.complete_failures),

@@ -182,13 +182,14 @@ impl Calls {
             // again together; otherwise each goes as a unary call. Anything else (the
             // caller's rate quota, backpressure, the connection) is every caller's answer;
             // unary calls would only meet it again, each at a call's cost.
-            Err(status) if is_refused_whole(&status) => {
-                let (alone, rest) =
-                    forbidden_apart(batch, &status).unwrap_or_else(|batch| (batch, Vec::new()));
-                // Boxed: the rest may be refused again and split in turn.
-                let together = Box::pin(self.clone().send(rest));
-                tokio::join!(together, self.one_by_one(alone));
-            }
+            Err(status) if is_refused_whole(&status) => match forbidden_apart(batch, &status) {
+                Ok((alone, rest)) => {
+                    // Boxed: the rest may be refused again and split in turn.
+                    let together = Box::pin(self.clone().send(rest));
+                    tokio::join!(together, self.one_by_one(alone));
+                }
+                Err(batch) => self.one_by_one(batch).await,
+            },
             Err(status) => {
                 for pending in batch {
                     let _ = pending.reply.send(Err(status.clone()));

@@ -329,26 +329,16 @@ fn token(options: &ClientOptions) -> Result<BearerToken, ClientError> {
 mod tests {
     use super::*;
 
-    fn refused(reason: &'static str, forbidden: Option<&'static str>) -> tonic::Status {
+    fn refused(reason: RefusedWhole, forbidden: &[usize]) -> tonic::Status {
         let mut status = tonic::Status::permission_denied("items[1].queue: may not produce");
-        let metadata = status.metadata_mut();
-        metadata.insert(
-            cascade_proto::REFUSED_WHOLE_KEY,
-            tonic::metadata::MetadataValue::from_static(reason),
-        );
-        if let Some(list) = forbidden {
-            metadata.insert(
-                cascade_proto::FORBIDDEN_ITEMS_KEY,
-                tonic::metadata::MetadataValue::from_static(list),
-            );
-        }
+        cascade_proto::mark_refused_whole(&mut status, reason, forbidden);
         status
     }
 
     #[test]
     fn the_listed_items_are_set_apart_from_the_others() {
         let items = || vec!["a", "b", "c", "d", "e"];
-        let status = refused("forbidden-item", Some("1,4"));
+        let status = refused(RefusedWhole::ForbiddenItem, &[1, 4]);
         assert_eq!(forbidden_items(&status), Some(vec![1, 4]));
         assert_eq!(
             forbidden_apart(items(), &status),
@@ -356,10 +346,9 @@ mod tests {
         );
         // Nothing to set apart: no list, one that does not fit the items, another reason.
         for status in [
-            refused("forbidden-item", None),
-            refused("forbidden-item", Some("2,5")),
-            refused("forbidden-item", Some("4,1")),
-            refused("too-large", Some("1")),
+            refused(RefusedWhole::ForbiddenItem, &[]),
+            refused(RefusedWhole::ForbiddenItem, &[2, 5]),
+            refused(RefusedWhole::TooLarge, &[1]),
         ] {
             assert_eq!(
                 forbidden_apart(items(), &status),

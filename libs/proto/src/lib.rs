@@ -20,7 +20,8 @@ pub mod convert;
 mod refused;
 
 pub use refused::{
-    FORBIDDEN_ITEMS_KEY, REFUSED_WHOLE_KEY, RefusedWhole, item_list, parse_item_list,
+    FORBIDDEN_ITEMS_KEY, REFUSED_WHOLE_KEY, RefusedWhole, item_list, mark_refused_whole,
+    parse_item_list,
 };
 
 impl bus::v1::dispatcher_request::Op {

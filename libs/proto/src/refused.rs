@@ -52,6 +52,21 @@ impl RefusedWhole {
     }
 }
 
+/// Marks `status` as the refusal of a whole request for `reason` ([`REFUSED_WHOLE_KEY`]),
+/// listing the items outside the caller's grants, `forbidden` (ascending indices), when there
+/// are any ([`FORBIDDEN_ITEMS_KEY`]).
+pub fn mark_refused_whole(status: &mut tonic::Status, reason: RefusedWhole, forbidden: &[usize]) {
+    let metadata = status.metadata_mut();
+    metadata.insert(
+        REFUSED_WHOLE_KEY,
+        tonic::metadata::MetadataValue::from_static(reason.as_str()),
+    );
+    // Digits and commas: always a valid metadata value.
+    if let (false, Ok(list)) = (forbidden.is_empty(), item_list(forbidden).parse()) {
+        metadata.insert(FORBIDDEN_ITEMS_KEY, list);
+    }
+}
+
 /// `indices` (ascending) as a [`FORBIDDEN_ITEMS_KEY`] value, `0,3,17`: as many as fit in
 /// 4 KiB, from the first.
 pub fn item_list(indices: &[usize]) -> String {
@@ -71,11 +86,15 @@ pub fn item_list(indices: &[usize]) -> String {
 }
 
 /// The indices of an [`item_list`]; `None` unless it is one: a non-empty list of ascending
-/// numbers, so that a client that drops them always sends fewer items again.
+/// decimal numbers, so that a client that drops them always sends fewer items again.
 pub fn parse_item_list(value: &str) -> Option<Vec<usize>> {
+    let number = |item: &str| {
+        let digits = !item.is_empty() && item.bytes().all(|b| b.is_ascii_digit());
+        digits.then(|| item.parse().ok()).flatten()
+    };
     let indices = value
         .split(',')
-        .map(|item| item.parse().ok())
+        .map(number)
         .collect::<Option<Vec<usize>>>()?;
     indices.is_sorted_by(|a, b| a < b).then_some(indices)
 }
@@ -97,7 +116,7 @@ mod tests {
         assert_eq!(item_list(&[0, 3, 17]), "0,3,17");
         assert_eq!(parse_item_list("0,3,17"), Some(vec![0, 3, 17]));
         assert_eq!(parse_item_list("7"), Some(vec![7]));
-        for not_a_list in ["", "1,,2", "3,1", "2,2", "-1", "1, 2", "x"] {
+        for not_a_list in ["", "1,,2", "3,1", "2,2", "-1", "+1", "1, 2", "x"] {
             assert_eq!(parse_item_list(not_a_list), None, "{not_a_list:?}");
         }
     }

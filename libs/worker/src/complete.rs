@@ -7,8 +7,9 @@
 //! Failure policy: a transport failure or UNAVAILABLE is retried a few times; a retry of a
 //! completion that did apply is refused as a stale lease and changes nothing. A request
 //! refused whole for what its completions are goes again without those the gateway lists as
-//! outside the worker's grants, or in halves, so only the completions at fault are refused. A completion that is refused or cannot be sent is logged and
-//! counted; its lease expires and the event is delivered again (at least once).
+//! outside the worker's grants, or in halves, so only the completions at fault are refused.
+//! A completion that is refused or cannot be sent is logged and counted; its lease expires
+//! and the event is delivered again (at least once).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -86,7 +87,7 @@ pub(crate) async fn run_completer(
 }
 
 /// Sends `batch`; a request the gateway refuses whole for what its completions are goes
-/// again without the advances it lists as outside the worker's grants (those fail here), or,
+/// again without those it lists as outside the worker's grants (they fail here), or,
 /// when it lists none (more or larger than its limits), in halves down to single
 /// completions: one completion at fault does not fail the others.
 async fn send(client: WorkerCalls, batch: Vec<v1::Completion>, stats: Arc<Stats>) {

@@ -24,7 +24,6 @@ use cascade_proto::v1::{
 };
 use cascade_worker::{Client, Event, HandlerError, Outcome, Worker, WorkerConfig, handler_fn};
 use tokio::sync::{Notify, watch};
-use tonic::metadata::MetadataValue;
 use tonic::transport::server::TcpIncoming;
 use tonic::{Request, Response, Status};
 
@@ -100,15 +99,10 @@ impl StandIn {
             let mut status = Status::permission_denied(format!(
                 "completions[{first}].advance.to: may not produce to queue '{FORBIDDEN}'"
             ));
-            let list = cascade_proto::item_list(&forbidden);
-            let metadata = status.metadata_mut();
-            metadata.insert(
-                cascade_proto::REFUSED_WHOLE_KEY,
-                MetadataValue::from_static("forbidden-item"),
-            );
-            metadata.insert(
-                cascade_proto::FORBIDDEN_ITEMS_KEY,
-                list.parse().expect("a metadata value"),
+            cascade_proto::mark_refused_whole(
+                &mut status,
+                cascade_proto::RefusedWhole::ForbiddenItem,
+                &forbidden,
             );
             return Err(status);
         }
@@ -345,18 +339,21 @@ async fn a_take_given_up_at_the_end_of_the_drain_sends_what_it_carried_on_its_ow
     );
 }
 
-#[tokio::test]
-async fn advances_outside_the_grants_fail_alone_and_the_others_go_again_once() {
+/// Six events leased at once to a worker whose handler advances e2 and e5 where it may not
+/// produce, the others to the next stage; `completion_batch` as given. What the gateway
+/// lists fails at once and the rest goes again without it, so no outcome is in more than
+/// one refused request, and each allowed advance is applied once.
+async fn six_advances_two_forbidden(completion_batch: usize) {
     let events = ["e1", "e2", "e3", "e4", "e5", "e6"];
     let stand_in = StandIn::new(Carrying::AsTheGateway, &events);
     let client = serve(&stand_in).await;
-    let config = WorkerConfig::new("jobs")
+    let mut config = WorkerConfig::new("jobs")
         .expect("queue")
         .concurrency(6)
         .batch(6)
         .poll_wait(Duration::from_secs(1))
         .drain_grace(Duration::from_secs(1));
-    // e2 and e5 go where the worker may not produce; the others to the next stage.
+    config.completion_batch = completion_batch;
     let handler = handler_fn(|event: Event, _| async move {
         let to = match event.id.as_str() {
             "e2" | "e5" => FORBIDDEN,
@@ -388,10 +385,6 @@ async fn advances_outside_the_grants_fail_alone_and_the_others_go_again_once() {
         ["e1", "e3", "e4", "e6"],
         "each allowed advance once"
     );
-    // Whichever way the outcomes went (carried by a take, or by `Complete`), what the
-    // gateway listed fails at once and the rest goes again without it: no outcome is in more
-    // than one refused request (sent again in halves, a request of six puts some in three or
-    // four; a take's refused completions sent by `Complete` as they were, in two).
     let refused: Vec<Vec<String>> = stand_in
         .refused()
         .iter()
@@ -409,4 +402,20 @@ async fn advances_outside_the_grants_fail_alone_and_the_others_go_again_once() {
     }
     let stats = handle.stats();
     assert_eq!((stats.completed, stats.complete_failures), (4, 2));
+}
+
+/// The six outcomes are known at once, and the next take carries them all. Its refused
+/// completions sent by `Complete` as they were would put every outcome in two refused
+/// requests.
+#[tokio::test]
+async fn forbidden_advances_a_take_carried_fail_and_the_others_go_again_once() {
+    six_advances_two_forbidden(256).await;
+}
+
+/// Six outcomes do not fit a take of this worker (three at most), so they go by `Complete`,
+/// up to three a request. Sent again in halves, a refused request of two or three puts its
+/// forbidden advance in two refused requests or more.
+#[tokio::test]
+async fn forbidden_advances_sent_by_complete_fail_and_the_others_go_again_once() {
+    six_advances_two_forbidden(3).await;
 }

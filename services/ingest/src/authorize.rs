@@ -10,9 +10,9 @@
 //! | `GetQueue`, `QueueStats`, `GetPipeline` (any stage) | any role |
 //! | `ListQueues`, `ListPipelines` | lists only what the caller may read |
 //!
-//! A batch with a forbidden item is refused whole, naming the first and listing them all. Quotas come after the
-//! grants: the enqueue rate (per gateway process), the payload size, and the queues that may
-//! exist within the caller's admin grants. A pipeline applied by a client may name only
+//! A batch with a forbidden item is refused whole, naming the first and listing them all.
+//! Quotas come after the grants: the enqueue rate (per gateway process), the payload size,
+//! and the queues that may exist within the caller's admin grants. A pipeline applied by a client may name only
 //! handler URLs under `auth.handler_url_prefixes`.
 
 use std::collections::BTreeSet;

@@ -11,8 +11,6 @@ use tonic::codegen::http::Response;
 use tonic::{Code, Status};
 use tower::util::MapResponseLayer;
 
-use crate::error::mark_refused_whole;
-
 /// What tonic's decoder says of a message that does not decode.
 const UNDECODABLE: &str = "failed to decode Protobuf message: ";
 /// What tonic says of a message over the limit, before its sizes.
@@ -40,7 +38,7 @@ fn rewrite_status(mut response: Response<Body>, limit: usize) -> Response<Body> 
                 "request: {}, over the gateway's limit of {limit} bytes (the larger of ingest.max_payload with room for an item's headers, and ingest.max_batch_bytes); send smaller payloads, or fewer items per request",
                 found_size(message).unwrap_or_else(|| "too large".into())
             ));
-            mark_refused_whole(&mut status, RefusedWhole::TooLarge);
+            cascade_proto::mark_refused_whole(&mut status, RefusedWhole::TooLarge, &[]);
             status
         }
         _ => return response,

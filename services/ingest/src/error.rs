@@ -5,7 +5,7 @@
 use cascade_bus::BusError;
 use cascade_core::Code;
 use cascade_proto::convert::{ConvertError, field_at};
-use cascade_proto::{FORBIDDEN_ITEMS_KEY, REFUSED_WHOLE_KEY, RefusedWhole, item_list};
+use cascade_proto::{RefusedWhole, mark_refused_whole};
 
 #[derive(Debug, thiserror::Error)]
 pub enum IngestError {
@@ -176,8 +176,10 @@ impl IngestError {
         )))
     }
 
-    /// This error as the refusal of a whole request, for `reason`.
+    /// This error as the refusal of a whole request, for `reason` (for items outside the
+    /// caller's grants, `refusing_forbidden`, which lists them).
     pub fn refusing_whole(self, reason: RefusedWhole) -> IngestError {
+        debug_assert_ne!(reason, RefusedWhole::ForbiddenItem, "list them");
         IngestError::RefusedWhole {
             reason,
             refusal: Box::new(self),
@@ -217,29 +219,9 @@ impl From<IngestError> for tonic::Status {
             reason, forbidden, ..
         } = err
         {
-            mark_refused_whole(&mut status, reason);
-            mark_forbidden(&mut status, &forbidden);
+            mark_refused_whole(&mut status, reason, &forbidden);
         }
         status
-    }
-}
-
-/// Adds `REFUSED_WHOLE_KEY` with `reason` to `status`'s metadata.
-pub(crate) fn mark_refused_whole(status: &mut tonic::Status, reason: RefusedWhole) {
-    status.metadata_mut().insert(
-        REFUSED_WHOLE_KEY,
-        tonic::metadata::MetadataValue::from_static(reason.as_str()),
-    );
-}
-
-/// Adds `FORBIDDEN_ITEMS_KEY` listing `forbidden` to `status`'s metadata, unless it is empty.
-fn mark_forbidden(status: &mut tonic::Status, forbidden: &[usize]) {
-    if forbidden.is_empty() {
-        return;
-    }
-    // Digits and commas: always a valid metadata value.
-    if let Ok(list) = item_list(forbidden).parse() {
-        status.metadata_mut().insert(FORBIDDEN_ITEMS_KEY, list);
     }
 }
 

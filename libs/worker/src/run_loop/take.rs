@@ -1,7 +1,8 @@
 //! Taking: one long-poll `Take` at a time, when no taken event waits and a handler slot is
 //! free, carrying the outcomes known by then. It runs in its own task so that the loop never
 //! drops it while it may still lease events; failures that may pass are retried after a
-//! pause that doubles, and the outcomes a failed take carried go to the completer.
+//! pause that doubles, and the outcomes a failed take carried go to the completer (those
+//! the gateway refused it for, outside the worker's grants, fail instead).
 
 use std::cmp::Reverse;
 use std::time::SystemTime;
@@ -85,7 +86,7 @@ impl<H: Handler> State<H> {
             // Not applied (a take that fails applies none), or not known to be (no answer, or
             // one from a gateway that does not carry completions): sent on their own, where
             // one that did apply is refused as stale and changes nothing. Those the gateway
-            // refused the take for (advances outside the worker's grants) fail here.
+            // refused the take for (outside the worker's grants) fail here.
             answer => {
                 let carried = match answer {
                     Err(status) => fail_forbidden(carried, status, &self.ctx.shared.stats)
@@ -138,7 +139,8 @@ impl<H: Handler> State<H> {
     }
 
     /// `carried`: the take carried completions, which may be what was refused (a grant, a
-    /// limit): they went on their own, and the take is tried again without them, at once.
+    /// limit): they went on their own (less those outside the worker's grants, which
+    /// failed), and the take is tried again without them, at once.
     pub(super) async fn on_take_failed(&mut self, status: tonic::Status, carried: bool) {
         self.ctx.shared.stats.add(Counter::TakeFailures, 1);
         if self.stopping {
@@ -150,7 +152,7 @@ impl<H: Handler> State<H> {
             tracing::warn!(
                 code = ?status.code(),
                 message = %status.message(),
-                "worker.take.refused with completions; they went alone, taking again"
+                "worker.take.refused with completions; they were dealt with alone, taking again"
             );
             return;
         }
