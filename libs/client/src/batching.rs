@@ -179,16 +179,22 @@ impl Calls {
             Ok(answer) => answer_each(batch, answer.results),
             // Refused for what its events are: those outside the caller's grants, when the
             // gateway lists them, get their own verdict from a unary call and the others go
-            // again together; otherwise each goes as a unary call. Anything else (the
-            // caller's rate quota, backpressure, the connection) is every caller's answer;
-            // unary calls would only meet it again, each at a call's cost.
+            // again together; otherwise (more items or bytes than the gateway takes) the
+            // batch goes again in halves, down to single events. Anything else (the caller's
+            // rate quota, backpressure, the connection) is every caller's answer; smaller
+            // calls would only meet it again, each at a call's cost.
             Err(status) if is_refused_whole(&status) => match forbidden_apart(batch, &status) {
+                // Boxed: what goes again may be refused again, and split in turn.
                 Ok((alone, rest)) => {
-                    // Boxed: the rest may be refused again and split in turn.
-                    let together = Box::pin(self.clone().send(rest));
-                    tokio::join!(together, self.one_by_one(alone));
+                    tokio::join!(Box::pin(self.clone().send(rest)), self.one_by_one(alone));
                 }
-                Err(batch) => self.one_by_one(batch).await,
+                Err(mut first) => {
+                    let second = first.split_off(first.len() / 2);
+                    tokio::join!(
+                        Box::pin(self.clone().send(first)),
+                        Box::pin(self.send(second))
+                    );
+                }
             },
             Err(status) => {
                 for pending in batch {
