@@ -29,12 +29,14 @@ pub struct BatchingOptions {
     /// Encoded bytes per batch at most (an event larger than this goes alone); keep it at or
     /// below the gateway's `ingest.max_batch_bytes`.
     pub max_bytes: usize,
-    /// Batches sent and not yet answered, at most.
+    /// Batches sent and not yet answered, at most (a batch refused whole counts as one until
+    /// every smaller call it goes again as is answered).
     pub max_in_flight: usize,
     /// How long a call may go unanswered before its callers get DEADLINE_EXCEEDED (their
     /// events may or may not be enqueued: retry with the same `id` or `idempotency_key`).
     /// It frees the call's place for the next batch, so a connection that hangs does not
-    /// hold every later caller.
+    /// hold every later caller. Each call has its own: a batch refused whole and sent again
+    /// in halves makes a few calls in a row.
     pub timeout: Duration,
 }
 
@@ -179,8 +181,9 @@ impl Calls {
             Ok(answer) => answer_each(batch, answer.results),
             // Refused for what its events are: those outside the caller's grants, when the
             // gateway lists them, get their own verdict from a unary call and the others go
-            // again together; otherwise (more items or bytes than the gateway takes) the
-            // batch goes again in halves, down to single events. Anything else (the caller's
+            // again together; otherwise (more items or bytes than the gateway takes, or
+            // forbidden events it does not list) the batch goes again in halves, down to
+            // single events. Anything else (the caller's
             // rate quota, backpressure, the connection) is every caller's answer; smaller
             // calls would only meet it again, each at a call's cost.
             Err(status) if is_refused_whole(&status) => match forbidden_apart(batch, &status) {
