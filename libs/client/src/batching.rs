@@ -183,9 +183,9 @@ impl Calls {
             // gateway lists them, get their own verdict from a unary call and the others go
             // again together; otherwise (more items or bytes than the gateway takes, or
             // forbidden events it does not list) the batch goes again in halves, down to
-            // single events. Anything else (the caller's
-            // rate quota, backpressure, the connection) is every caller's answer; smaller
-            // calls would only meet it again, each at a call's cost.
+            // single events. Anything else (the caller's rate quota, backpressure, the
+            // connection) is every caller's answer; smaller calls would only meet it again,
+            // each at a call's cost.
             Err(status) if is_refused_whole(&status) => match forbidden_apart(batch, &status) {
                 // Boxed: what goes again may be refused again, and split in turn.
                 Ok((alone, rest)) => {
