@@ -248,6 +248,48 @@ async fn poll_shard(
     answered.await.unwrap_or(Err(IngestError::ShuttingDown))
 }
 
+/// A poll's leased events until they are the client's answer. Dropped before that (the
+/// client went away while the take sent its completions to other shards, or the take failed
+/// after the poll), they go back to their queue at once instead of staying leased to nobody
+/// until their lease ends.
+struct Unanswered {
+    shards: Arc<Shards>,
+    shard: u32,
+    taken: Option<TakeResponse>,
+}
+
+impl Unanswered {
+    fn hold(shards: &Arc<Shards>, shard: u32, taken: TakeResponse) -> Unanswered {
+        Unanswered {
+            shards: Arc::clone(shards),
+            shard,
+            taken: Some(taken),
+        }
+    }
+
+    fn has_events(&self) -> bool {
+        self.taken.as_ref().is_some_and(|t| !t.events.is_empty())
+    }
+
+    /// The events, now the client's.
+    fn answered(mut self) -> TakeResponse {
+        self.taken.take().unwrap_or_default()
+    }
+}
+
+impl Drop for Unanswered {
+    fn drop(&mut self) {
+        let Some(taken) = self.taken.take().filter(|t| !t.events.is_empty()) else {
+            return;
+        };
+        // No runtime only when the process is stopping: the leases end on their own.
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            let (shards, shard) = (Arc::clone(&self.shards), self.shard);
+            runtime.spawn(async move { release_abandoned(&shards, shard, taken).await });
+        }
+    }
+}
+
 /// Gives the events of a poll whose client went away back to their queue.
 async fn release_abandoned(shards: &Shards, shard: u32, taken: TakeResponse) {
     let completions: Vec<Completion> = taken
@@ -337,6 +379,7 @@ impl Worker for Gateway {
                 Err(err) => return Err(err.into()),
             };
             let answered = std::mem::take(&mut taken.completions);
+            let taken = Unanswered::hold(&self.shards, shard, taken);
             carried
                 .poll_answered(shard, answered, &self.complete)
                 .await?;
@@ -347,8 +390,8 @@ impl Worker for Gateway {
             // (or caps waits lower than this gateway): asking it again would spin, so the
             // client gets the empty answer and polls again, maybe elsewhere.
             let early = now < asked_at + poll;
-            if !taken.events.is_empty() || now >= deadline || early || self.stopping.is_triggered()
-            {
+            if taken.has_events() || now >= deadline || early || self.stopping.is_triggered() {
+                let mut taken = taken.answered();
                 trace::record_take(item.queue.as_str(), &taken.events);
                 taken.completions = carried.into_results();
                 let size = prost::Message::encoded_len(&taken);

@@ -1,6 +1,7 @@
 //! One dispatcher shard down in the distributed mode: the other shard's queues keep
 //! serving, requests for the down shard's queues get UNAVAILABLE naming the shard (and that
-//! a retry is safe), and once it is back its events are all there.
+//! a retry is safe), and once it is back its events are all there. A take whose client gives
+//! up while the gateway waits for a shard that hangs gives its events back.
 
 use std::time::{Duration, Instant};
 
@@ -8,7 +9,7 @@ use cascade_client::Client;
 use cascade_core::{QueueName, shard_of};
 use cascade_e2e::cluster::SHARDS;
 use cascade_e2e::scenarios::{
-    ack, complete, config, create, enqueue, item, names_on_two_shards, payload, take_n,
+    ack, complete, config, create, enqueue, item, names_on_two_shards, payload, stats, take_n,
 };
 use cascade_e2e::{Cluster, Mode};
 use tonic::Code;
@@ -70,4 +71,76 @@ async fn the_other_shards_serve_and_the_down_one_is_named() {
     assert_eq!(back.len(), 1, "the event acknowledged before the crash");
     assert_eq!(payload(&back[0]), "before");
     cluster.stop();
+}
+
+/// A take whose carried ack goes to another shard, one that hangs (stopped with SIGSTOP):
+/// the take's own events are leased at once, then the gateway waits for the other shard,
+/// and the client gives up meanwhile. Its events go back to their queue at once, not when
+/// their ten-minute lease ends.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_take_given_up_while_its_completions_wait_gives_its_events_back() {
+    let cluster = tokio::task::spawn_blocking(|| {
+        Cluster::start_with(
+            Mode::Distributed,
+            None,
+            &[("CASCADE__BUS__REQUEST_TIMEOUT", "60s")],
+        )
+    })
+    .await
+    .expect("start");
+    let c = cluster.client().await;
+    let (here, there) = names_on_two_shards("given-up");
+    for queue in [&here, &there] {
+        create(&c, queue, config(600.0, 5)).await;
+    }
+    for n in 0..3 {
+        enqueue(&c, item(&here, &n.to_string())).await;
+    }
+    enqueue(&c, item(&there, "to ack")).await;
+    let to_ack = take_n(&c, &there, 1, WITHIN).await.remove(0);
+    let event = to_ack.event.as_ref().expect("an event");
+    let ack_there = cascade_client::api::Completion {
+        queue: there.clone(),
+        id: event.id.clone(),
+        lease_token: to_ack.lease_token.clone(),
+        outcome: Some(ack()),
+    };
+    let there_shard = shard_of(&QueueName::parse(&there).expect("name"), SHARDS);
+    let dispatcher = format!("dispatcher-{there_shard}");
+    let (_, pid) = cluster
+        .processes()
+        .into_iter()
+        .find(|(name, _)| *name == dispatcher)
+        .expect("the other shard's dispatcher");
+    crate::signal(pid, "STOP");
+
+    let mut worker = c.worker();
+    let take = worker.take(cascade_client::api::TakeRequest {
+        queue: here.clone(),
+        max_events: 3,
+        completions: vec![ack_there],
+        ..Default::default()
+    });
+    // Dropped unanswered: its stream is reset, as a client's deadline does.
+    let given_up = tokio::time::timeout(Duration::from_secs(2), take).await;
+    assert!(
+        given_up.is_err(),
+        "answered while the other shard hangs: {given_up:?}"
+    );
+    let deadline = Instant::now() + WITHIN;
+    loop {
+        let now = stats(&c, &here).await;
+        if (now.ready, now.leased) == (3, 0) {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "not given back within {WITHIN:?}: {now:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    crate::signal(pid, "CONT");
+    tokio::task::spawn_blocking(move || cluster.stop())
+        .await
+        .expect("stop");
 }
