@@ -50,6 +50,9 @@ impl From<ShardError> for DispatcherError {
     }
 }
 
+/// What a requester hears of a store that failed (its disk, its data).
+const STORE_FAILED: &str = "the shard's store failed and the shard stopped (its log says why); its requests fail until it is restarted, which replays its log: retry later, with the same id or idempotency key";
+
 impl DispatcherError {
     pub fn code(&self) -> Code {
         match self {
@@ -75,6 +78,11 @@ impl DispatcherError {
     /// The status a requester receives.
     pub fn to_status(&self) -> bus::Status {
         match self {
+            // The store itself failed: what it says names this machine's files and is for the
+            // shard's own log (`store.fatal`), not for the clients the gateway passes it to.
+            DispatcherError::Store(e) if e.is_fault() => {
+                convert::status(e.code(), STORE_FAILED.to_owned())
+            }
             // A store error's message carries every cause, down to the OS's word for it.
             DispatcherError::Store(e) => convert::status(e.code(), with_causes(e)),
             other => convert::status(other.code(), other.to_string()),
@@ -95,6 +103,18 @@ mod tests {
         let sent = stale.to_status();
         assert_eq!(sent.code, 9);
         assert!(sent.message.contains("not current"), "{}", sent.message);
+    }
+
+    #[test]
+    fn a_failed_store_keeps_its_code_and_not_its_paths() {
+        let failed = DispatcherError::from(StoreError::Fsync {
+            path: "/var/lib/cascade/dispatcher-0/wal/00000001.log".into(),
+            source: std::io::Error::other("Input/output error"),
+        });
+        let sent = failed.to_status();
+        assert_eq!(sent.code, failed.code().grpc_code());
+        assert_eq!(sent.message, STORE_FAILED);
+        assert!(!sent.message.contains("/var/lib"), "{}", sent.message);
     }
 
     #[test]
