@@ -171,31 +171,42 @@ async fn send_one(
 }
 
 /// Counts the answers to `completions` (sent by `Complete` or carried by a take), and logs
-/// each refused one.
+/// each refused one. A release counts as released only once accepted; a completion the
+/// answer has no result for (a gateway's bug) counts as a failure.
 pub(crate) fn record_results(
     completions: &[v1::Completion],
     results: &[v1::CompletionResult],
     stats: &Stats,
 ) {
-    let mut refused = 0;
-    for (completion, result) in completions.iter().zip(results) {
-        if result.code != 0 {
-            refused += 1;
-            tracing::warn!(
-                queue = %completion.queue,
-                id = %completion.id,
-                code = result.code,
-                message = %result.message,
-                "worker.complete.refused"
-            );
+    let (mut completed, mut released, mut refused) = (0, 0, 0);
+    for (index, completion) in completions.iter().enumerate() {
+        match results.get(index) {
+            Some(result) if result.code == 0 => {
+                completed += 1;
+                if matches!(
+                    completion.outcome,
+                    Some(v1::completion::Outcome::Release(_))
+                ) {
+                    released += 1;
+                }
+            }
+            answer => {
+                refused += 1;
+                let (code, message) = answer.map_or((0, "no result in the answer"), |result| {
+                    (result.code, result.message.as_str())
+                });
+                tracing::warn!(
+                    queue = %completion.queue,
+                    id = %completion.id,
+                    code,
+                    message,
+                    "worker.complete.refused"
+                );
+            }
         }
     }
-    let releases = completions
-        .iter()
-        .filter(|c| matches!(c.outcome, Some(v1::completion::Outcome::Release(_))))
-        .count() as u64;
-    stats.add(Counter::Completed, completions.len() as u64 - refused);
-    stats.add(Counter::Released, releases);
+    stats.add(Counter::Completed, completed);
+    stats.add(Counter::Released, released);
     stats.add(Counter::CompleteFailures, refused);
 }
 
@@ -217,4 +228,47 @@ pub(crate) fn may_pass(code: tonic::Code) -> bool {
             | tonic::Code::Internal
             | tonic::Code::Cancelled
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn completion(id: &str, outcome: v1::completion::Outcome) -> v1::Completion {
+        v1::Completion {
+            queue: "jobs".into(),
+            id: id.into(),
+            lease_token: format!("token-{id}"),
+            outcome: Some(outcome),
+        }
+    }
+
+    #[test]
+    fn only_accepted_releases_count_as_released_and_a_missing_result_as_a_failure() {
+        let release = || v1::completion::Outcome::Release(v1::Release {});
+        let ack = v1::completion::Outcome::Ack(v1::Ack {});
+        let completions = [
+            completion("a", release()),
+            completion("b", release()),
+            completion("c", ack),
+        ];
+        let stale = v1::CompletionResult {
+            code: tonic::Code::FailedPrecondition as i32,
+            message: "lease of b is not current".into(),
+            ..v1::CompletionResult::default()
+        };
+        // "c" has no result: the answer is one short.
+        let results = [v1::CompletionResult::default(), stale];
+        let stats = Stats::default();
+        record_results(&completions, &results, &stats);
+        let counted = stats.snapshot();
+        assert_eq!(
+            (
+                counted.completed,
+                counted.released,
+                counted.complete_failures
+            ),
+            (1, 1, 2)
+        );
+    }
 }

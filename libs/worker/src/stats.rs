@@ -28,7 +28,8 @@ pub struct WorkerStats {
     pub started: u64,
     /// Completions the gateway accepted, releases included.
     pub completed: u64,
-    /// Events handed back unhandled (shutdown, pause, lost ownership of the handler).
+    /// Events handed back unhandled (shutdown, pause, lost ownership of the handler), as the
+    /// gateway accepted them.
     pub released: u64,
     /// Completions the gateway refused (a stale lease) or that could not be sent.
     pub complete_failures: u64,
