@@ -12,6 +12,10 @@ use crate::WorkerError;
 /// Handlers at once at most: far beyond one process's useful concurrency, small enough
 /// to catch a typo.
 pub const MAX_CONCURRENCY: u32 = 100_000;
+/// The longest `poll_wait`: a gateway caps a take's wait far below it anyway.
+const MAX_POLL_WAIT: Duration = Duration::from_secs(3600);
+/// The longest `drain_grace`, so that a shutdown's deadline is a time the clock can hold.
+const MAX_DRAIN_GRACE: Duration = Duration::from_secs(24 * 3600);
 
 #[derive(Clone, Debug)]
 pub struct WorkerConfig {
@@ -119,8 +123,23 @@ impl WorkerConfig {
                 ),
             ));
         }
-        if self.poll_wait.is_zero() {
-            return Err(WorkerError::config("poll_wait", "must be more than 0"));
+        if self.poll_wait.is_zero() || self.poll_wait > MAX_POLL_WAIT {
+            return Err(WorkerError::config(
+                "poll_wait",
+                format!(
+                    "must be more than 0 and at most 1h, got {}",
+                    format_duration(self.poll_wait)
+                ),
+            ));
+        }
+        if self.drain_grace > MAX_DRAIN_GRACE {
+            return Err(WorkerError::config(
+                "drain_grace",
+                format!(
+                    "must be at most 24h, got {}",
+                    format_duration(self.drain_grace)
+                ),
+            ));
         }
         if self.handler_timeout.is_some_and(|t| t.is_zero()) {
             return Err(WorkerError::config(
@@ -189,6 +208,14 @@ mod tests {
         assert_eq!(
             field_of(&config.clone().poll_wait(Duration::ZERO)),
             "poll_wait"
+        );
+        assert_eq!(
+            field_of(&config.clone().poll_wait(Duration::MAX)),
+            "poll_wait"
+        );
+        assert_eq!(
+            field_of(&config.clone().drain_grace(Duration::MAX)),
+            "drain_grace"
         );
         assert_eq!(
             field_of(&config.clone().handler_timeout(Duration::ZERO)),
