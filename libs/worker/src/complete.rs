@@ -30,6 +30,9 @@ const MAX_REQUEST_BYTES: usize = 2 << 20;
 const COMPLETES_IN_FLIGHT: usize = 2;
 /// Tries per request for failures that may pass.
 const TRIES: u32 = 4;
+/// How long a `Complete` may go unanswered before it is tried again: well above the
+/// gateway's own wait for its shards, so that only a connection gone silent reaches it.
+const COMPLETE_TIMEOUT: Duration = Duration::from_secs(30);
 const FIRST_RETRY_PAUSE: Duration = Duration::from_millis(100);
 
 /// Runs until every sender is dropped and the queue is empty.
@@ -138,7 +141,14 @@ async fn send_one(
     let request = v1::CompleteRequest { completions: batch };
     let (mut attempt, mut pause) = (1, FIRST_RETRY_PAUSE);
     loop {
-        let answer = client.clone().complete(request.clone()).await;
+        let mut calls = client.clone();
+        let call = calls.complete(request.clone());
+        let answer = match tokio::time::timeout(COMPLETE_TIMEOUT, call).await {
+            Ok(answer) => answer,
+            Err(_) => Err(tonic::Status::deadline_exceeded(format!(
+                "no answer within {COMPLETE_TIMEOUT:?}"
+            ))),
+        };
         match answer {
             Ok(response) => {
                 record_results(&request.completions, &response.into_inner().results, stats);
@@ -232,7 +242,68 @@ pub(crate) fn may_pass(code: tonic::Code) -> bool {
 
 #[cfg(test)]
 mod tests {
+    use std::sync::atomic::{AtomicU32, Ordering};
+
+    use cascade_proto::v1::worker_server::Worker;
+    use tonic::{Request, Response, Status};
+
     use super::*;
+
+    /// A gateway whose first `Complete` never answers, as over a connection gone silent.
+    #[derive(Default)]
+    struct SilentOnce {
+        calls: AtomicU32,
+    }
+
+    #[tonic::async_trait]
+    impl Worker for SilentOnce {
+        async fn take(
+            &self,
+            _: Request<v1::TakeRequest>,
+        ) -> Result<Response<v1::TakeResponse>, Status> {
+            Err(Status::unimplemented("not used here"))
+        }
+
+        async fn complete(
+            &self,
+            request: Request<v1::CompleteRequest>,
+        ) -> Result<Response<v1::CompleteResponse>, Status> {
+            if self.calls.fetch_add(1, Ordering::Relaxed) == 0 {
+                std::future::pending::<()>().await;
+            }
+            let results = request
+                .into_inner()
+                .completions
+                .iter()
+                .map(|_| v1::CompletionResult::default())
+                .collect();
+            Ok(Response::new(v1::CompleteResponse { results }))
+        }
+
+        async fn extend_lease(
+            &self,
+            _: Request<v1::ExtendLeaseRequest>,
+        ) -> Result<Response<v1::ExtendLeaseResponse>, Status> {
+            Err(Status::unimplemented("not used here"))
+        }
+    }
+
+    /// On paused time: the timeout passes as soon as nothing else can run.
+    #[tokio::test(start_paused = true)]
+    async fn a_complete_left_unanswered_is_tried_again_after_its_timeout() {
+        let gateway = Arc::new(SilentOnce::default());
+        let client = WorkerCalls::InProcess(Arc::clone(&gateway) as Arc<dyn Worker>);
+        let stats = Arc::new(Stats::default());
+        let ack = v1::completion::Outcome::Ack(v1::Ack {});
+        // The outer bound keeps a completer without a timeout from hanging the test.
+        let sent = send(client, vec![completion("a", ack)], Arc::clone(&stats));
+        tokio::time::timeout(Duration::from_secs(3600), sent)
+            .await
+            .expect("sent within an hour");
+        assert_eq!(gateway.calls.load(Ordering::Relaxed), 2, "tried again");
+        let counted = stats.snapshot();
+        assert_eq!((counted.completed, counted.complete_failures), (1, 0));
+    }
 
     fn completion(id: &str, outcome: v1::completion::Outcome) -> v1::Completion {
         v1::Completion {
