@@ -1,9 +1,10 @@
 //! The worker's loop: one task owns every event the worker holds, so no lock is needed.
 //!
 //! - **Take**: when no taken event waits and a handler slot is free, one long-poll `Take`
-//!   asks for up to `batch` events. It runs in its own task and is never cancelled while
-//!   it may still lease events (a dropped take would strand them until their leases
-//!   expire); on shutdown the loop waits for it and releases what it brought.
+//!   asks for up to `batch` events. It runs in its own task, so that the loop's own waits
+//!   never drop it; on shutdown the loop waits for it and releases what it brought, until
+//!   the drain's grace is over: a take still out then is given up, and the gateway releases
+//!   what its poll brings once its client has gone.
 //! - **Run**: waiting events start in take order while fewer than `concurrency` handlers
 //!   run; an event whose lease may have ended meanwhile is dropped, not run. A handler is
 //!   polled once on the loop itself: one that finishes at once (a no-op, a routing step)
@@ -405,7 +406,9 @@ impl<H: Handler> State<H> {
             "worker.drain.grace_over; abandoning the running handlers"
         );
         self.handlers.abort_all();
-        if let Some(take) = self.take.take() {
+        // A take that has already been answered is read as usual, and what it brought is
+        // released; one still out is given up, and the gateway releases what its poll brings.
+        if let Some(take) = self.take.take_if(|take| !take.is_finished()) {
             take.abort();
             // Its answer will not be read: what it carried goes on its own (one that did
             // apply is refused as stale).
