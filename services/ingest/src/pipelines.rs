@@ -9,7 +9,9 @@
 //! Reads ask shard 0, and the next shard up when one is unreachable. The cache holds the
 //! whole list for [`CACHE_TTL`]: a pipeline re-applied through another gateway replica takes
 //! effect here within that time (through this replica, at once). One caller refreshes while
-//! the others wait for its answer, so an expiry under load costs one bus request.
+//! the others keep reading the snapshot it replaces (they wait for its answer only when
+//! there is none), so an expiry under load costs one bus request, and a shard that hangs
+//! holds up that one caller, not every enqueue by pipeline and every advance.
 
 use std::collections::HashMap;
 use std::sync::{Arc, PoisonError, RwLock};
@@ -155,7 +157,15 @@ impl PipelineCache {
         if let Some(found) = self.fresh(name) {
             return Ok(found);
         }
-        let _refreshing = self.refresh.lock().await;
+        let _refreshing = match self.refresh.try_lock() {
+            Ok(refreshing) => refreshing,
+            // Another caller is refreshing, which takes as long as the slowest shard it
+            // asks: the snapshot it replaces answers meanwhile, if there is one.
+            Err(_) => match self.latest(name) {
+                Some(found) => return Ok(found),
+                None => self.refresh.lock().await,
+            },
+        };
         // Whoever held the lock before may have refreshed already.
         if let Some(found) = self.fresh(name) {
             return Ok(found);
@@ -182,9 +192,22 @@ impl PipelineCache {
 
     /// `Some(answer)` while the snapshot is fresh.
     fn fresh(&self, name: &str) -> Option<Option<Arc<Pipeline>>> {
+        self.lookup(name, |snapshot| snapshot.fetched.elapsed() < CACHE_TTL)
+    }
+
+    /// `Some(answer)` while there is a snapshot, however old (none after `invalidate`).
+    fn latest(&self, name: &str) -> Option<Option<Arc<Pipeline>>> {
+        self.lookup(name, |_| true)
+    }
+
+    fn lookup(
+        &self,
+        name: &str,
+        usable: impl Fn(&Snapshot) -> bool,
+    ) -> Option<Option<Arc<Pipeline>>> {
         let snapshot = self.snapshot.read().unwrap_or_else(PoisonError::into_inner);
-        let snapshot = snapshot.as_ref()?;
-        (snapshot.fetched.elapsed() < CACHE_TTL).then(|| snapshot.by_name.get(name).cloned())
+        let snapshot = snapshot.as_ref().filter(|s| usable(s))?;
+        Some(snapshot.by_name.get(name).cloned())
     }
 }
 

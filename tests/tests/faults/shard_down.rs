@@ -144,3 +144,78 @@ async fn a_take_given_up_while_its_completions_wait_gives_its_events_back() {
         .await
         .expect("stop");
 }
+
+/// With shard 0 hanging (stopped with SIGSTOP), enqueues by pipeline name into a stage on
+/// another shard: once the gateway's copy of the pipelines is stale, one of them refreshes
+/// it, asking shard 0 first and waiting out the bus's timeout, while the others go on with
+/// the stale copy instead of waiting behind it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hanging_first_shard_holds_up_one_pipeline_lookup_not_every_one() {
+    use cascade_client::api;
+
+    let cluster = tokio::task::spawn_blocking(|| {
+        Cluster::start_with(
+            Mode::Distributed,
+            None,
+            &[("CASCADE__BUS__REQUEST_TIMEOUT", "60s")],
+        )
+    })
+    .await
+    .expect("start");
+    let c = cluster.client().await;
+    let pipeline = (0..100)
+        .map(|i| format!("hang-{i}"))
+        .find(|p| {
+            let stage = QueueName::parse(&format!("{p}.first")).expect("name");
+            shard_of(&stage, SHARDS) != 0
+        })
+        .expect("a pipeline whose stage is not on shard 0");
+    c.admin()
+        .apply_pipeline(api::Pipeline {
+            name: pipeline.clone(),
+            stages: vec![api::Stage {
+                name: "first".into(),
+                handler: Some(api::HandlerSpec {
+                    kind: Some(api::handler_spec::Kind::Builtin("noop".into())),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            }],
+        })
+        .await
+        .expect("apply");
+    let by_pipeline = |payload: &str| api::EnqueueRequest {
+        pipeline: pipeline.clone(),
+        payload: payload.as_bytes().to_vec().into(),
+        ..Default::default()
+    };
+    enqueue(&c, by_pipeline("the copy is made")).await;
+    let (_, pid) = cluster
+        .processes()
+        .into_iter()
+        .find(|(name, _)| name == "dispatcher-0")
+        .expect("shard 0's dispatcher");
+    crate::signal(pid, "STOP");
+    // Long enough for the copy to go stale (its lifetime is 1 s); longer changes nothing.
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+
+    let mut enqueues = tokio::task::JoinSet::new();
+    for n in 0..3 {
+        let (mut ingest, request) = (c.ingest(), by_pipeline(&n.to_string()));
+        enqueues.spawn(async move { ingest.enqueue(request).await });
+    }
+    // The refresh waits 60 s for shard 0: two of the three are answered well before.
+    for _ in 0..2 {
+        let answered = tokio::time::timeout(WITHIN, enqueues.join_next()).await;
+        let answer = answered
+            .expect("answered while another refreshes")
+            .expect("an enqueue")
+            .expect("its task");
+        answer.expect("enqueued by pipeline");
+    }
+    crate::signal(pid, "CONT");
+    enqueues.abort_all();
+    tokio::task::spawn_blocking(move || cluster.stop())
+        .await
+        .expect("stop");
+}
