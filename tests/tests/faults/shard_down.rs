@@ -73,13 +73,10 @@ async fn the_other_shards_serve_and_the_down_one_is_named() {
     cluster.stop();
 }
 
-/// A take whose carried ack goes to another shard, one that hangs (stopped with SIGSTOP):
-/// the take's own events are leased at once, then the gateway waits for the other shard,
-/// and the client gives up meanwhile. Its events go back to their queue at once, not when
-/// their ten-minute lease ends.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_take_given_up_while_its_completions_wait_gives_its_events_back() {
-    let cluster = tokio::task::spawn_blocking(|| {
+/// A distributed cluster whose gateway waits 60 s for a shard's answer: longer than any
+/// wait below, so that a shard stopped with SIGSTOP hangs every request it gets.
+async fn start_with_patient_bus() -> Cluster {
+    tokio::task::spawn_blocking(|| {
         Cluster::start_with(
             Mode::Distributed,
             None,
@@ -87,7 +84,27 @@ async fn a_take_given_up_while_its_completions_wait_gives_its_events_back() {
         )
     })
     .await
-    .expect("start");
+    .expect("start")
+}
+
+/// The process ID of shard `shard`'s dispatcher.
+fn dispatcher_pid(cluster: &Cluster, shard: u32) -> u32 {
+    let dispatcher = format!("dispatcher-{shard}");
+    let (_, pid) = cluster
+        .processes()
+        .into_iter()
+        .find(|(name, _)| *name == dispatcher)
+        .unwrap_or_else(|| panic!("no {dispatcher}"));
+    pid
+}
+
+/// A take whose carried ack goes to another shard, one that hangs (stopped with SIGSTOP):
+/// the take's own events are leased at once, then the gateway waits for the other shard,
+/// and the client gives up meanwhile. Its events go back to their queue at once, not when
+/// their ten-minute lease ends.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_take_given_up_while_its_completions_wait_gives_its_events_back() {
+    let cluster = start_with_patient_bus().await;
     let c = cluster.client().await;
     let (here, there) = names_on_two_shards("given-up");
     for queue in [&here, &there] {
@@ -106,12 +123,7 @@ async fn a_take_given_up_while_its_completions_wait_gives_its_events_back() {
         outcome: Some(ack()),
     };
     let there_shard = shard_of(&QueueName::parse(&there).expect("name"), SHARDS);
-    let dispatcher = format!("dispatcher-{there_shard}");
-    let (_, pid) = cluster
-        .processes()
-        .into_iter()
-        .find(|(name, _)| *name == dispatcher)
-        .expect("the other shard's dispatcher");
+    let pid = dispatcher_pid(&cluster, there_shard);
     crate::signal(pid, "STOP");
 
     let mut worker = c.worker();
@@ -153,15 +165,7 @@ async fn a_take_given_up_while_its_completions_wait_gives_its_events_back() {
 async fn a_hanging_first_shard_holds_up_one_pipeline_lookup_not_every_one() {
     use cascade_client::api;
 
-    let cluster = tokio::task::spawn_blocking(|| {
-        Cluster::start_with(
-            Mode::Distributed,
-            None,
-            &[("CASCADE__BUS__REQUEST_TIMEOUT", "60s")],
-        )
-    })
-    .await
-    .expect("start");
+    let cluster = start_with_patient_bus().await;
     let c = cluster.client().await;
     let pipeline = (0..100)
         .map(|i| format!("hang-{i}"))
@@ -190,11 +194,7 @@ async fn a_hanging_first_shard_holds_up_one_pipeline_lookup_not_every_one() {
         ..Default::default()
     };
     enqueue(&c, by_pipeline("the copy is made")).await;
-    let (_, pid) = cluster
-        .processes()
-        .into_iter()
-        .find(|(name, _)| name == "dispatcher-0")
-        .expect("shard 0's dispatcher");
+    let pid = dispatcher_pid(&cluster, 0);
     crate::signal(pid, "STOP");
     // Long enough for the copy to go stale (its lifetime is 1 s); longer changes nothing.
     tokio::time::sleep(Duration::from_millis(1500)).await;
