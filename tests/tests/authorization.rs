@@ -739,6 +739,59 @@ async fn a_forbidden_advance_fails_only_its_own_event() {
         (allowed, 40 - allowed),
         "{counted:?}"
     );
+
+    // From a pipeline's stage, an advance to a queue outside the stage's grants is refused
+    // the same whether that queue exists or not: the answer says nothing of other queues.
+    admin
+        .admin()
+        .apply_pipeline(api::Pipeline {
+            name: "jobs".into(),
+            stages: vec![api::Stage {
+                name: "next".into(),
+                handler: Some(api::HandlerSpec {
+                    kind: Some(api::handler_spec::Kind::Builtin("noop".into())),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            }],
+        })
+        .await
+        .expect("apply");
+    enqueue(&admin, "jobs.next", "staged")
+        .await
+        .expect("enqueue");
+    let taken = take_one(&stage, "jobs.next").await.expect("take");
+    let advance_to = |to: &str| api::CompleteRequest {
+        completions: vec![api::Completion {
+            queue: "jobs.next".into(),
+            id: taken[0].event.as_ref().expect("an event").id.clone(),
+            lease_token: taken[0].lease_token.clone(),
+            outcome: Some(api::completion::Outcome::Advance(api::Advance {
+                to: to.into(),
+                ..Default::default()
+            })),
+        }],
+    };
+    for to in ["payments", "nowhere"] {
+        let refused = stage
+            .worker()
+            .complete(advance_to(to))
+            .await
+            .expect_err("outside the grants");
+        assert_eq!(refused.code(), Code::PermissionDenied, "{to}: {refused:?}");
+    }
+    // Within its grants, a queue that does not exist is the item's own error.
+    let absent = stage
+        .worker()
+        .complete(advance_to("jobs.nowhere"))
+        .await
+        .expect("answered")
+        .into_inner();
+    assert_eq!(
+        absent.results[0].code,
+        Code::InvalidArgument as i32,
+        "{absent:?}"
+    );
     tokio::task::spawn_blocking(move || cluster.stop())
         .await
         .expect("stop");

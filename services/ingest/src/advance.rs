@@ -6,7 +6,9 @@
 //! - no `to`: the stage's `next`, else the following stage; after the last stage, an ack;
 //! - `to` naming a stage of `p`: its queue `p.<to>` (any stage: graphs are allowed);
 //! - any other `to`: the queue of that name if it exists (a template's queues count), else
-//!   INVALID_ARGUMENT listing the stages. A stage name wins over a queue of the same name.
+//!   INVALID_ARGUMENT listing the stages, or PERMISSION_DENIED when the caller may not
+//!   enqueue there, as for a queue that exists: the answer does not tell a caller whether a
+//!   queue it has no grant on exists. A stage name wins over a queue of the same name.
 //!
 //! The target says which of these it is: a stage of the event's pipeline, or a queue outside
 //! it (where the caller must be allowed to enqueue).
@@ -17,8 +19,10 @@ use cascade_core::{Pipeline, QueueName};
 use cascade_proto::bus::v1::dispatcher_reply::Result as Reply;
 use cascade_proto::bus::v1::dispatcher_request::Op;
 use cascade_proto::v1::GetQueueRequest;
+use cascade_security::{Caller, Permission};
 
 use crate::IngestError;
+use crate::authorize::allowed;
 use crate::error::excerpt;
 use crate::gateway::Gateway;
 use crate::route::unexpected;
@@ -48,6 +52,7 @@ impl Gateway {
     /// `field` (`advance.to`).
     pub(crate) async fn advance_target(
         &self,
+        caller: &Caller,
         queue: &QueueName,
         to: Option<&str>,
         field: &str,
@@ -70,7 +75,7 @@ impl Gateway {
         match (decision, &stage) {
             (Decision::Known(target), _) => Ok(target),
             (Decision::IfQueueExists(name), Some((pipeline, _))) => {
-                self.existing_queue(name, pipeline, field).await
+                self.existing_queue(caller, name, pipeline, field).await
             }
             // Only a stage leaves `to` open; elsewhere it is the queue as given.
             (Decision::IfQueueExists(name), None) => Ok(Target::Queue(name)),
@@ -80,6 +85,7 @@ impl Gateway {
     /// `name` if a queue of that name exists (its owner can say what config it has).
     async fn existing_queue(
         &self,
+        caller: &Caller,
         name: String,
         pipeline: &Pipeline,
         field: &str,
@@ -90,15 +96,18 @@ impl Gateway {
         match self.shards.call(owner, asked).await {
             Ok(Reply::Queue(_)) => Ok(Target::Queue(name)),
             Ok(other) => Err(unexpected(owner, "a get", &other)),
-            Err(err) if err.code() == tonic::Code::NotFound => Err(IngestError::invalid(
-                field,
-                format!(
-                    "must name a stage of pipeline '{}' ({}) or an existing queue, got {}",
-                    pipeline.name,
-                    pipeline.stage_names(),
-                    excerpt(&name)
-                ),
-            )),
+            Err(err) if err.code() == tonic::Code::NotFound => {
+                allowed(caller, Permission::Produce, &name, field)?;
+                Err(IngestError::invalid(
+                    field,
+                    format!(
+                        "must name a stage of pipeline '{}' ({}) or an existing queue, got {}",
+                        pipeline.name,
+                        pipeline.stage_names(),
+                        excerpt(&name)
+                    ),
+                ))
+            }
             Err(err) => Err(err),
         }
     }

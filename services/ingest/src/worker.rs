@@ -120,7 +120,9 @@ impl Gateway {
             payload_quota(caller, "advance.payload", payload_len)?;
         }
         let client_to = string_len(to.as_deref().unwrap_or_default());
-        let target = targets.resolve(self, &item.queue, to.as_deref()).await?;
+        let target = targets
+            .resolve(self, caller, &item.queue, to.as_deref())
+            .await?;
         let resolved = match target {
             Target::Ack => None,
             Target::Stage(stage) => Some(stage),
@@ -155,14 +157,17 @@ impl Targets {
     async fn resolve(
         &mut self,
         gateway: &Gateway,
+        caller: &Caller,
         queue: &QueueName,
         to: Option<&str>,
     ) -> Result<Target, IngestError> {
         let resolved = match self.0.entry((queue.clone(), to.map(str::to_owned))) {
             Entry::Occupied(found) => found.into_mut(),
-            Entry::Vacant(slot) => {
-                slot.insert(gateway.advance_target(queue, to, "advance.to").await)
-            }
+            Entry::Vacant(slot) => slot.insert(
+                gateway
+                    .advance_target(caller, queue, to, "advance.to")
+                    .await,
+            ),
         };
         match resolved {
             Ok(target) => Ok(target.clone()),
