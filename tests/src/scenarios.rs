@@ -61,6 +61,21 @@ pub fn item(queue: &str, payload: &str) -> api::EnqueueRequest {
     }
 }
 
+/// Pipeline `name` of one stage, `stage`, whose handler does nothing (the built-in `noop`).
+pub fn noop_pipeline(name: &str, stage: &str) -> api::Pipeline {
+    api::Pipeline {
+        name: name.into(),
+        stages: vec![api::Stage {
+            name: stage.into(),
+            handler: Some(api::HandlerSpec {
+                kind: Some(api::handler_spec::Kind::Builtin("noop".into())),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }],
+    }
+}
+
 pub async fn enqueue(c: &Client, req: api::EnqueueRequest) -> api::EnqueueResponse {
     c.ingest()
         .enqueue(req)

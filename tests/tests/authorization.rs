@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 use cascade_client::{Client, ClientOptions, api};
 use cascade_e2e::cli;
 use cascade_e2e::process::http_get_with;
-use cascade_e2e::scenarios::{ack, complete, config, item, stats};
+use cascade_e2e::scenarios::{ack, complete, config, item, noop_pipeline, stats};
 use cascade_e2e::{Cluster, Mode};
 use cascade_security::token_sha256;
 use cascade_worker::{Event, Outcome, Worker, WorkerConfig, handler_fn};
@@ -744,17 +744,7 @@ async fn a_forbidden_advance_fails_only_its_own_event() {
     // the same whether that queue exists or not: the answer says nothing of other queues.
     admin
         .admin()
-        .apply_pipeline(api::Pipeline {
-            name: "jobs".into(),
-            stages: vec![api::Stage {
-                name: "next".into(),
-                handler: Some(api::HandlerSpec {
-                    kind: Some(api::handler_spec::Kind::Builtin("noop".into())),
-                    ..Default::default()
-                }),
-                ..Default::default()
-            }],
-        })
+        .apply_pipeline(noop_pipeline("jobs", "next"))
         .await
         .expect("apply");
     enqueue(&admin, "jobs.next", "staged")

@@ -9,7 +9,8 @@ use cascade_client::Client;
 use cascade_core::{QueueName, shard_of};
 use cascade_e2e::cluster::SHARDS;
 use cascade_e2e::scenarios::{
-    ack, complete, config, create, enqueue, item, names_on_two_shards, payload, stats, take_n,
+    ack, complete, config, create, enqueue, item, names_on_two_shards, noop_pipeline, payload,
+    stats, take_n,
 };
 use cascade_e2e::{Cluster, Mode};
 use tonic::Code;
@@ -175,17 +176,7 @@ async fn a_hanging_first_shard_holds_up_one_pipeline_lookup_not_every_one() {
         })
         .expect("a pipeline whose stage is not on shard 0");
     c.admin()
-        .apply_pipeline(api::Pipeline {
-            name: pipeline.clone(),
-            stages: vec![api::Stage {
-                name: "first".into(),
-                handler: Some(api::HandlerSpec {
-                    kind: Some(api::handler_spec::Kind::Builtin("noop".into())),
-                    ..Default::default()
-                }),
-                ..Default::default()
-            }],
-        })
+        .apply_pipeline(noop_pipeline(&pipeline, "first"))
         .await
         .expect("apply");
     let by_pipeline = |payload: &str| api::EnqueueRequest {
