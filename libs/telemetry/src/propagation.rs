@@ -12,6 +12,7 @@
 use std::collections::{BTreeMap, HashMap};
 
 use axum::http::HeaderMap;
+use cascade_core::event::MAX_HEADERS;
 use opentelemetry::Context;
 use opentelemetry::propagation::{Extractor, Injector, TextMapPropagator};
 use opentelemetry::trace::TraceContextExt;
@@ -31,10 +32,30 @@ pub fn context_from_headers(headers: &impl HeaderMapLike) -> Context {
     propagator().extract(&EventHeaders(headers))
 }
 
-/// Writes `cx`'s span into an event's headers.
+/// Writes `cx`'s span into an event's headers, unless that would take them past the most
+/// an event may hold ([`MAX_HEADERS`]): an event whose own headers fill it is kept as it
+/// came and goes on untraced from here, where adding a `traceparent` would have had it
+/// refused for a header its producer never sent.
 pub fn inject_into_headers(cx: &Context, headers: &mut impl HeaderMapLike) {
-    if has_valid_span(cx) {
-        propagator().inject_context(cx, &mut EventHeadersMut(headers));
+    if !has_valid_span(cx) {
+        return;
+    }
+    let mut trace = BTreeMap::new();
+    propagator().inject_context(cx, &mut EventHeadersMut(&mut trace));
+    let is_trace_key = |key: &String| {
+        key.eq_ignore_ascii_case(TRACEPARENT) || key.eq_ignore_ascii_case(TRACESTATE)
+    };
+    let kept = headers
+        .entries()
+        .filter(|(key, _)| !is_trace_key(key))
+        .count();
+    if kept + trace.len() > MAX_HEADERS {
+        return;
+    }
+    // Both keys are replaced: a context without a `tracestate` removes the old one.
+    headers.retain_keys(|key| !is_trace_key(key));
+    for (key, value) in trace {
+        headers.put(key, value);
     }
 }
 

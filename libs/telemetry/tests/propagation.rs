@@ -188,3 +188,39 @@ fn a_context_crosses_every_carrier_unchanged() {
         Some(STATE)
     );
 }
+
+/// An event may hold 64 headers: a context goes in only where it fits, replacing the one
+/// the headers carry, and headers that are full of the producer's own stay as they came.
+#[test]
+fn a_context_goes_into_event_headers_only_where_it_fits() {
+    let cx = context_from_headers(&headers(&[("traceparent", &remote_traceparent())]));
+    let own = |count: usize| -> BTreeMap<String, String> {
+        (0..count)
+            .map(|i| (format!("h{i}"), "v".to_owned()))
+            .collect()
+    };
+
+    let mut full = own(64);
+    inject_into_headers(&cx, &mut full);
+    assert_eq!(full, own(64));
+
+    let mut room_for_one = own(63);
+    inject_into_headers(&cx, &mut room_for_one);
+    assert_eq!(room_for_one.len(), 64);
+    assert_eq!(room_for_one["traceparent"], remote_traceparent());
+
+    let mut full_with_an_old_trace = own(63);
+    full_with_an_old_trace.insert("TraceParent".into(), "00-old".into());
+    inject_into_headers(&cx, &mut full_with_an_old_trace);
+    assert_eq!(full_with_an_old_trace.len(), 64);
+    assert_eq!(full_with_an_old_trace["traceparent"], remote_traceparent());
+
+    // A `tracestate` needs a second header: with room for one, neither goes in.
+    let with_state = context_from_headers(&headers(&[
+        ("traceparent", &remote_traceparent()),
+        ("tracestate", STATE),
+    ]));
+    let mut room_for_one = own(63);
+    inject_into_headers(&with_state, &mut room_for_one);
+    assert_eq!(room_for_one, own(63));
+}

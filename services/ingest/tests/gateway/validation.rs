@@ -3,6 +3,7 @@
 
 use std::collections::HashMap;
 
+use cascade_proto::bus::v1::dispatcher_request::Op;
 use cascade_proto::v1::completion::Outcome;
 use cascade_proto::v1::enqueue_request::When;
 use cascade_proto::v1::{
@@ -332,4 +333,63 @@ async fn bad_lookups_and_admin_requests_reach_no_shard() {
     };
     assert_refused(admin.redrive(redrive).await, invalid, "ids[0]: ");
     assert_eq!(recorded.len(), 0, "nothing reaches a shard");
+}
+
+/// A producer's `traceparent` (the call's metadata) is copied into an item's headers where
+/// they have room. An item with as many headers as an event may hold is taken as it came,
+/// not refused for a 65th header its producer never sent.
+#[tokio::test]
+async fn a_producers_trace_goes_into_headers_only_where_they_have_room() {
+    const TRACEPARENT: &str = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01";
+    let (gateway, recorded) = cluster(1, answer_with(echo)).await;
+    let mut ingest = gateway.ingest().await;
+    let item = |id: &str, headers: usize| EnqueueRequest {
+        id: id.into(),
+        headers: (0..headers)
+            .map(|i| (format!("h{i}"), "v".into()))
+            .collect(),
+        ..enqueue("jobs")
+    };
+    fn traced<T>(message: T) -> tonic::Request<T> {
+        let mut request = tonic::Request::new(message);
+        let value = TRACEPARENT.parse().expect("ascii");
+        request.metadata_mut().insert("traceparent", value);
+        request
+    }
+
+    ingest
+        .enqueue(traced(item("full", 64)))
+        .await
+        .expect("an item whose headers are full is taken as it came");
+    ingest
+        .enqueue(traced(item("room", 63)))
+        .await
+        .expect("an item with room for the trace is taken");
+    let batch = EnqueueBatchRequest {
+        items: vec![item("full-in-batch", 64)],
+    };
+    let results = ingest
+        .enqueue_batch(traced(batch))
+        .await
+        .expect("a batch is taken")
+        .into_inner()
+        .results;
+    assert_eq!(results[0].code, 0, "{:?}", results[0]);
+
+    let headers: HashMap<String, HashMap<String, String>> = recorded
+        .all()
+        .into_iter()
+        .filter_map(|(_, request)| match request.op {
+            Some(Op::Enqueue(batch)) => Some(batch.items),
+            _ => None,
+        })
+        .flatten()
+        .map(|item| (item.id, item.headers))
+        .collect();
+    for full in ["full", "full-in-batch"] {
+        assert_eq!(headers[full].len(), 64, "{full}");
+        assert!(!headers[full].contains_key("traceparent"), "{full}");
+    }
+    assert_eq!(headers["room"].len(), 64);
+    assert_eq!(headers["room"]["traceparent"], TRACEPARENT);
 }
