@@ -63,33 +63,43 @@ impl<H: Handler> State<H> {
                     Err(_) => Err(tonic::Status::deadline_exceeded("extension timed out")),
                 };
                 Extended {
-                    key,
                     received: Instant::now(),
                     received_wall: SystemTime::now(),
                     answer,
                 }
             };
-            self.extends.spawn(extend.in_current_span());
+            let task = self.extends.spawn(extend.in_current_span());
+            self.extend_keys.insert(task.id(), key);
         }
     }
 
-    pub(super) fn on_extended(&mut self, done: Result<Extended, JoinError>) {
-        let Extended {
-            key,
-            received,
-            received_wall,
-            answer,
-        } = match done {
-            Ok(done) => done,
-            Err(err) => {
-                tracing::error!(error = %err, "worker.extend.task_failed");
-                return;
-            }
+    pub(super) fn on_extended(&mut self, done: Result<(tokio::task::Id, Extended), JoinError>) {
+        let task = done.as_ref().map_or_else(JoinError::id, |(task, _)| *task);
+        let Some(key) = self.extend_keys.remove(&task) else {
+            return;
         };
         let Some(held) = self.held.get_mut(&key) else {
             return;
         };
         held.extending = false;
+        let Extended {
+            received,
+            received_wall,
+            answer,
+        } = match done {
+            Ok((_, extended)) => extended,
+            Err(err) => {
+                // Possible where the gateway's code runs in this process (`cascade
+                // standalone`): the event is still held, so its extension is tried again as
+                // one that failed in transit is.
+                tracing::error!(error = %err, "worker.extend.task_failed");
+                Extended {
+                    received: Instant::now(),
+                    received_wall: SystemTime::now(),
+                    answer: Err(tonic::Status::internal("the extension's task failed")),
+                }
+            }
+        };
         match answer {
             Ok(extended) => {
                 held.lease = remaining_lease(

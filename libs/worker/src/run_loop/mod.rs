@@ -125,7 +125,6 @@ struct Took {
 }
 
 struct Extended {
-    key: u64,
     received: Instant,
     received_wall: SystemTime,
     answer: Result<v1::ExtendLeaseResponse, tonic::Status>,
@@ -135,7 +134,7 @@ struct Extended {
 enum Wake {
     Took(Result<Took, JoinError>),
     HandlerDone(Result<(tokio::task::Id, Outcome), JoinError>),
-    Extended(Result<Extended, JoinError>),
+    Extended(Result<(tokio::task::Id, Extended), JoinError>),
     ExtendDue,
     TakePauseOver,
     Knobs(bool),
@@ -157,6 +156,7 @@ struct State<H> {
     handlers: JoinSet<Outcome>,
     handler_keys: HashMap<tokio::task::Id, u64>,
     extends: JoinSet<Extended>,
+    extend_keys: HashMap<tokio::task::Id, u64>,
     extend_permits: Arc<Semaphore>,
     take: Option<JoinHandle<Took>>,
     take_pause_until: Option<Instant>,
@@ -190,6 +190,7 @@ impl<H: Handler> State<H> {
             handlers: JoinSet::new(),
             handler_keys: HashMap::new(),
             extends: JoinSet::new(),
+            extend_keys: HashMap::new(),
             extend_permits: Arc::new(Semaphore::new(EXTENSIONS_IN_FLIGHT)),
             take: None,
             take_pause_until: None,
@@ -228,7 +229,7 @@ impl<H: Handler> State<H> {
         tokio::select! {
             took = join_take(&mut self.take), if self.take.is_some() => Wake::Took(took),
             Some(done) = self.handlers.join_next_with_id() => Wake::HandlerDone(done),
-            Some(done) = self.extends.join_next() => Wake::Extended(done),
+            Some(done) = self.extends.join_next_with_id() => Wake::Extended(done),
             () = sleep_until(extend_due), if extend_due.is_some() => Wake::ExtendDue,
             () = sleep_until(take_pause), if take_pause.is_some() => Wake::TakePauseOver,
             changed = self.knobs_rx.changed(), if self.knobs_open => Wake::Knobs(changed.is_ok()),
