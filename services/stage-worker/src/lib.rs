@@ -131,11 +131,21 @@ impl StageWorker {
             }
         };
         let ran = self.worker.run_until(stopping).await;
+        if let Err(err) = ran {
+            // The gateway refused the worker's takes for good: not ready, and the process
+            // exits with the error, where waiting for a shutdown would leave it up and
+            // answering its probes while it does nothing.
+            readiness.set(false);
+            if let Some(admin) = admin {
+                admin.abort();
+            }
+            return Err(err.into());
+        }
         if let Some(admin) = admin
             && let Err(err) = admin.await
         {
             tracing::error!(error = %err, "stage_worker.admin.died");
         }
-        Ok(ran?)
+        Ok(())
     }
 }

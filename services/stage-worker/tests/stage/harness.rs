@@ -266,6 +266,14 @@ impl RunningStage {
         }
     }
 
+    /// Waits (at most 30 s) for the stage worker to stop without being told to.
+    pub async fn stops_by_itself(self) -> Result<(), cascade_stage_worker::StageWorkerError> {
+        tokio::time::timeout(Duration::from_secs(30), self.task)
+            .await
+            .expect("the stage worker stops by itself within 30s")
+            .expect("the stage worker's task")
+    }
+
     /// Shuts down, and waits (at most 15 s) for the drain to end.
     pub async fn stop(self) -> Result<(), cascade_stage_worker::StageWorkerError> {
         self.trigger.trigger();

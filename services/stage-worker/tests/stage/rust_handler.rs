@@ -219,3 +219,22 @@ async fn a_handler_that_panics_is_retried_and_the_worker_goes_on() {
     running.await.expect("worker task").expect("a clean stop");
     cascade.stop().await;
 }
+
+/// A stage worker whose takes the gateway refuses for good (here: its queue does not
+/// exist) stops with the error, admin port and all, so that its process exits and is seen
+/// to: it does not stay up answering its probes while it does nothing.
+#[tokio::test]
+async fn a_stage_worker_refused_for_good_stops_with_its_admin_port() {
+    let cascade = Cascade::start().await;
+    let config = cascade_stage_worker::StageWorkerConfig {
+        http_addr: Some("127.0.0.1:0".into()),
+        ..stage_config(&cascade, "no-such-queue", "builtin:noop")
+    };
+    let stage = RunningStage::start(config, &Registry::new());
+    let err = stage
+        .stops_by_itself()
+        .await
+        .expect_err("stopped with the gateway's refusal");
+    assert!(err.to_string().contains("no-such-queue"), "{err}");
+    cascade.stop().await;
+}
