@@ -93,8 +93,11 @@ struct Shared {
 impl Shared {
     fn set_fatal(&self, reason: String) {
         tracing::error!(%reason, "store.fatal");
-        let mut fatal = self.fatal.lock().expect("fatal lock");
-        fatal.get_or_insert(reason);
+        self.fatal.lock().expect("fatal lock").get_or_insert(reason);
+        // A waiter checks `fatal` and then waits, both under the `synced` lock: taking it
+        // here means each has either yet to check or is already waiting, so none misses
+        // this and sleeps on with the store stopped.
+        drop(self.synced.lock().expect("synced lock"));
         self.synced_changed.notify_all();
     }
 

@@ -96,7 +96,11 @@ impl Shard {
         let batch = self.st.seal(txn);
         self.st.commit(&mut self.kv, batch);
         self.st.observe_enqueued(&queue.name, false);
-        self.prune_dedup(now, PRUNE_PER_ENQUEUE)?;
+        // The event is in: a prune that fails (an unreadable dedup record) must not tell
+        // the producer otherwise, or its retry would enqueue the event again.
+        if let Err(e) = self.prune_dedup(now, PRUNE_PER_ENQUEUE) {
+            tracing::error!(error = %e, "store.dedup.prune_failed");
+        }
         Ok(Enqueued {
             id: ev.id,
             duplicate: false,

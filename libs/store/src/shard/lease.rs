@@ -173,14 +173,15 @@ impl Shard {
         };
         let mut due = Vec::new();
         self.kv.scan(&start, &end, |k, v| {
-            let (_, _, id) = keys::decode_lease(k).map_err(|e| State::corrupt(&self.kv, e))?;
+            let (deadline, _, id) =
+                keys::decode_lease(k).map_err(|e| State::corrupt(&self.kv, e))?;
             let name = std::str::from_utf8(v)
                 .ok()
                 .and_then(|s| QueueName::parse(s).ok())
                 .ok_or_else(|| {
                     StoreError::corrupt(self.kv.dir(), "lease entry with a bad queue name".into())
                 })?;
-            due.push((name, id));
+            due.push((deadline, name, id));
             Ok(if due.len() >= limit {
                 Flow::Stop
             } else {
@@ -192,24 +193,34 @@ impl Shard {
             // later (the clock stepped back) lowers it again.
             self.st.lease_cursor = self.st.lease_cursor.max(now.as_micros());
         }
-        for (name, id) in &due {
+        // One transaction per lease: an event that cannot move on holds up no other. One
+        // that faults (its record unreadable, the disk failing) is left where it is, and the
+        // cursor goes back to it so that the next sweep tries it again; the first fault is
+        // returned once the others have been handled.
+        let mut first_fault = None;
+        for (deadline, name, id) in &due {
             let family = self.st.family(name);
             self.st.settings.observer.lease_expired(&family);
-            // One transaction per lease: an event that cannot move on holds up no other.
             let mut txn = self.st.begin(&self.kv);
-            match self.st.expire_lease(&mut txn, now, name, id) {
+            let expired = match self.st.expire_lease(&mut txn, now, name, id) {
                 Ok(()) => {
                     let batch = self.st.seal(txn);
                     self.st.commit(&mut self.kv, batch);
+                    Ok(())
                 }
-                Err(e) if e.is_fault() => return Err(e),
+                Err(e) if e.is_fault() => Err(e),
                 Err(e) => {
                     drop(txn);
-                    self.keep_undead_lettered(now, name, id, &e)?;
+                    self.keep_undead_lettered(now, name, id, &e)
                 }
+            };
+            if let Err(e) = expired {
+                tracing::error!(queue = %name, %id, error = %e, "store.lease.expiry_failed");
+                self.st.lease_cursor = self.st.lease_cursor.min(*deadline);
+                first_fault.get_or_insert(e);
             }
         }
-        Ok(due.len())
+        first_fault.map_or(Ok(due.len()), Err)
     }
 
     /// Dead-lettering event `id` at its lease's end failed with `error` (a dead-letter queue

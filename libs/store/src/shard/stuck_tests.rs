@@ -218,3 +218,41 @@ fn leases_still_expire_after_the_wall_clock_steps_back() {
     let stats = s.queue_stats(at(61), &q("jobs")).expect("stats");
     assert_eq!((stats.ready, stats.leased), (1, 0));
 }
+
+/// An event whose record is gone from under its lease (or unreadable) is a fault: the
+/// sweep reports it, and still ends every other lease due, in that sweep and the next.
+#[test]
+fn a_lease_that_faults_holds_up_no_other_lease_due() {
+    let (_d, mut s) = open(ShardSettings::default());
+    let one_second = QueueConfig {
+        lease: Duration::from_secs(1),
+        ..QueueConfig::default()
+    };
+    s.create_queue(at(0), q("jobs"), one_second)
+        .expect("create");
+    let mut ids = Vec::new();
+    for payload in ["a", "b", "c"] {
+        ids.push(s.enqueue(at(0), cmd(payload)).expect("enqueue").id);
+    }
+    assert_eq!(s.take(at(0), &q("jobs"), 3, None).expect("take").len(), 3);
+    // The first event's record goes, as a damaged store might lose it.
+    let mut txn = s.st.begin(&s.kv);
+    let qid = s.st.resolve_queue(&txn, &q("jobs")).expect("queue").rec.id;
+    txn.delete(keys::event(qid, ids[0].as_str()));
+    let batch = s.st.seal(txn);
+    s.st.commit(&mut s.kv, batch);
+
+    let err = s
+        .expire_leases(at(2), 100)
+        .expect_err("the fault is reported");
+    assert!(err.is_fault(), "{err:?}");
+    let stats = s.queue_stats(at(2), &q("jobs")).expect("stats");
+    assert_eq!((stats.ready, stats.leased), (2, 1), "the others went back");
+    // The next sweep tries the faulty one again, and it alone.
+    let again = s.expire_leases(at(3), 100).expect_err("still faulty");
+    assert!(again.to_string().contains(ids[0].as_str()), "{again}");
+    for id in &ids[1..] {
+        let event = s.get(&q("jobs"), id.as_str()).expect("get");
+        assert_eq!(event.state, EventState::Ready);
+    }
+}

@@ -333,6 +333,39 @@ fn dedup_by_client_id_and_idempotency_key() {
     assert_ne!(later.id, first.id);
 }
 
+/// An enqueue is answered for what it did: one whose event is in says so even when the
+/// dedup pruning after it fails (an unreadable record), so that no retry enqueues it again.
+#[test]
+fn an_enqueue_that_went_in_is_not_failed_by_the_pruning_after_it() {
+    let (_d, mut s) = with_queue(QueueConfig {
+        dedup_window: Duration::from_secs(10),
+        ..QueueConfig::default()
+    });
+    let mut keyed = cmd("keyed");
+    keyed.idempotency_key = Some(IdempotencyKey::parse("k").expect("key"));
+    s.enqueue(at(0), keyed).expect("enqueue");
+    // Its dedup record turns unreadable.
+    let (start, end) = keys::dedup_age_space();
+    let mut dedup_keys = Vec::new();
+    s.kv.scan(&start, &end, |_, dedup_key| {
+        dedup_keys.push(dedup_key.to_vec());
+        Ok(Flow::Continue)
+    })
+    .expect("scan");
+    let mut txn = s.st.begin(&s.kv);
+    for key in dedup_keys {
+        txn.put(key, b"not a dedup record".to_vec());
+    }
+    let batch = s.st.seal(txn);
+    s.st.commit(&mut s.kv, batch);
+
+    // After the window, the next enqueue prunes, and meets the damage.
+    let after = s.enqueue(at(20), cmd("after")).expect("the event went in");
+    assert!(!after.duplicate);
+    let stats = s.queue_stats(at(20), &q("jobs")).expect("stats");
+    assert_eq!(stats.ready, 2);
+}
+
 #[test]
 fn dedup_entries_stay_within_the_count_bound() {
     let settings = ShardSettings {
