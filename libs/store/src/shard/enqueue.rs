@@ -139,13 +139,10 @@ impl Shard {
             if doomed.len() >= over + expired_budget {
                 return Ok(Flow::Stop);
             }
-            // `None`: the entry is gone, the age key is garbage.
+            // `None`: the entry is gone (the age key is garbage), or it cannot be read and
+            // is of no use to anyone: both go.
             let expiry = match kv.get(dedup_key)? {
-                Some(v) => Some(
-                    records::decode_dedup(&v)
-                        .map_err(|e| State::corrupt(kv, e))?
-                        .expires_at,
-                ),
+                Some(v) => readable_dedup(&v).map(|rec| rec.expires_at),
                 None => None,
             };
             if let Some(t) = expiry.filter(|t| now < *t) {
@@ -166,11 +163,10 @@ impl Shard {
                 keys::seq_of(age_key, "dedup age key").map_err(|e| State::corrupt(&self.kv, e))?;
             last_age_seq = age_seq;
             // The entry may have been replaced by a newer one with its own age key.
-            if let Some(v) = txn.get(dedup_key)? {
-                let rec = records::decode_dedup(&v).map_err(|e| State::corrupt(&self.kv, e))?;
-                if rec.seq == age_seq {
-                    txn.delete(dedup_key.clone());
-                }
+            if let Some(v) = txn.get(dedup_key)?
+                && records::decode_dedup(&v).ok().is_none_or(|rec| rec.seq == age_seq)
+            {
+                txn.delete(dedup_key.clone());
             }
             txn.delete(age_key.clone());
         }
@@ -282,4 +278,13 @@ fn live_dedup(
     };
     let rec = records::decode_dedup(&v).map_err(|e| State::corrupt(txn.kv(), e))?;
     Ok((rec.expires_at > now).then_some(rec))
+}
+
+/// A stored dedup record, or `None` (logged) when it cannot be read: a damaged record only
+/// ever answered "not a duplicate", and pruning removes it like an expired one, where
+/// failing would stop every later pruning at it.
+fn readable_dedup(value: &[u8]) -> Option<DedupRecord> {
+    records::decode_dedup(value)
+        .inspect_err(|e| tracing::error!(error = %e, "store.dedup.unreadable; removed"))
+        .ok()
 }

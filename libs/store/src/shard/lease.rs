@@ -173,15 +173,14 @@ impl Shard {
         };
         let mut due = Vec::new();
         self.kv.scan(&start, &end, |k, v| {
-            let (deadline, _, id) =
-                keys::decode_lease(k).map_err(|e| State::corrupt(&self.kv, e))?;
+            let (_, _, id) = keys::decode_lease(k).map_err(|e| State::corrupt(&self.kv, e))?;
             let name = std::str::from_utf8(v)
                 .ok()
                 .and_then(|s| QueueName::parse(s).ok())
                 .ok_or_else(|| {
                     StoreError::corrupt(self.kv.dir(), "lease entry with a bad queue name".into())
                 })?;
-            due.push((deadline, name, id));
+            due.push((name, id));
             Ok(if due.len() >= limit {
                 Flow::Stop
             } else {
@@ -194,11 +193,12 @@ impl Shard {
             self.st.lease_cursor = self.st.lease_cursor.max(now.as_micros());
         }
         // One transaction per lease: an event that cannot move on holds up no other. One
-        // that faults (its record unreadable, the disk failing) is left where it is, and the
-        // cursor goes back to it so that the next sweep tries it again; the first fault is
+        // that faults (its record unreadable, the disk failing) is logged and left as it is,
+        // behind the cursor, until the shard's next start sweeps it again: tried at every
+        // tick, it would log its fault a hundred times a second. The first fault is
         // returned once the others have been handled.
         let mut first_fault = None;
-        for (deadline, name, id) in &due {
+        for (name, id) in &due {
             let family = self.st.family(name);
             self.st.settings.observer.lease_expired(&family);
             let mut txn = self.st.begin(&self.kv);
@@ -216,7 +216,6 @@ impl Shard {
             };
             if let Err(e) = expired {
                 tracing::error!(queue = %name, %id, error = %e, "store.lease.expiry_failed");
-                self.st.lease_cursor = self.st.lease_cursor.min(*deadline);
                 first_fault.get_or_insert(e);
             }
         }

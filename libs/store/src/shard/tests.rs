@@ -333,8 +333,8 @@ fn dedup_by_client_id_and_idempotency_key() {
     assert_ne!(later.id, first.id);
 }
 
-/// An enqueue is answered for what it did: one whose event is in says so even when the
-/// dedup pruning after it fails (an unreadable record), so that no retry enqueues it again.
+/// An unreadable dedup record fails no enqueue after it, and the pruning removes it like an
+/// expired one rather than stopping at it for good.
 #[test]
 fn an_enqueue_that_went_in_is_not_failed_by_the_pruning_after_it() {
     let (_d, mut s) = with_queue(QueueConfig {
@@ -364,6 +364,11 @@ fn an_enqueue_that_went_in_is_not_failed_by_the_pruning_after_it() {
     assert!(!after.duplicate);
     let stats = s.queue_stats(at(20), &q("jobs")).expect("stats");
     assert_eq!(stats.ready, 2);
+    assert_eq!(
+        s.dedup_entries(),
+        0,
+        "the damaged record is pruned, not stuck at"
+    );
 }
 
 #[test]
