@@ -96,6 +96,19 @@ impl Error {
     }
 }
 
+/// At most `max_bytes` bytes of `text`, cut at a character boundary: a reason or message
+/// kept within a limit.
+pub fn cut_to(text: &str, max_bytes: usize) -> &str {
+    if text.len() <= max_bytes {
+        return text;
+    }
+    let mut end = max_bytes;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    &text[..end]
+}
+
 /// Quotes user input for an error message: escaped, and cut after 40 characters.
 pub fn excerpt(input: &str) -> String {
     const MAX_CHARS: usize = 40;

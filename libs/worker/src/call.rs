@@ -5,6 +5,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use cascade_core::Outcome;
+use cascade_core::error::cut_to;
+use cascade_core::outcome::MAX_DEAD_LETTER_REASON_BYTES;
 use cascade_proto::convert::event_from_proto;
 use cascade_proto::v1;
 use cascade_telemetry::attr;
@@ -96,8 +98,11 @@ async fn run<H: Handler>(
     }
 }
 
-/// A retry with the queue's backoff, saying why.
-pub(crate) fn retry(reason: String) -> Outcome {
+/// A retry with the queue's backoff, saying why: a long reason (a handler's error with its
+/// stack trace, say) is cut to the most the gateway takes, which would otherwise refuse the
+/// outcome and leave the event to wait out its lease.
+pub(crate) fn retry(mut reason: String) -> Outcome {
+    reason.truncate(cut_to(&reason, MAX_DEAD_LETTER_REASON_BYTES).len());
     Outcome::Retry {
         delay: None,
         reason: Some(reason),

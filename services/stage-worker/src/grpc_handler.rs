@@ -21,16 +21,15 @@ pub struct GrpcHandler {
 }
 
 impl GrpcHandler {
-    /// `endpoint` is `http://host:port`, `https://host:port`, `grpc://host:port` or
-    /// `host:port`: plaintext HTTP/2, or TLS when `credentials` carry TLS files (or the
-    /// scheme is `https`). The connection is made on the first call and remade after
-    /// failures, so the handler's service may start after the worker.
+    /// `endpoint` is `http://host:port`, `https://host:port`, `grpc://host:port`,
+    /// `grpcs://host:port` or `host:port`: plaintext HTTP/2, or TLS when `credentials` carry
+    /// TLS files or the scheme is `https` or `grpcs`. The connection is made on the first
+    /// call and remade after failures, so the handler's service may start after the worker.
     pub fn new(
         endpoint: &str,
         credentials: &ClientOptions,
     ) -> Result<GrpcHandler, StageWorkerError> {
-        let address = endpoint.strip_prefix("grpc://").unwrap_or(endpoint);
-        let connection = Client::connect_lazy(address, credentials)
+        let connection = Client::connect_lazy(&dialled(endpoint), credentials)
             .map_err(|e| StageWorkerError::Handler(format!("grpc endpoint {endpoint:?}: {e}")))?
             .connection();
         let client = HandlerClient::new(connection)
@@ -70,6 +69,17 @@ impl Handler for GrpcHandler {
     }
 }
 
+/// The address the client dials for `endpoint`: `grpcs` is HTTP/2 over TLS, which the
+/// client knows as `https` (it would dial any other scheme in plaintext); `grpc` leaves
+/// the choice to the credentials, as an address without a scheme does.
+fn dialled(endpoint: &str) -> String {
+    match endpoint.split_once("://") {
+        Some(("grpc", address)) => address.to_owned(),
+        Some(("grpcs", address)) => format!("https://{address}"),
+        _ => endpoint.to_owned(),
+    }
+}
+
 /// The handler's parent: the handler call's span when traces are exported, else the
 /// event's own context (forwarded unchanged).
 fn handler_context(event: &Event) -> cascade_telemetry::Context {
@@ -80,4 +90,18 @@ fn handler_context(event: &Event) -> cascade_telemetry::Context {
         }
     }
     cascade_telemetry::context_from_headers(&event.headers)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::dialled;
+
+    #[test]
+    fn grpcs_is_dialled_over_tls() {
+        assert_eq!(dialled("grpc://h:1"), "h:1");
+        assert_eq!(dialled("grpcs://h:443"), "https://h:443");
+        for kept in ["http://h:1", "https://h:443", "h:1"] {
+            assert_eq!(dialled(kept), kept);
+        }
+    }
 }

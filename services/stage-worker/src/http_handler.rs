@@ -23,6 +23,9 @@ const TRACE_HEADERS: [&str; 2] = ["traceparent", "tracestate"];
 pub struct HttpHandler {
     client: reqwest::Client,
     url: reqwest::Url,
+    /// `url` without a user name or password: what failures say, for they end up in logs,
+    /// in the event's `cascade-last-failure` and in dead letters' reasons.
+    shown: String,
     stage: StageContext,
     /// `Bearer <handler_token>`.
     authorization: Option<HeaderValue>,
@@ -73,8 +76,13 @@ impl HttpHandler {
             }
             None => None,
         };
+        let mut shown = parsed.clone();
+        // Only a URL that cannot have them refuses; it has none to hide.
+        let _ = shown.set_password(None);
+        let _ = shown.set_username("");
         Ok(HttpHandler {
             client: builder.build().map_err(failed)?,
+            shown: shown.to_string(),
             url: parsed,
             stage,
             authorization,
@@ -84,7 +92,8 @@ impl HttpHandler {
 
 impl Handler for HttpHandler {
     async fn handle(&self, event: &Event, attempt: u32) -> Result<Outcome, HandlerError> {
-        let failed = |e: reqwest::Error| format!("POST {}: {}", self.url, chain(&e));
+        let failed =
+            |e: reqwest::Error| format!("POST {}: {}", self.shown, chain(&e.without_url()));
         let mut headers = request_headers(event, attempt, &self.stage);
         if let Some(authorization) = &self.authorization {
             headers.insert(AUTHORIZATION, authorization.clone());
@@ -102,7 +111,7 @@ impl Handler for HttpHandler {
             if body.len() + chunk.len() > MAX_BODY_BYTES {
                 return Err(format!(
                     "POST {}: the response body is over {MAX_BODY_BYTES} bytes",
-                    self.url
+                    self.shown
                 )
                 .into());
             }
@@ -215,6 +224,39 @@ mod tests {
 
     fn get<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
         headers.get(name).and_then(|v| v.to_str().ok())
+    }
+
+    /// A failure's text is kept in the event's headers and dead letters' reasons, which
+    /// consumers read: the URL's password stays out of it.
+    #[tokio::test]
+    async fn failures_name_the_url_without_its_password() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
+        let addr = listener.local_addr().expect("address");
+        // Takes each connection and closes it at once: every call fails.
+        tokio::spawn(async move {
+            while let Ok((connection, _)) = listener.accept().await {
+                drop(connection);
+            }
+        });
+        let handler = HttpHandler::new(
+            &format!("http://shipper:s3cret@{addr}/ship"),
+            Duration::from_secs(10),
+            stage(None, None),
+            &ClientOptions::default(),
+        )
+        .expect("handler");
+        let failure = handler
+            .handle(&event(&[]), 1)
+            .await
+            .expect_err("the connection is closed")
+            .to_string();
+        assert!(!failure.contains("s3cret"), "{failure}");
+        assert!(
+            failure.starts_with(&format!("POST http://{addr}/ship: ")),
+            "{failure}"
+        );
     }
 
     #[test]

@@ -8,7 +8,8 @@
 //!   a reschedule that has no `cascade-activate-at: <RFC 3339 UTC time>`;
 //! - `cascade-payload: replace`: the body becomes the next stage's payload;
 //!   `cascade-h-<name>: <value>` sets the header `<name>` for the next stage;
-//! - `cascade-reason` gives a dead letter's reason (else `HTTP <code>: <start of body>`);
+//! - `cascade-reason` gives a dead letter's or a retry's reason (else `HTTP <code>: <start
+//!   of body>`), whatever the status;
 //! - 429 and 503 retry after `Retry-After` seconds when given, other 4xx dead-letter with
 //!   `HTTP <code>: <start of body>`, anything else (5xx, an unfollowed 3xx) retries with
 //!   the queue's backoff.
@@ -21,6 +22,8 @@ use std::time::Duration;
 
 use bytes::Bytes;
 
+use cascade_core::error::cut_to;
+use cascade_core::event::RESERVED_HEADER_PREFIX;
 use cascade_core::outcome::MAX_DEAD_LETTER_REASON_BYTES;
 use cascade_core::{Outcome, Timestamp};
 use reqwest::header::{HeaderMap, RETRY_AFTER};
@@ -60,7 +63,7 @@ pub fn outcome_of_reply(reply: &Reply<'_>, now: Timestamp) -> Result<Outcome, St
             reason: Some(stated_reason(reply)?),
         },
         400..=499 => Outcome::DeadLetter {
-            reason: status_reason(reply),
+            reason: stated_reason(reply)?,
         },
         _ => Outcome::Retry {
             delay,
@@ -112,7 +115,7 @@ fn asked_outcome(
             OUTCOME_HEADER,
             format!(
                 "must be ack, advance, advance:<stage>, retry, reschedule or dead-letter, got {:?}",
-                cut(asked, 100)
+                cut_to(asked, 100)
             ),
         )),
     }
@@ -131,7 +134,7 @@ fn advance(
         Some(other) => {
             return Err(bad(
                 PAYLOAD_HEADER,
-                format!("must be replace, got {:?}", cut(other, 100)),
+                format!("must be replace, got {:?}", cut_to(other, 100)),
             ));
         }
     };
@@ -140,6 +143,12 @@ fn advance(
         let Some(event_header) = name.as_str().strip_prefix(EVENT_HEADER_PREFIX) else {
             continue;
         };
+        // Cascade's own (a last failure's reason, a dead letter's origin): the handler got
+        // them with the event, and a reply that sends them back leaves them as they are,
+        // where the gateway would refuse the advance for setting them.
+        if event_header.starts_with(RESERVED_HEADER_PREFIX) {
+            continue;
+        }
         let value = std::str::from_utf8(value.as_bytes())
             .map_err(|_| bad(name.as_str(), "must be UTF-8"))?;
         headers.insert(event_header.to_owned(), value.to_owned());
@@ -174,7 +183,7 @@ fn delay_header(headers: &HeaderMap) -> Result<Option<Duration>, StageWorkerErro
             DELAY_HEADER,
             format!(
                 "must be a number of seconds such as 30 or 0.5, got {:?}",
-                cut(text, 100)
+                cut_to(text, 100)
             ),
         )
     })?;
@@ -185,7 +194,7 @@ fn delay_header(headers: &HeaderMap) -> Result<Option<Duration>, StageWorkerErro
             format!(
                 "must be 0 to {} seconds, got {:?}",
                 MAX_DELAY.as_secs(),
-                cut(text, 100)
+                cut_to(text, 100)
             ),
         )),
     }
@@ -204,17 +213,17 @@ fn retry_after(headers: &HeaderMap) -> Option<Duration> {
     Some(Duration::from_secs(seconds).min(MAX_DELAY))
 }
 
-/// `HTTP <code>: <start of body>`, on one line.
 /// Why the handler failed: its `cascade-reason` header, else its status and body.
 fn stated_reason(reply: &Reply<'_>) -> Result<String, StageWorkerError> {
     Ok(match text_header(reply.headers, REASON_HEADER)? {
         Some(reason) if !reason.trim().is_empty() => {
-            cut(reason.trim(), MAX_DEAD_LETTER_REASON_BYTES).to_owned()
+            cut_to(reason.trim(), MAX_DEAD_LETTER_REASON_BYTES).to_owned()
         }
         _ => status_reason(reply),
     })
 }
 
+/// `HTTP <code>: <start of body>`, on one line.
 fn status_reason(reply: &Reply<'_>) -> String {
     let text = String::from_utf8_lossy(reply.body);
     let flat: String = text
@@ -229,18 +238,6 @@ fn status_reason(reply: &Reply<'_>) -> String {
         Some((end, _)) => format!("HTTP {}: {}...", reply.status, &flat[..end]),
         None => format!("HTTP {}: {flat}", reply.status),
     }
-}
-
-/// At most `max` bytes of `text`, cut at a character boundary.
-fn cut(text: &str, max: usize) -> &str {
-    if text.len() <= max {
-        return text;
-    }
-    let mut end = max;
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    &text[..end]
 }
 
 fn bad(header: &str, reason: impl Into<String>) -> StageWorkerError {

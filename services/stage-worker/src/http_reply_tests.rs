@@ -98,6 +98,16 @@ fn replies_map_to_outcomes() {
             Expect::Is(advance_with(None, None, &[("tenant", "acme")], None)),
         ),
         (
+            "Cascade's own headers sent back are left as they are",
+            200,
+            vec![
+                ("cascade-h-tenant", b"acme"),
+                ("cascade-h-cascade-last-failure", b"timed out"),
+            ],
+            b"",
+            Expect::Is(advance_with(None, None, &[("tenant", "acme")], None)),
+        ),
+        (
             "explicit ack",
             200,
             vec![("cascade-outcome", b"ack")],
@@ -213,6 +223,13 @@ fn replies_map_to_outcomes() {
             vec![("cascade-outcome", b"dead_letter")],
             b"no such sku",
             Expect::Is(dead("HTTP 422: no such sku")),
+        ),
+        (
+            "a 4xx says why in cascade-reason",
+            422,
+            vec![("cascade-reason", b"bad sku")],
+            b"{\"error\": \"no such sku\"}",
+            Expect::Is(dead("bad sku")),
         ),
         (
             "an explicit outcome wins over the status",

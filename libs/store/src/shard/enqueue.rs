@@ -164,7 +164,9 @@ impl Shard {
             last_age_seq = age_seq;
             // The entry may have been replaced by a newer one with its own age key.
             if let Some(v) = txn.get(dedup_key)?
-                && records::decode_dedup(&v).ok().is_none_or(|rec| rec.seq == age_seq)
+                && records::decode_dedup(&v)
+                    .ok()
+                    .is_none_or(|rec| rec.seq == age_seq)
             {
                 txn.delete(dedup_key.clone());
             }

@@ -506,12 +506,6 @@ fn end_lease(txn: &mut Txn<'_>, rec: &QueueRecord, ev: &EventRecord) {
 }
 
 fn truncate(mut s: String, max: usize) -> String {
-    if s.len() > max {
-        let mut cut = max;
-        while !s.is_char_boundary(cut) {
-            cut -= 1;
-        }
-        s.truncate(cut);
-    }
+    s.truncate(cascade_core::error::cut_to(&s, max).len());
     s
 }

@@ -238,3 +238,47 @@ async fn a_stage_worker_refused_for_good_stops_with_its_admin_port() {
     assert!(err.to_string().contains("no-such-queue"), "{err}");
     cascade.stop().await;
 }
+
+/// A handler's error becomes the retry's reason, cut to the 4 KiB the gateway takes: a long
+/// one (a stack trace) still retries with the queue's backoff and is recorded as the
+/// event's last failure, where the gateway refused it and the event waited out its lease.
+#[tokio::test]
+async fn a_handler_error_longer_than_a_reason_may_be_still_retries_and_is_recorded() {
+    let cascade = Cascade::start().await;
+    cascade.create_queue("resize", quick_retries()).await;
+    let trace = format!("the image store failed: {}", "at frame\n".repeat(700));
+    let last_failures = Arc::new(Mutex::new(Vec::new()));
+    let seen = Arc::clone(&last_failures);
+    let error = trace.clone();
+    let handler = handler_fn(move |event: cascade_worker::Event, attempt| {
+        let (seen, error) = (Arc::clone(&seen), error.clone());
+        async move {
+            if attempt == 1 {
+                return Err(error.into());
+            }
+            let last = event.headers.get("cascade-last-failure").cloned();
+            seen.lock().expect("last failures").push(last);
+            Ok(Outcome::Ack)
+        }
+    });
+    let config = WorkerConfig::new("resize")
+        .expect("queue")
+        .poll_wait(Duration::from_secs(1));
+    let worker = Worker::connect(&cascade.gateway(), config, handler)
+        .await
+        .expect("connect");
+    let handle = worker.handle();
+    let running = tokio::spawn(worker.run());
+    cascade.enqueue("resize", b"cat.png", &[]).await;
+
+    cascade.wait_for_completed("resize", 1).await;
+    let last = last_failures.lock().expect("last failures").clone();
+    let [Some(last)] = last.as_slice() else {
+        panic!("the second attempt saw no last failure: {last:?}");
+    };
+    assert!(trace.starts_with(last.as_str()), "{last}");
+    assert_eq!(handle.stats().complete_failures, 0);
+    handle.shutdown();
+    running.await.expect("worker task").expect("a clean stop");
+    cascade.stop().await;
+}
