@@ -9,6 +9,17 @@ use serde::de::DeserializeOwned;
 
 use crate::ServiceError;
 
+/// The environment prefixes of settings trees whose variables also start with another
+/// tree's prefix: a stage worker's (`CASCADE__STAGE_WORKER__TOKEN`) is not Cascade's key
+/// `stage_worker.token`, and one set in the same shell must not stop Cascade's start.
+const NESTED_TREES: [&str; 1] = ["CASCADE__STAGE_WORKER__"];
+
+fn of_a_tree_within(key: &str, prefix: &str) -> bool {
+    NESTED_TREES
+        .iter()
+        .any(|nested| nested.len() > prefix.len() && key.starts_with(nested))
+}
+
 /// `T`'s defaults < `file` < the variables of `env` under `env_prefix` (`CASCADE` reads
 /// `CASCADE__STORE__CACHE` as `store.cache`) < `overrides` (dotted keys, e.g.
 /// `("data.dir", "/var/lib/cascade")`). Not validated: that is `T`'s own step.
@@ -38,13 +49,14 @@ pub fn load_layers<T: DeserializeOwned>(
     let prefix = format!("{env_prefix}__");
     let env: config::Map<String, String> = env
         .into_iter()
-        .filter(|(key, _)| key.starts_with(&prefix))
+        .filter(|(key, _)| key.starts_with(&prefix) && !of_a_tree_within(key, &prefix))
         .collect();
+    // Values stay text, each read as its field's type: parsing them first would rewrite a
+    // secret that looks like a number or a boolean (`0123` became `123`, `TRUE` `true`).
     builder = builder.add_source(
         config::Environment::with_prefix(env_prefix)
             .prefix_separator("__")
             .separator("__")
-            .try_parsing(true)
             .source(Some(env)),
     );
     for (key, value) in overrides {

@@ -50,6 +50,33 @@ fn file_then_environment_then_overrides() {
     assert_eq!(s.data.dir, PathBuf::from("/srv/cascade"));
 }
 
+/// Environment values are read as their fields' types from the text as given: a secret
+/// that looks like a number or a boolean stays as it was, numbers and booleans still parse,
+/// and a stage worker's variables in the same environment are not Cascade's keys.
+#[test]
+fn environment_values_keep_their_text() {
+    let s = Settings::load_from(
+        None,
+        &[],
+        env(&[
+            ("CASCADE__BUS__KIND", "nats"),
+            ("CASCADE__BUS__USER", "0123"),
+            ("CASCADE__BUS__PASSWORD", "1e5"),
+            ("CASCADE__CLUSTER__SHARDS", "3"),
+            ("CASCADE__DISPATCHER__SHARDS", "2"),
+            ("CASCADE__RESOURCE_MANAGER__ENABLED", "TRUE"),
+            ("CASCADE__STAGE_WORKER__TOKEN", "the stage worker's"),
+        ]),
+    )
+    .expect("load");
+    assert_eq!(s.bus.user.as_deref(), Some("0123"));
+    let password = s.bus.password.as_ref().expect("a password");
+    assert_eq!(password.expose(), "1e5");
+    assert_eq!(s.cluster.shards, 3);
+    assert_eq!(s.dispatcher_shards(), vec![2]);
+    assert!(s.resource_manager.enabled);
+}
+
 #[test]
 fn a_json_file_reads_like_toml() {
     let f = tempfile::Builder::new()
