@@ -456,6 +456,36 @@ async fn callers_do_what_their_grants_and_quotas_allow() {
     tokio::task::spawn_blocking(move || admin_port(&http))
         .await
         .expect("admin port");
+    // The commands that read it: with a cluster admin's token, and refused without one.
+    let gateway = format!("http://{}", cluster.gateway());
+    for command in [
+        &["top", "--once", "--http-addr", cluster.http()][..],
+        &["rm", "explain", "--http-addr", cluster.http()],
+    ] {
+        let refused = cli::run_at(&gateway, command, None);
+        assert_eq!(refused.code, 1, "{command:?}: {}", refused.stderr);
+        assert!(
+            refused.stderr.contains("answered 401"),
+            "{}",
+            refused.stderr
+        );
+        let read = cli::run_env(&gateway, command, &[("CASCADE_TOKEN", ADMIN)]);
+        assert_eq!(read.code, 0, "{command:?}: {}", read.stderr);
+    }
+    let top = cli::run_at(
+        &gateway,
+        &[
+            "top",
+            "--once",
+            "--http-addr",
+            cluster.http(),
+            "--token",
+            ADMIN,
+        ],
+        None,
+    );
+    assert_eq!(top.code, 0, "{}", top.stderr);
+    assert!(top.stdout.starts_with("cascade top — "), "{}", top.stdout);
 
     // The CLI: --token and CASCADE_TOKEN.
     let addr = format!("http://{}", cluster.gateway());

@@ -120,7 +120,7 @@ mod tests {
         let (addr, _server) = serve_admin("127.0.0.1:0", Readiness::default(), route, stopping)
             .await
             .expect("serve");
-        http_get(&addr.to_string(), EXPLAIN_PATH)
+        http_get(&addr.to_string(), EXPLAIN_PATH, None)
             .await
             .expect("GET /rm/explain")
     }

@@ -22,13 +22,31 @@ pub enum RmCommand {
         /// The admin (HTTP) address of the process running the resource manager.
         #[arg(long, env = "CASCADE_HTTP_ADDR", default_value = "127.0.0.1:7701")]
         http_addr: String,
+        #[command(flatten)]
+        token: AdminToken,
     },
+}
+
+/// The token of an identity with the admin role on `*`, which the admin port's pages need
+/// when authentication is on.
+#[derive(clap::Args)]
+pub struct AdminToken {
+    /// The bearer token of a cluster admin, for a cluster with authentication on (better in
+    /// CASCADE_TOKEN than on a command line, where other users of the machine can see it).
+    #[arg(long, env = "CASCADE_TOKEN", hide_env_values = true)]
+    token: Option<String>,
+}
+
+impl AdminToken {
+    pub fn get(&self) -> Option<&str> {
+        self.token.as_deref()
+    }
 }
 
 pub async fn rm(command: RmCommand) -> anyhow::Result<()> {
     match command {
-        RmCommand::Explain { http_addr } => {
-            let (status, body) = http_get(&http_addr, EXPLAIN_PATH).await?;
+        RmCommand::Explain { http_addr, token } => {
+            let (status, body) = http_get(&http_addr, EXPLAIN_PATH, token.get()).await?;
             if status != 200 {
                 bail!(
                     "{http_addr}{EXPLAIN_PATH} answered {status}: {}",
@@ -41,19 +59,33 @@ pub async fn rm(command: RmCommand) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// `GET path` from `addr` (`host:port`): the status code and the body as text.
-pub async fn http_get(addr: &str, path: &str) -> anyhow::Result<(u16, String)> {
-    tokio::time::timeout(HTTP_TIMEOUT, exchange(addr, path))
+/// `GET path` from `addr` (`host:port`), with `token` as a bearer token if given: the
+/// status code and the body as text.
+pub async fn http_get(
+    addr: &str,
+    path: &str,
+    token: Option<&str>,
+) -> anyhow::Result<(u16, String)> {
+    let authorization = match token {
+        // Printable ASCII only: anything else could end the header and start another.
+        Some(token) if !token.bytes().all(|b| b.is_ascii_graphic()) => {
+            bail!("the token must be printable ASCII without spaces or line breaks")
+        }
+        Some(token) => format!("Authorization: Bearer {token}\r\n"),
+        None => String::new(),
+    };
+    tokio::time::timeout(HTTP_TIMEOUT, exchange(addr, path, &authorization))
         .await
         .with_context(|| format!("no answer from {addr} within {HTTP_TIMEOUT:?}"))?
 }
 
-async fn exchange(addr: &str, path: &str) -> anyhow::Result<(u16, String)> {
+async fn exchange(addr: &str, path: &str, authorization: &str) -> anyhow::Result<(u16, String)> {
     let mut stream = TcpStream::connect(addr)
         .await
         .with_context(|| format!("connect to {addr}"))?;
     // HTTP/1.0: the server closes after one answer and sends no chunked encoding.
-    let request = format!("GET {path} HTTP/1.0\r\nHost: {addr}\r\nAccept: text/plain\r\n\r\n");
+    let request =
+        format!("GET {path} HTTP/1.0\r\nHost: {addr}\r\nAccept: text/plain\r\n{authorization}\r\n");
     stream
         .write_all(request.as_bytes())
         .await

@@ -53,7 +53,9 @@ fn settings(dir: &std::path::Path) -> Settings {
 
 /// `cascade_stage_handlers{stage="rmtest.slow"}` from `/metrics`; `None` before it is set.
 async fn handlers(http: &str) -> Option<u64> {
-    let (status, text) = http_get(http, "/metrics").await.expect("GET /metrics");
+    let (status, text) = http_get(http, "/metrics", None)
+        .await
+        .expect("GET /metrics");
     assert_eq!(status, 200, "{text}");
     let prefix = format!("cascade_stage_handlers{{stage=\"{STAGE}\"}} ");
     text.lines()
@@ -139,7 +141,7 @@ async fn a_burst_grows_the_stage_then_it_shrinks_to_zero_and_wakes_again() {
     )
     .await;
     assert_eq!(done, BURST);
-    let (status, table) = http_get(&http, "/rm/explain")
+    let (status, table) = http_get(&http, "/rm/explain", None)
         .await
         .expect("GET /rm/explain");
     assert_eq!(status, 200, "{table}");
@@ -153,7 +155,7 @@ async fn a_burst_grows_the_stage_then_it_shrinks_to_zero_and_wakes_again() {
         |n| *n == Some(0),
     )
     .await;
-    let (_, table) = http_get(&http, "/rm/explain")
+    let (_, table) = http_get(&http, "/rm/explain", None)
         .await
         .expect("GET /rm/explain");
     assert!(table.contains("idle since"), "{table}");

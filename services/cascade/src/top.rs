@@ -17,7 +17,7 @@ use cascade_core::parse_duration;
 use serde::Deserialize;
 
 use crate::cli::human_duration;
-use crate::rm_client::http_get;
+use crate::rm_client::{AdminToken, http_get};
 
 const STATUS_PATH: &str = "/status.json";
 /// Alternate screen on, cursor hidden; and back.
@@ -36,6 +36,14 @@ pub struct TopArgs {
     /// Print one view and exit (for scripts and logs).
     #[arg(long)]
     once: bool,
+    #[command(flatten)]
+    token: AdminToken,
+}
+
+/// The gateway's status page, read as a cluster admin when a token is given.
+struct StatusPage<'a> {
+    addr: &'a str,
+    token: Option<&'a str>,
 }
 
 /// What `/status.json` holds, as far as this view reads it.
@@ -239,14 +247,19 @@ fn totals_of(status: &Status) -> HashMap<String, Totals> {
         .collect()
 }
 
-async fn read(addr: &str) -> anyhow::Result<Status> {
-    let (code, body) = http_get(addr, STATUS_PATH).await?;
-    if code != 200 {
-        bail!("{addr}{STATUS_PATH} answered {code}: {}", body.trim_end());
+impl StatusPage<'_> {
+    async fn read(&self) -> anyhow::Result<Status> {
+        let addr = self.addr;
+        let (code, body) = http_get(addr, STATUS_PATH, self.token).await?;
+        if code != 200 {
+            bail!("{addr}{STATUS_PATH} answered {code}: {}", body.trim_end());
+        }
+        serde_json::from_str(&body).with_context(|| {
+            format!(
+                "{addr}{STATUS_PATH} is not a Cascade gateway's status (is this its admin port?)"
+            )
+        })
     }
-    serde_json::from_str(&body).with_context(|| {
-        format!("{addr}{STATUS_PATH} is not a Cascade gateway's status (is this its admin port?)")
-    })
 }
 
 pub async fn top(args: TopArgs) -> anyhow::Result<()> {
@@ -260,8 +273,12 @@ pub async fn top(args: TopArgs) -> anyhow::Result<()> {
             )
         })?;
     let source = format!("http://{}", args.http_addr);
+    let page = StatusPage {
+        addr: &args.http_addr,
+        token: args.token.get(),
+    };
     if args.once {
-        let status = read(&args.http_addr).await?;
+        let status = page.read().await?;
         print!("{}", render(&status, &HashMap::new(), &source, "-"));
         return Ok(());
     }
@@ -270,7 +287,7 @@ pub async fn top(args: TopArgs) -> anyhow::Result<()> {
     if terminal {
         write!(stdout, "{ENTER_SCREEN}")?;
     }
-    let shown = show(&args.http_addr, &source, &args.interval, every, terminal).await;
+    let shown = show(&page, &source, &args.interval, every, terminal).await;
     if terminal {
         write!(stdout, "{LEAVE_SCREEN}")?;
         stdout.flush()?;
@@ -281,7 +298,7 @@ pub async fn top(args: TopArgs) -> anyhow::Result<()> {
 /// Reads and redraws until Ctrl-C; a failed read is shown in place of the view, and tried
 /// again at the next tick.
 async fn show(
-    addr: &str,
+    page: &StatusPage<'_>,
     source: &str,
     interval: &str,
     every: Duration,
@@ -298,7 +315,7 @@ async fn show(
     loop {
         let next = async {
             ticks.tick().await;
-            read(addr).await
+            page.read().await
         };
         let frame = tokio::select! {
             read = next => match read {
