@@ -4,9 +4,13 @@
 //! one replica; the batch size is not applied here (each replica takes what its own
 //! settings say).
 //!
-//! A stage's replicas are read once (when first decided, and again after a failure), then
-//! remembered; a stage is patched, with the merge patch `{"spec":{"replicas":n}}`, only when
-//! the decision differs from what its Deployment was last seen or set at. So a steady
+//! A stage's replicas are read once, before the first round that decides it (and again
+//! after a failure), then remembered, so that a round starts from what runs: a manager
+//! restarted beside eight replicas does not decide as if there were none. A stage whose count
+//! is still unknown when its decision comes (its read failed) is read then and not patched
+//! that round, for its decision started from nothing. A stage is patched, with the merge
+//! patch `{"spec":{"replicas":n}}`, only when the decision differs from what its Deployment
+//! was last seen or set at. So a steady
 //! cluster costs the API server nothing, and a count changed by hand is put back only at the
 //! next change of decision. The handlers reported running are those remembered replicas.
 //!
@@ -50,8 +54,25 @@ impl KubernetesExecutor {
         }
     }
 
+    /// Reads the stage's replicas and remembers them.
+    async fn read(&self, stage: &QueueName) -> Result<u32, ResourceManagerError> {
+        let name = self.names.deployment_of(stage.as_str());
+        let scale = self
+            .api
+            .get_scale(&name)
+            .await
+            .map_err(|e| ResourceManagerError::Apply {
+                stage: stage.to_string(),
+                reason: format!("read the scale of deployment {name}: {e}"),
+            })?;
+        let replicas = scale.spec.and_then(|spec| spec.replicas).unwrap_or(0);
+        let replicas = u32::try_from(replicas).unwrap_or(0);
+        self.lock().insert(stage.clone(), replicas);
+        Ok(replicas)
+    }
+
     /// Patches the stage's replicas to `handlers` if they differ from what they were last
-    /// seen at, reading them first when unknown.
+    /// seen at; a stage not seen yet is only read.
     async fn apply_one(&self, decision: &Decision) -> Result<(), ResourceManagerError> {
         let stage = &decision.stage;
         let name = self.names.deployment_of(stage.as_str());
@@ -60,19 +81,9 @@ impl KubernetesExecutor {
             reason: format!("{what} the scale of deployment {name}: {e}"),
         };
         let known = self.lock().get(stage).copied();
-        let replicas = match known {
-            Some(replicas) => replicas,
-            None => {
-                let scale = self
-                    .api
-                    .get_scale(&name)
-                    .await
-                    .map_err(|e| failed("read", e))?;
-                let replicas = scale.spec.and_then(|spec| spec.replicas).unwrap_or(0);
-                let replicas = u32::try_from(replicas).unwrap_or(0);
-                self.lock().insert(stage.clone(), replicas);
-                replicas
-            }
+        let Some(replicas) = known else {
+            self.read(stage).await?;
+            return Ok(());
         };
         if replicas == decision.handlers {
             return Ok(());
@@ -123,5 +134,16 @@ impl Executor for KubernetesExecutor {
             .iter()
             .map(|(stage, &replicas)| (stage.clone(), replicas))
             .collect()
+    }
+
+    async fn observe(&self, stages: &[&QueueName]) {
+        for &stage in stages {
+            if self.lock().contains_key(stage) {
+                continue;
+            }
+            if let Err(e) = self.read(stage).await {
+                tracing::warn!(stage = %stage, error = %e, "resource_manager.kubernetes.read");
+            }
+        }
     }
 }

@@ -12,7 +12,7 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
 use cascade_bus::{Bus, subject};
-use cascade_core::{Pipeline, SystemClock};
+use cascade_core::{Pipeline, QueueName, SystemClock};
 use cascade_proto::bus::v1::{
     DispatcherReply, DispatcherRequest, dispatcher_reply, dispatcher_request,
 };
@@ -143,6 +143,14 @@ impl Executor for AnyExecutor {
             AnyExecutor::DryRun(dry) => dry.current(),
             #[cfg(feature = "kubernetes")]
             AnyExecutor::Kubernetes(kube) => kube.current(),
+        }
+    }
+
+    async fn observe(&self, stages: &[&QueueName]) {
+        match self {
+            AnyExecutor::DryRun(dry) => dry.observe(stages).await,
+            #[cfg(feature = "kubernetes")]
+            AnyExecutor::Kubernetes(kube) => kube.observe(stages).await,
         }
     }
 }

@@ -200,12 +200,26 @@ fn decision(name: &str, handlers: u32) -> Decision {
 async fn reads_each_scale_once_and_patches_only_changed_counts() {
     let (executor, server) = start().await;
 
+    executor
+        .observe(&[&stage("orders.ship"), &stage("orders.pack")])
+        .await;
+    assert_eq!(taken(&server), vec![get(SHIP), get(PACK)]);
+    assert_eq!(
+        executor.current(),
+        current(&[("orders.ship", 1), ("orders.pack", 2)]),
+        "a round starts from what runs"
+    );
+    executor
+        .observe(&[&stage("orders.ship"), &stage("orders.pack")])
+        .await;
+    assert_eq!(taken(&server), vec![], "read once");
+
     let round = [decision("orders.ship", 3), decision("orders.pack", 2)];
     executor.apply(&round).await.expect("applied");
     assert_eq!(
         taken(&server),
-        vec![get(SHIP), patch(SHIP, 3), get(PACK)],
-        "the packer already runs 2: read, not patched"
+        vec![patch(SHIP, 3)],
+        "the packer already runs 2: not patched"
     );
     assert_eq!(
         executor.current(),
@@ -233,6 +247,8 @@ async fn a_failing_stage_does_not_stop_the_others_and_is_read_again() {
         .failing
         .push(SHIP.into());
 
+    let stages = [&stage("orders.ship"), &stage("orders.pack")];
+    executor.observe(&stages).await;
     let round = [decision("orders.ship", 4), decision("orders.pack", 5)];
     let err = executor
         .apply(&round)
@@ -245,15 +261,36 @@ async fn a_failing_stage_does_not_stop_the_others_and_is_read_again() {
     );
     assert_eq!(
         taken(&server),
-        vec![get(SHIP), patch(SHIP, 4), get(PACK), patch(PACK, 5)]
+        vec![get(SHIP), get(PACK), patch(SHIP, 4), patch(PACK, 5)]
     );
     assert_eq!(executor.current(), current(&[("orders.pack", 5)]));
 
     server.lock().expect("not poisoned").failing.clear();
+    executor.observe(&stages).await;
     executor.apply(&round).await.expect("applied");
     assert_eq!(
         taken(&server),
         vec![get(SHIP), patch(SHIP, 4)],
         "the failed stage is read again; the other is known"
     );
+}
+
+/// A manager started beside running replicas, whose read before the round failed: the
+/// decision started from nothing, so the stage is read and left as it runs, not scaled
+/// down to what a round from nothing wanted.
+#[tokio::test]
+async fn a_stage_decided_before_its_count_was_known_is_only_read() {
+    let (executor, server) = start().await;
+    server
+        .lock()
+        .expect("not poisoned")
+        .replicas
+        .insert(SHIP.into(), 8);
+
+    executor
+        .apply(&[decision("orders.ship", 1)])
+        .await
+        .expect("read");
+    assert_eq!(taken(&server), vec![get(SHIP)], "no patch down from 8");
+    assert_eq!(executor.current(), current(&[("orders.ship", 8)]));
 }

@@ -3,6 +3,8 @@
 
 use std::future::Future;
 
+use cascade_core::QueueName;
+
 use crate::{Current, Decision, ResourceManagerError};
 
 /// Applies decisions and reports the handlers running now.
@@ -18,4 +20,11 @@ pub trait Executor: Send + Sync {
     /// Handlers per stage as they run now (a stage absent runs none). The decision reads
     /// it as the count it starts from, and the history as the handlers that did the work.
     fn current(&self) -> Current;
+
+    /// Learns, before a round decides, how many handlers `stages` run where this executor
+    /// does not know yet (an executor that sets every count it reports knows already).
+    fn observe(&self, stages: &[&QueueName]) -> impl Future<Output = ()> + Send {
+        let _ = stages;
+        std::future::ready(())
+    }
 }

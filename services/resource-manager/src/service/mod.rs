@@ -137,8 +137,9 @@ impl<E: Executor> Manager<E> {
         let managed: BTreeSet<&QueueName> = specs.iter().map(|spec| &spec.stage).collect();
         self.inbox.retain(|stage| managed.contains(stage));
         self.history.retain(|stage| managed.contains(stage));
-        let current = self.deps.executor.current();
         let stages: Vec<&QueueName> = managed.iter().copied().collect();
+        self.deps.executor.observe(&stages).await;
+        let current = self.deps.executor.current();
         let mut due = due::ask(
             &self.deps.bus,
             &self.cluster,
