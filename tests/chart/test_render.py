@@ -241,3 +241,28 @@ def test_the_notes_tell_how_to_reach_the_gateway_and_enqueue(values):
     for expected in ("rel-cascade-ingest.cascade.svc:7700", "port-forward svc/rel-cascade-ingest",
                      "http://127.0.0.1:7701/", "cascade enqueue jobs", "helm test rel"):
         assert expected in notes, f"{values.name}: {expected!r} not in\n{notes}"
+
+
+@pytest.mark.parametrize("helm", HELMS)
+def test_a_payload_limit_given_as_a_number_in_a_values_file_sizes_nats(helm, tmp_path):
+    # A number in a values file reaches the templates as a float (8.388608e+06 as text).
+    values = tmp_path / "values.yaml"
+    values.write_text("auth:\n  enabled: false\nconfig:\n  ingest:\n    max_payload: 8388608\n")
+    done = helm_template(helm, "-f", str(values))
+    assert done.returncode == 0, done.stderr
+    objects = [doc for doc in yaml.safe_load_all(done.stdout) if doc]
+    nats_conf = by_kind(objects, "ConfigMap")["rel-cascade-nats"]["data"]["nats.conf"]
+    assert "max_payload: 9437184" in nats_conf  # 8 MiB + 1 MiB
+
+
+@pytest.mark.parametrize("helm", HELMS)
+def test_a_duration_without_its_unit_fails_at_the_schema(helm):
+    # The services would refuse "30" at start (seconds? minutes?), every pod crash-looping.
+    done = helm_template(helm, "--set", "auth.enabled=false",
+                         "--set-string", "config.bus.request_timeout=30")
+    assert done.returncode != 0, "rendered with a duration without a unit"
+    assert "schema" in done.stderr and "request_timeout" in done.stderr, done.stderr
+    for duration in ("0", "30s", "1.5s", "250ms"):
+        done = helm_template(helm, "--set", "auth.enabled=false",
+                             "--set-string", f"config.bus.request_timeout={duration}")
+        assert done.returncode == 0, f"{duration}: {done.stderr}"

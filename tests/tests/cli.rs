@@ -577,3 +577,54 @@ fn errors_say_what_why_and_what_to_do_with_their_exit_codes() {
     assert!(run(&c, &["queue", "delete", "jobs"], None).code == 0);
     c.stop();
 }
+
+/// `cascade config check` fails where a service would stop at start, telemetry settings
+/// included (they are checked when telemetry starts, after the rest).
+#[test]
+fn config_check_fails_on_what_would_stop_a_service_telemetry_included() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let check = |name: &str, text: &str, stage_worker: bool| {
+        let path = dir.path().join(name);
+        std::fs::write(&path, text).expect("write the settings");
+        let path = path.to_str().expect("a UTF-8 path").to_owned();
+        let mut args = vec!["config", "check", path.as_str()];
+        if stage_worker {
+            args.push("--stage-worker");
+        }
+        cli::run_at("http://127.0.0.1:7700", &args, None)
+    };
+    let fine = check("fine.toml", "[telemetry]\nsample_ratio = 0.5\n", false);
+    assert_eq!(fine.code, 0, "{}", fine.stderr);
+    for (name, text, key) in [
+        (
+            "zero.toml",
+            "[telemetry]\nshutdown_timeout = \"0s\"\n",
+            "telemetry.shutdown_timeout",
+        ),
+        (
+            "ratio.toml",
+            "[telemetry]\nsample_ratio = 2.0\n",
+            "telemetry.sample_ratio",
+        ),
+        (
+            "filter.toml",
+            "[telemetry]\nlog_level = \"info,[\"\n",
+            "telemetry.log_level",
+        ),
+    ] {
+        let refused = check(name, text, false);
+        assert_ne!(refused.code, 0, "{name} passed");
+        assert!(refused.stderr.contains(key), "{name}: {}", refused.stderr);
+    }
+    let worker = check(
+        "worker.toml",
+        "queue = \"jobs\"\n[handler]\nkind = { builtin = \"noop\" }\n[telemetry]\nsample_ratio = -1.0\n",
+        true,
+    );
+    assert_ne!(worker.code, 0, "the stage worker's file passed");
+    assert!(
+        worker.stderr.contains("telemetry.sample_ratio"),
+        "{}",
+        worker.stderr
+    );
+}

@@ -511,7 +511,12 @@ services read them again: rotation without a restart). */}}
 
 {{/* NATS's max_payload: the gateway's largest payload plus 1 MiB for the message around it. */}}
 {{- define "cascade.natsMaxPayload" -}}
-{{- $text := toString .Values.config.ingest.max_payload -}}
+{{- $raw := .Values.config.ingest.max_payload -}}
+{{- $text := toString $raw -}}
+{{- /* A number in a values file is a float to Helm, which would print 8388608 as 8.388608e+06. */ -}}
+{{- if or (kindIs "float64" $raw) (kindIs "int64" $raw) (kindIs "int" $raw) -}}
+{{- $text = printf "%d" (int64 $raw) -}}
+{{- end -}}
 {{- $units := dict "B" 1 "kB" 1000 "MB" 1000000 "GB" 1000000000 "TB" 1000000000000 "KiB" 1024 "MiB" 1048576 "GiB" 1073741824 "TiB" 1099511627776 -}}
 {{- $number := regexFind "^[0-9]+" $text -}}
 {{- $unit := trimPrefix $number $text | trim | default "B" -}}

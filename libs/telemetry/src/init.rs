@@ -70,11 +70,12 @@ pub fn init(
             owner: false,
         });
     }
-    let env: BTreeMap<String, String> = std::env::vars_os()
-        .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)))
-        .filter(|(k, _)| is_relevant_var(k))
-        .collect();
-    let resolved = resolve(settings, default_service_name, service_version, &env)?;
+    let resolved = resolve(
+        settings,
+        default_service_name,
+        service_version,
+        &relevant_env(),
+    )?;
     let provider = match &resolved.endpoint {
         Some((endpoint, _)) => Some(build_provider(&resolved, endpoint)?),
         None => None,
@@ -172,21 +173,40 @@ fn colours_wanted() -> bool {
     std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
 }
 
+/// Checks `settings`, with `RUST_LOG` and the `OTEL_*` variables, as [`init`] does, and
+/// installs nothing: what `cascade config check` runs, so that it fails where a service
+/// would stop at start.
+pub fn check(settings: &TelemetrySettings) -> Result<(), TelemetryError> {
+    let resolved = resolve(settings, "cascade", "", &relevant_env())?;
+    log_filter(&resolved).map(drop)
+}
+
+/// The process's variables that `init` reads.
+fn relevant_env() -> BTreeMap<String, String> {
+    std::env::vars_os()
+        .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)))
+        .filter(|(k, _)| is_relevant_var(k))
+        .collect()
+}
+
+/// The log filter the settings or `RUST_LOG` give, the audit log always on.
+fn log_filter(resolved: &Resolved) -> Result<EnvFilter, TelemetryError> {
+    let (directives, key) = &resolved.filter;
+    let audit = format!("{AUDIT_TARGET}=info")
+        .parse()
+        .expect("a valid directive");
+    let filter = EnvFilter::builder().parse(directives).map_err(|e| {
+        TelemetryError::setting(*key, format!("'{directives}' is not a tracing filter: {e}"))
+    })?;
+    Ok(filter.add_directive(audit))
+}
+
 fn install_subscriber(
     resolved: &Resolved,
     provider: Option<&SdkTracerProvider>,
     service_version: &str,
 ) -> Result<(), TelemetryError> {
-    let (directives, key) = &resolved.filter;
-    let audit = format!("{AUDIT_TARGET}=info")
-        .parse()
-        .expect("a valid directive");
-    let filter = EnvFilter::builder()
-        .parse(directives)
-        .map_err(|e| {
-            TelemetryError::setting(*key, format!("'{directives}' is not a tracing filter: {e}"))
-        })?
-        .add_directive(audit);
+    let filter = log_filter(resolved)?;
     let logs = match resolved.log_format {
         LogFormat::Text => fmt::layer()
             .with_ansi(colours_wanted())

@@ -27,7 +27,7 @@ mod settings;
 pub mod span;
 
 pub use error::TelemetryError;
-pub use init::{AUDIT_TARGET, LOG_ONLY_TARGET, Telemetry, init};
+pub use init::{AUDIT_TARGET, LOG_ONLY_TARGET, Telemetry, check, init};
 pub use metrics::Metrics;
 pub use propagation::{
     HeaderMapLike, context_from_headers, context_from_http, context_from_metadata, has_valid_span,

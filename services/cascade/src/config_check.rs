@@ -24,6 +24,7 @@ pub fn check(args: CheckArgs) -> anyhow::Result<()> {
     let summary = match args.stage_worker {
         true => {
             let config = StageWorkerConfig::load(Some(&args.file), &[])?;
+            cascade_telemetry::check(&config.telemetry)?;
             json!({
                 "valid": true,
                 "queue": config.queue_name()?.as_str(),
@@ -32,6 +33,7 @@ pub fn check(args: CheckArgs) -> anyhow::Result<()> {
         }
         false => {
             let settings = Settings::load(Some(&args.file), &[])?;
+            cascade_telemetry::check(&settings.telemetry)?;
             let kubernetes = &settings.resource_manager.kubernetes;
             let stage_deployments: BTreeMap<String, String> = settings
                 .pipelines
