@@ -628,3 +628,25 @@ fn config_check_fails_on_what_would_stop_a_service_telemetry_included() {
         worker.stderr
     );
 }
+
+/// A reader that closed the output early (`cascade … | head`) ends the command quietly
+/// with 141, as a command ended by SIGPIPE, not with a panic (101) and its message.
+#[test]
+fn a_closed_output_ends_the_command_quietly() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let settings = dir.path().join("cascade.toml");
+    std::fs::write(&settings, "[cluster]\nshards = 2\n").expect("write the settings");
+    let (reader, writer) = std::io::pipe().expect("a pipe");
+    // Closed before the command starts: its first write finds no reader, whatever the timing.
+    drop(reader);
+    let out = std::process::Command::new(cascade_e2e::process::binary("cascade"))
+        .args(["config", "check"])
+        .arg(&settings)
+        .stdout(writer)
+        .stderr(std::process::Stdio::piped())
+        .output()
+        .expect("run cascade");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(141), "{stderr}");
+    assert!(stderr.is_empty(), "{stderr}");
+}

@@ -57,6 +57,6 @@ pub fn check(args: CheckArgs) -> anyhow::Result<()> {
             })
         }
     };
-    println!("{summary}");
+    outln!("{summary}");
     Ok(())
 }

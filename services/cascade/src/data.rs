@@ -108,11 +108,11 @@ fn run_command(args: DataArgs) -> anyhow::Result<()> {
 /// `text` for a person, or `report` as one JSON line.
 fn print(json: bool, text: &str, report: &impl Serialize) {
     match json {
-        true => println!(
+        true => outln!(
             "{}",
             serde_json::to_string(report).expect("a report serializes")
         ),
-        false => println!("{text}"),
+        false => outln!("{text}"),
     }
 }
 

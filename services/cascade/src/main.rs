@@ -6,8 +6,11 @@
 //! checks a store directory.
 //!
 //! Exit codes: 0 done, 1 refused by the server (or failed), 2 bad usage, 3 cannot connect.
-//! A failure is one line on standard error, never a backtrace.
+//! A failure is one line on standard error, never a backtrace; a reader that closes the
+//! output early (`| head`) ends the command quietly with 141.
 
+#[macro_use]
+mod stdout;
 mod cli;
 mod config_check;
 mod data;

@@ -53,7 +53,7 @@ pub async fn rm(command: RmCommand) -> anyhow::Result<()> {
                     body.trim_end()
                 );
             }
-            print!("{body}");
+            out!("{body}");
         }
     }
     Ok(())

@@ -279,7 +279,7 @@ pub async fn top(args: TopArgs) -> anyhow::Result<()> {
     };
     if args.once {
         let status = page.read().await?;
-        print!("{}", render(&status, &HashMap::new(), &source, "-"));
+        out!("{}", render(&status, &HashMap::new(), &source, "-"));
         return Ok(());
     }
     let terminal = std::io::stdout().is_terminal();

@@ -215,7 +215,7 @@ async fn enqueue_lines(
         }
     }
     if !s.out.is_json() {
-        println!("enqueued {sent} events to {target}");
+        outln!("enqueued {sent} events to {target}");
     }
     report_refusals(refused)
 }

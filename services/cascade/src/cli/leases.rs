@@ -136,7 +136,7 @@ pub async fn take(args: TakeArgs) -> Result<(), CliError> {
     if args.quiet {
         for leased in &taken.events {
             let id = leased.event.as_ref().map_or("", |event| event.id.as_str());
-            println!("{id} {}", leased.lease_token);
+            outln!("{id} {}", leased.lease_token);
         }
         return Ok(());
     }

@@ -42,11 +42,11 @@ pub struct Out {
 impl Out {
     pub fn record(&self, record: &Record) {
         match self.format {
-            Format::Json => println!("{}", json(record)),
+            Format::Json => outln!("{}", json(record)),
             Format::Human => {
                 let width = record.iter().map(|(k, _)| k.len()).max().unwrap_or(0);
                 for (name, value) in record {
-                    println!("{:width$}  {}", label(name), human(value));
+                    outln!("{:width$}  {}", label(name), human(value));
                 }
             }
         }
@@ -56,12 +56,12 @@ impl Out {
     /// a blank line between, for a person.
     pub fn records(&self, records: &[Record], empty: &str) {
         match self.format {
-            Format::Json => records.iter().for_each(|r| println!("{}", json(r))),
-            Format::Human if records.is_empty() => println!("{empty}"),
+            Format::Json => records.iter().for_each(|r| outln!("{}", json(r))),
+            Format::Human if records.is_empty() => outln!("{empty}"),
             Format::Human => {
                 for (i, record) in records.iter().enumerate() {
                     if i > 0 {
-                        println!();
+                        outln!();
                     }
                     self.record(record);
                 }
@@ -77,17 +77,17 @@ impl Out {
     /// in JSON.
     pub fn table(&self, records: &[Record], empty: &str) {
         match self.format {
-            Format::Json => records.iter().for_each(|r| println!("{}", json(r))),
-            Format::Human if records.is_empty() => println!("{empty}"),
-            Format::Human => print!("{}", table_text(records)),
+            Format::Json => records.iter().for_each(|r| outln!("{}", json(r))),
+            Format::Human if records.is_empty() => outln!("{empty}"),
+            Format::Human => out!("{}", table_text(records)),
         }
     }
 
     /// The outcome of an action: a sentence for a person, an object for a script.
     pub fn done(&self, sentence: String, record: Record) {
         match self.format {
-            Format::Json => println!("{}", json(&record)),
-            Format::Human => println!("{sentence}"),
+            Format::Json => outln!("{}", json(&record)),
+            Format::Human => outln!("{sentence}"),
         }
     }
 }

@@ -71,8 +71,8 @@ pub async fn pipeline(command: PipelineCommand, opts: ClientOpts) -> Result<(), 
             let pipeline = pipeline_from_proto(&pipeline)
                 .map_err(|e| CliError::failed(format!("cannot show pipeline {name}"), e))?;
             match s.out.is_json() {
-                true => println!("{}", to_json(&pipeline)),
-                false => print!("{}", to_toml(&pipeline)),
+                true => outln!("{}", to_json(&pipeline)),
+                false => out!("{}", to_toml(&pipeline)),
             }
             Ok(())
         }
@@ -90,7 +90,7 @@ pub async fn pipeline(command: PipelineCommand, opts: ClientOpts) -> Result<(), 
                     let pipeline = pipeline_from_proto(p).map_err(|e| {
                         CliError::failed(format!("cannot show pipeline {}", p.name), e)
                     })?;
-                    println!("{}", to_json(&pipeline));
+                    outln!("{}", to_json(&pipeline));
                 }
                 return Ok(());
             }
