@@ -650,3 +650,16 @@ fn a_closed_output_ends_the_command_quietly() {
     assert_eq!(out.status.code(), Some(141), "{stderr}");
     assert!(stderr.is_empty(), "{stderr}");
 }
+
+/// A mistyped command is bad usage (2), like any other the command line cannot use.
+#[test]
+fn a_mistyped_command_is_bad_usage() {
+    let typo = cli::run_at("http://127.0.0.1:7700", &["enqeue", "jobs"], None);
+    assert_eq!(typo.code, 2, "{}", typo.stderr);
+    assert!(
+        typo.stderr
+            .starts_with("error: unknown command 'enqeue': cascade has no such command"),
+        "{}",
+        typo.stderr
+    );
+}

@@ -5,7 +5,7 @@
 use std::os::unix::process::CommandExt;
 use std::process::Command;
 
-use anyhow::Context;
+use crate::cli::CliError;
 
 /// The binaries `cascade` can hand over to.
 const SERVICES: [&str; 5] = [
@@ -17,17 +17,26 @@ const SERVICES: [&str; 5] = [
 ];
 
 /// Replaces this process with `cascade-<args[0]>` and the rest of `args`; returns only on
-/// failure.
-pub fn exec(args: Vec<String>) -> anyhow::Result<()> {
-    let (name, rest) = args.split_first().context("no subcommand given")?;
+/// failure. A name that is no service is a mistyped command: bad usage (exit code 2).
+pub fn exec(args: Vec<String>) -> Result<(), CliError> {
+    let Some((name, rest)) = args.split_first() else {
+        return Err(CliError::usage("cascade", "no command given"));
+    };
     if !SERVICES.contains(&name.as_str()) {
-        anyhow::bail!(
-            "unknown command '{name}': run `cascade --help` for the commands, or one of the services: {}",
-            SERVICES.join(", ")
-        );
+        return Err(CliError::usage(
+            format!("unknown command '{name}'"),
+            format!(
+                "cascade has no such command, and it is none of the services {}",
+                SERVICES.join(", ")
+            ),
+        ));
     }
-    let here = std::env::current_exe().context("find the cascade binary's directory")?;
+    let here = std::env::current_exe()
+        .map_err(|e| CliError::message(format!("find the cascade binary's directory: {e}")))?;
     let binary = here.with_file_name(format!("cascade-{name}"));
     let err = Command::new(&binary).args(rest).exec();
-    Err(err).with_context(|| format!("run {}", binary.display()))
+    Err(CliError::message(format!(
+        "run {}: {err}",
+        binary.display()
+    )))
 }

@@ -92,7 +92,7 @@ fn run(command: Command) -> Result<(), cli::CliError> {
         |result: anyhow::Result<()>| result.map_err(|e| cli::CliError::message(format!("{e:#}")));
     match command {
         Command::Client(command) => runtime()?.block_on(cli::run(*command)),
-        Command::Service(args) => told(external::exec(args)),
+        Command::Service(args) => external::exec(args),
         Command::Standalone(flags) => told(runtime()?.block_on(standalone::main(flags))),
         Command::Rm { command } => told(runtime()?.block_on(rm_client::rm(command))),
         Command::Top(args) => told(runtime()?.block_on(top::top(args))),
