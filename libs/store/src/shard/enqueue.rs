@@ -139,10 +139,15 @@ impl Shard {
             if doomed.len() >= over + expired_budget {
                 return Ok(Flow::Stop);
             }
-            // `None`: the entry is gone (the age key is garbage), or it cannot be read and
-            // is of no use to anyone: both go.
+            // `None`: the entry is gone or was written again under a newer age key (this
+            // age key is garbage, and the newer one's expiry is not its own), or it cannot
+            // be read and is of no use to anyone: all go.
+            let age_seq =
+                keys::seq_of(age_key, "dedup age key").map_err(|e| State::corrupt(kv, e))?;
             let expiry = match kv.get(dedup_key)? {
-                Some(v) => readable_dedup(&v).map(|rec| rec.expires_at),
+                Some(v) => readable_dedup(&v)
+                    .filter(|rec| rec.seq == age_seq)
+                    .map(|rec| rec.expires_at),
                 None => None,
             };
             if let Some(t) = expiry.filter(|t| now < *t) {

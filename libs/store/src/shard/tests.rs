@@ -371,6 +371,33 @@ fn an_enqueue_that_went_in_is_not_failed_by_the_pruning_after_it() {
     );
 }
 
+/// A key written again (its window over) leaves its first age entry behind: the pruning
+/// removes that one as garbage, and does not wait for the new entry's window before
+/// pruning the expired ones after it.
+#[test]
+fn a_key_written_again_does_not_hold_up_the_pruning_of_others() {
+    let (_d, mut s) = with_queue(QueueConfig {
+        dedup_window: Duration::from_secs(10),
+        ..QueueConfig::default()
+    });
+    let keyed = |key: &str| {
+        let mut c = cmd(key);
+        c.idempotency_key = Some(IdempotencyKey::parse(key).expect("key"));
+        c
+    };
+    s.enqueue(at(0), keyed("k")).expect("k, until 10 s");
+    s.enqueue(at(5), keyed("j")).expect("j, until 15 s");
+    s.enqueue(at(12), keyed("k")).expect("k again, until 22 s");
+    assert_eq!(s.dedup_entries(), 2, "k's first entry is gone");
+    s.enqueue(at(16), cmd("plain")).expect("enqueue");
+    assert_eq!(
+        s.dedup_entries(),
+        1,
+        "j's window is over: only k's second entry is left"
+    );
+    assert!(s.enqueue(at(16), keyed("k")).expect("enqueue").duplicate);
+}
+
 #[test]
 fn dedup_entries_stay_within_the_count_bound() {
     let settings = ShardSettings {
