@@ -192,6 +192,10 @@ fn events_through_every_command_in_both_output_modes() {
     assert_eq!(letters[0]["reason"], "bad input");
     let moved = json(&c, &["dlq", "redrive", "jobs.dlq", &id]);
     assert_eq!(moved[0]["moved"], 1);
+    // Named again, it is no longer there: the command says so, and fails.
+    let gone = refused(&c, &["dlq", "redrive", "jobs.dlq", &id, &id], 1);
+    assert!(gone.contains("sent 0 of the 1 back"), "{gone}");
+    refused(&c, &["dlq", "list", "jobs.dlq", "--limit", "0"], 2);
     assert_eq!(
         text(&c, &["dlq", "list", "jobs.dlq"]).trim(),
         "no dead letters in jobs.dlq"

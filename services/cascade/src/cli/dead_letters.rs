@@ -12,8 +12,8 @@ pub enum DlqCommand {
     List {
         /// The dead-letter queue.
         dlq: String,
-        /// Events to list at most.
-        #[arg(long, default_value_t = 100)]
+        /// Events to list at most (at least 1).
+        #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(u32).range(1..))]
         limit: u32,
     },
     /// Send dead letters back to the queues they came from, due now, attempts from 1.
@@ -64,6 +64,8 @@ pub async fn dlq(command: DlqCommand, opts: ClientOpts) -> Result<(), CliError> 
             s.out.table(&records, &format!("no dead letters in {dlq}"));
         }
         DlqCommand::Redrive { dlq, ids, all } => {
+            let named: std::collections::BTreeSet<&String> = ids.iter().collect();
+            let named = named.len() as u64;
             let moved = admin
                 .redrive(api::RedriveRequest {
                     queue: dlq.clone(),
@@ -74,6 +76,14 @@ pub async fn dlq(command: DlqCommand, opts: ClientOpts) -> Result<(), CliError> 
                 .map_err(s.refused(format!("cannot redrive {dlq}")))?
                 .into_inner()
                 .moved;
+            if !all && moved < named {
+                return Err(CliError::failed(
+                    format!("cannot redrive every event named from {dlq}"),
+                    format!(
+                        "sent {moved} of the {named} back; the others are not in {dlq} (sent back already, or never dead-lettered there): list what is there with `cascade dlq list {dlq}`"
+                    ),
+                ));
+            }
             s.out.done(
                 format!("sent {moved} events from {dlq} back to their queues"),
                 vec![("queue", Value::Text(dlq)), ("moved", Value::Count(moved))],
