@@ -124,18 +124,17 @@ pub async fn run_with(
     // The gateway opens only once every shard serves, so no request meets an absent shard;
     // a shard that cannot open (a damaged store, another cluster's) ends the start here.
     let shards_ready = [&dispatcher_ready, &timer_ready];
-    if let Some(failure) = wait_for_shards(&mut services, shards_ready, &shutdown).await {
+    let mut failure = wait_for_shards(&mut services, shards_ready, &shutdown).await;
+    if failure.is_none() && !shutdown.is_triggered() {
+        failure = apply_settings_pipelines(&settings, &bus).await.err();
+    }
+    // Told to stop before it served, or unable to: the shards stop as at any other stop
+    // (their last checkpoint taken), not dropped with the task set.
+    if failure.is_some() || shutdown.is_triggered() {
         stop.trigger();
         while services.join_next().await.is_some() {}
         http.await?;
-        return Err(failure);
-    }
-    for (i, pipeline) in settings.pipelines.iter().enumerate() {
-        cascade_ingest::apply_pipeline(&settings, &bus, pipeline)
-            .await
-            .with_context(|| {
-                format!("apply pipelines[{i}] ({}) from the settings", pipeline.name)
-            })?;
+        return failure.map_or(Ok(()), Err);
     }
     services.spawn(named(
         "ingest",
@@ -192,6 +191,18 @@ pub async fn run_with(
             Ok(())
         }
     }
+}
+
+/// The pipelines of the settings file, applied as `ApplyPipeline` would.
+async fn apply_settings_pipelines(settings: &Settings, bus: &Bus) -> anyhow::Result<()> {
+    for (i, pipeline) in settings.pipelines.iter().enumerate() {
+        cascade_ingest::apply_pipeline(settings, bus, pipeline)
+            .await
+            .with_context(|| {
+                format!("apply pipelines[{i}] ({}) from the settings", pipeline.name)
+            })?;
+    }
+    Ok(())
 }
 
 /// Waits until every shard in `ready` serves, or the shutdown. A service that ends first
