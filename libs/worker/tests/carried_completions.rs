@@ -14,18 +14,21 @@
 //! take that carries any as the test asks.
 
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 
 use cascade_proto::v1::completion::Outcome as ProtoOutcome;
 use cascade_proto::v1::worker_server::{Worker as WorkerService, WorkerServer};
 use cascade_proto::v1::{
-    self, CompleteRequest, CompleteResponse, Completion, CompletionResult, ExtendLeaseRequest,
+    CompleteRequest, CompleteResponse, Completion, CompletionResult, ExtendLeaseRequest,
     ExtendLeaseResponse, LeasedEvent, TakeRequest, TakeResponse,
 };
 use cascade_worker::{Client, Event, HandlerError, Outcome, Worker, WorkerConfig, handler_fn};
 use tokio::sync::{Notify, watch};
 use tonic::transport::server::TcpIncoming;
 use tonic::{Request, Response, Status};
+
+mod common;
+use common::leased;
 
 /// How the stand-in answers a take that carries completions.
 #[derive(Clone, Copy)]
@@ -206,26 +209,6 @@ fn advances_to(completion: &Completion) -> Option<&str> {
     match &completion.outcome {
         Some(ProtoOutcome::Advance(advance)) => Some(&advance.to),
         _ => None,
-    }
-}
-
-/// Event `id` of `jobs`, leased for a minute with the token `token-<id>`.
-fn leased(id: &str) -> LeasedEvent {
-    let now = SystemTime::now();
-    let in_a_minute = now + Duration::from_secs(60);
-    LeasedEvent {
-        event: Some(v1::Event {
-            id: id.to_owned(),
-            queue: "jobs".into(),
-            payload: id.as_bytes().to_vec().into(),
-            activate_at: Some(now.into()),
-            created_at: Some(now.into()),
-            state: v1::EventState::Leased as i32,
-            attempts: 1,
-            ..v1::Event::default()
-        }),
-        lease_token: format!("token-{id}"),
-        lease_expires_at: Some(in_a_minute.into()),
     }
 }
 

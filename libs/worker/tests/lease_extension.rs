@@ -10,11 +10,14 @@ use std::time::{Duration, SystemTime};
 use cascade_proto::v1::worker_server::Worker as WorkerService;
 use cascade_proto::v1::{
     self, CompleteRequest, CompleteResponse, Completion, CompletionResult, ExtendLeaseRequest,
-    ExtendLeaseResponse, LeasedEvent, TakeRequest, TakeResponse,
+    ExtendLeaseResponse, TakeRequest, TakeResponse,
 };
 use cascade_worker::{Client, Event, HandlerError, Outcome, Worker, WorkerConfig, handler_fn};
 use tokio::sync::{Notify, watch};
 use tonic::{Request, Response, Status};
+
+mod common;
+use common::leased;
 
 const LEASE: Duration = Duration::from_secs(4);
 
@@ -77,23 +80,6 @@ impl WorkerService for StandIn {
         Ok(Response::new(ExtendLeaseResponse {
             lease_expires_at: Some(expires.into()),
         }))
-    }
-}
-
-fn leased(id: &str) -> LeasedEvent {
-    let now = SystemTime::now();
-    LeasedEvent {
-        event: Some(v1::Event {
-            id: id.to_owned(),
-            queue: "jobs".into(),
-            activate_at: Some(now.into()),
-            created_at: Some(now.into()),
-            state: v1::EventState::Leased as i32,
-            attempts: 1,
-            ..v1::Event::default()
-        }),
-        lease_token: format!("token-{id}"),
-        lease_expires_at: Some((now + Duration::from_secs(60)).into()),
     }
 }
 

@@ -8,7 +8,10 @@ use cascade_client::{Client, ClientOptions};
 use cascade_core::QueueConfig;
 use cascade_security::token_sha256;
 use cascade_stage_worker::Registry;
-use cascade_worker::{Outcome, Worker, WorkerConfig, handler_fn};
+use cascade_worker::{
+    Handler, Outcome, Worker, WorkerConfig, WorkerError, WorkerHandle, handler_fn,
+};
+use tokio::task::JoinHandle;
 
 use crate::harness::{Auth, Cascade, RunningStage, stage_config, wait_until};
 
@@ -19,6 +22,21 @@ fn quick_retries() -> QueueConfig {
         backoff_max: Duration::from_millis(100),
         ..QueueConfig::default()
     }
+}
+
+/// An SDK worker of `queue` on `cascade` with 1 s long polls, running until shut down.
+async fn sdk_worker<H: Handler>(
+    cascade: &Cascade,
+    queue: &str,
+    handler: H,
+) -> (WorkerHandle, JoinHandle<Result<(), WorkerError>>) {
+    let config = WorkerConfig::new(queue)
+        .expect("queue")
+        .poll_wait(Duration::from_secs(1));
+    let worker = Worker::connect(&cascade.gateway(), config, handler)
+        .await
+        .expect("connect");
+    (worker.handle(), tokio::spawn(worker.run()))
 }
 
 #[tokio::test]
@@ -45,14 +63,7 @@ async fn an_sdk_handler_error_is_retried_then_its_advance_applied() {
             })
         }
     });
-    let config = WorkerConfig::new("resize")
-        .expect("queue")
-        .poll_wait(Duration::from_secs(1));
-    let worker = Worker::connect(&cascade.gateway(), config, handler)
-        .await
-        .expect("connect");
-    let handle = worker.handle();
-    let running = tokio::spawn(worker.run());
+    let (handle, running) = sdk_worker(&cascade, "resize", handler).await;
     let id = cascade.enqueue("resize", b"cat.png", &[]).await;
 
     cascade.wait_for_completed("resize", 1).await;
@@ -203,14 +214,7 @@ async fn a_handler_that_panics_is_retried_and_the_worker_goes_on() {
             }
         }
     });
-    let config = WorkerConfig::new("fragile")
-        .expect("queue")
-        .poll_wait(Duration::from_secs(1));
-    let worker = Worker::connect(&cascade.gateway(), config, handler)
-        .await
-        .expect("connect");
-    let handle = worker.handle();
-    let running = tokio::spawn(worker.run());
+    let (handle, running) = sdk_worker(&cascade, "fragile", handler).await;
     cascade.enqueue("fragile", b"x", &[]).await;
 
     cascade.wait_for_completed("fragile", 1).await;
@@ -261,14 +265,7 @@ async fn a_handler_error_longer_than_a_reason_may_be_still_retries_and_is_record
             Ok(Outcome::Ack)
         }
     });
-    let config = WorkerConfig::new("resize")
-        .expect("queue")
-        .poll_wait(Duration::from_secs(1));
-    let worker = Worker::connect(&cascade.gateway(), config, handler)
-        .await
-        .expect("connect");
-    let handle = worker.handle();
-    let running = tokio::spawn(worker.run());
+    let (handle, running) = sdk_worker(&cascade, "resize", handler).await;
     cascade.enqueue("resize", b"cat.png", &[]).await;
 
     cascade.wait_for_completed("resize", 1).await;
