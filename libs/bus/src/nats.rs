@@ -4,7 +4,11 @@
 //! Payload sizes are checked against the server's `max_payload` before anything is sent, so an
 //! oversize message fails with `TooLarge` here exactly as in the local bus. Reconnects and the
 //! buffering while disconnected are async-nats's job; a request made while disconnected times
-//! out. After `close`, every operation fails with `Closed`.
+//! out. async-nats queues what is sent (2,048 messages) and stops taking more while it
+//! reconnects, and its own timeout starts only once a request is queued: so every send here
+//! is bounded as a whole, a request by its timeout and a publish or a reply by
+//! `SEND_TIMEOUT`, and a process whose server is gone still stops when told to. After
+//! `close`, every operation fails with `Closed`.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -22,6 +26,8 @@ use crate::{Message, Reply};
 
 /// How long `subscribe` and `flush` wait for the server to confirm it has caught up.
 const ROUND_TRIP_TIMEOUT: Duration = Duration::from_secs(5);
+/// How long a publish or a reply may wait for room in the client's queue.
+const SEND_TIMEOUT: Duration = Duration::from_secs(5);
 
 #[derive(Clone)]
 pub struct NatsBus {
@@ -160,16 +166,21 @@ impl NatsBus {
         let request = async_nats::Request::new()
             .payload(payload)
             .timeout(Some(timeout));
-        match self.client.send_request(subject.to_owned(), request).await {
+        let timed_out = || BusError::Timeout {
+            subject: subject.to_owned(),
+            after: timeout,
+        };
+        let sent = tokio::time::timeout(
+            timeout,
+            self.client.send_request(subject.to_owned(), request),
+        );
+        match sent.await.map_err(|_| timed_out())? {
             Ok(reply) => Ok(reply.payload),
             Err(err) => Err(match err.kind() {
                 RequestErrorKind::NoResponders => BusError::NoResponders {
                     subject: subject.to_owned(),
                 },
-                RequestErrorKind::TimedOut => BusError::Timeout {
-                    subject: subject.to_owned(),
-                    after: timeout,
-                },
+                RequestErrorKind::TimedOut => timed_out(),
                 // Only if the server's limit shrank between our check and the send.
                 RequestErrorKind::MaxPayloadExceeded => BusError::TooLarge { size, max },
                 RequestErrorKind::InvalidSubject | RequestErrorKind::Other => {
@@ -296,9 +307,14 @@ async fn publish(
     op: &'static str,
 ) -> Result<(), BusError> {
     let size = payload.len();
-    client
-        .publish(subject, payload)
-        .await
+    let sent = tokio::time::timeout(SEND_TIMEOUT, client.publish(subject, payload));
+    sent.await
+        .map_err(|_| BusError::Nats {
+            op,
+            reason: format!(
+                "the client's queue stayed full for {SEND_TIMEOUT:?}: the connection to the NATS server is down"
+            ),
+        })?
         .map_err(|err| match err.kind() {
             PublishErrorKind::MaxPayloadExceeded => BusError::TooLarge {
                 size,

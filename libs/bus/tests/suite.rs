@@ -624,3 +624,39 @@ async fn nats_connect_to_a_closed_port_fails() {
     }
     assert_eq!(err.code(), cascade_core::Code::Unavailable);
 }
+
+/// With the server gone, the client's queue fills and stops taking messages while it
+/// reconnects: a publish then fails within its bound, and a request still ends at its own
+/// timeout, so that a process whose server is gone can still stop.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nats_sends_end_in_time_while_the_server_is_gone() {
+    let server = NatsServer::start().await;
+    let bus = server.connect().await;
+    drop(server);
+    let filled = async {
+        loop {
+            if let Err(err) = bus
+                .publish("cascade.t.gone", Bytes::from_static(b"x"))
+                .await
+            {
+                return err;
+            }
+        }
+    };
+    let err = tokio::time::timeout(Duration::from_secs(60), filled)
+        .await
+        .expect("a publish fails once the client's queue is full");
+    assert!(err.to_string().contains("queue stayed full"), "{err}");
+    let asked = bus.request(
+        "cascade.t.dispatcher.1",
+        Bytes::from_static(b"hi"),
+        Duration::from_millis(200),
+    );
+    let answer = tokio::time::timeout(Duration::from_secs(30), asked)
+        .await
+        .expect("the request ends at its own timeout");
+    assert!(
+        matches!(answer, Err(BusError::Timeout { .. })),
+        "{answer:?}"
+    );
+}
