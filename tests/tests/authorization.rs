@@ -218,6 +218,40 @@ async fn callers_do_what_their_grants_and_quotas_allow() {
         .into_inner();
     let names: Vec<&str> = listed.queues.iter().map(|q| q.name.as_str()).collect();
     assert_eq!(names, ["orders.new"], "only the queues it has a grant on");
+    // Paged one by one, every token is a name it may read: paging tells it nothing of the
+    // queues outside its grants, not even that they exist.
+    create_queue(&admin, "archive.secret")
+        .await
+        .expect("create");
+    let (mut paged, mut token) = (Vec::new(), String::new());
+    loop {
+        let request = api::ListQueuesRequest {
+            page_size: 1,
+            page_token: token,
+            ..api::ListQueuesRequest::default()
+        };
+        let page = producer.admin().list_queues(request).await.expect("list");
+        let page = page.into_inner();
+        paged.extend(page.queues.into_iter().map(|q| q.name));
+        if page.next_page_token.is_empty() {
+            break;
+        }
+        assert!(
+            page.next_page_token.starts_with("orders."),
+            "{}",
+            page.next_page_token
+        );
+        token = page.next_page_token;
+    }
+    assert_eq!(paged, ["orders.new"]);
+    admin
+        .admin()
+        .delete_queue(api::DeleteQueueRequest {
+            name: "archive.secret".into(),
+            ..api::DeleteQueueRequest::default()
+        })
+        .await
+        .expect("delete");
     let take = take_one(&producer, "orders.new")
         .await
         .expect_err("refused");
@@ -558,8 +592,15 @@ async fn callers_do_what_their_grants_and_quotas_allow() {
         .await
         .expect_err("revoked");
     assert_eq!(revoked.code(), Code::Unauthenticated);
-
     let log = cluster.front_log_once(r#""action":"credentials.reload""#, WITHIN);
+
+    // A file caught empty (rewritten in place, read between its truncation and its write)
+    // is refused, and the identities in force stay.
+    std::fs::write(&file, "").expect("empty the identities file");
+    cluster.front_log_once("it holds no identities", WITHIN);
+    queue_stats(&later, "orders.new")
+        .await
+        .expect("the identities in force stayed");
     cluster.stop();
     audit(&log);
 }
@@ -639,6 +680,8 @@ fn audit(log: &str) {
             ("queue.create", "ops", "orders.new", "ok"),
             ("queue.create", "ops", "payments", "ok"),
             ("queue.purge", "unauthenticated", "", "Unauthenticated"),
+            ("queue.create", "ops", "archive.secret", "ok"),
+            ("queue.delete", "ops", "archive.secret", "ok"),
             (
                 "queue.purge",
                 "orders-consumer",
@@ -658,7 +701,7 @@ fn audit(log: &str) {
                 "orders.new",
                 "PermissionDenied"
             ),
-            ("credentials.reload", "operator", seen[13].2, "ok"),
+            ("credentials.reload", "operator", seen[15].2, "ok"),
         ],
         "{lines:#?}"
     );

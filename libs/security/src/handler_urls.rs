@@ -40,7 +40,7 @@ impl HandlerUrls {
                 "handler URL '{url}' {why}"
             )))
         };
-        let parsed = match parse(url) {
+        let parsed = match parse(&as_http(url)) {
             Ok(parsed) => parsed,
             Err(why) => return refused(why.to_owned()),
         };
@@ -57,6 +57,16 @@ impl HandlerUrls {
         refused(format!(
             "starts with none of the prefixes an operator allowed in auth.handler_url_prefixes ({allowed})"
         ))
+    }
+}
+
+/// A gRPC endpoint's `grpc://` and `grpcs://` are HTTP/2 in plaintext and over TLS: they
+/// are compared as the `http://` and `https://` URLs the prefixes are.
+fn as_http(url: &str) -> std::borrow::Cow<'_, str> {
+    match url.split_once("://") {
+        Some(("grpc", rest)) => format!("http://{rest}").into(),
+        Some(("grpcs", rest)) => format!("https://{rest}").into(),
+        _ => url.into(),
     }
 }
 
@@ -107,6 +117,8 @@ mod tests {
             "http://handlers.ns.svc:8080",
             "https://api.example.com/hooks/orders",
             "https://api.example.com:443/hooks/x",
+            "grpc://handlers.ns.svc:8080",
+            "grpcs://api.example.com:443/hooks/",
         ] {
             allowed.check(ok).expect(ok);
         }
@@ -118,6 +130,8 @@ mod tests {
             "https://handlers.ns.svc:8080/",
             "https://api.example.com/hooksx",
             "https://api.example.com/other",
+            "grpcs://handlers.ns.svc:8080",
+            "grpc://api.example.com:443/hooks/",
         ] {
             let err = allowed.check(bad).expect_err(bad);
             assert_eq!(err.code(), cascade_core::Code::PermissionDenied, "{bad}");

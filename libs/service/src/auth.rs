@@ -79,6 +79,14 @@ impl IdentitiesWatch {
             "credentials.reload",
             |contents| {
                 let identities = parse(&contents[0])?;
+                // What a file caught half-written (truncated, then filled) reads as: applied,
+                // it would lock out every client, operators included, until the next read.
+                if identities.is_empty() {
+                    return Err("it holds no identities, which would refuse every client: \
+                                the ones in force stay (write the file whole, e.g. to a \
+                                temporary file then renamed over it)"
+                        .to_owned());
+                }
                 let count = identities.len();
                 authenticator.replace(identities);
                 Ok(format!("{count} identities in force"))

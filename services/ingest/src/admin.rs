@@ -169,11 +169,32 @@ impl Admin for Gateway {
         request: Request<ListQueuesRequest>,
     ) -> Result<Response<ListQueuesResponse>, Status> {
         let caller = caller(&request)?;
-        let mut page = self.list_queue_page(request.into_inner()).await?;
-        // Only what the caller may read; the page token still walks the whole list.
-        page.queues
-            .retain(|queue| caller.allows(Permission::Read, &queue.name));
-        Ok(Response::new(page))
+        let mut request = request.into_inner();
+        // Only what the caller may read, and a page token that is one of those names: pages
+        // are read on until one holds such a name or the list ends, for a token naming a
+        // queue outside the caller's grants would tell it that queue exists.
+        loop {
+            let page = self.list_queue_page(request.clone()).await?;
+            let queues: Vec<Queue> = page
+                .queues
+                .into_iter()
+                .filter(|queue| caller.allows(Permission::Read, &queue.name))
+                .collect();
+            if page.next_page_token.is_empty() {
+                return Ok(Response::new(ListQueuesResponse {
+                    queues,
+                    next_page_token: String::new(),
+                }));
+            }
+            if let Some(last) = queues.last() {
+                let next_page_token = last.name.clone();
+                return Ok(Response::new(ListQueuesResponse {
+                    queues,
+                    next_page_token,
+                }));
+            }
+            request.page_token = page.next_page_token;
+        }
     }
 
     async fn delete_queue(

@@ -32,7 +32,7 @@ use tower::{Layer, Service};
 
 use crate::IngestError;
 use crate::peer::Peer;
-use crate::server::is_health_check;
+use crate::server::{is_health_check, is_reflection};
 
 /// The largest piece of a response handed to HTTP/2 at once.
 const PIECE: usize = 64 << 10;
@@ -240,8 +240,10 @@ where
     }
 
     fn call(&mut self, request: http::Request<B>) -> Self::Future {
-        // Health checks are never shed: probes tell a busy gateway from a dead one.
-        let place = match is_health_check(request.uri().path()) {
+        // Health checks are never shed: probes tell a busy gateway from a dead one. Neither
+        // is reflection counted: its sessions have no end.
+        let path = request.uri().path();
+        let place = match is_health_check(path) || is_reflection(path) {
             true => None,
             false => match Arc::clone(&self.admission.requests).try_acquire_owned() {
                 Ok(place) => Some(place),

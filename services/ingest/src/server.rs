@@ -52,6 +52,12 @@ pub(crate) fn is_health_check(path: &str) -> bool {
     path.starts_with("/grpc.health.v1.Health/")
 }
 
+/// Reflection: a session any identity may hold open for as long as it likes, so it must not
+/// hold one of the places every client's requests share.
+pub(crate) fn is_reflection(path: &str) -> bool {
+    path.starts_with("/grpc.reflection.")
+}
+
 /// Binds `grpc.addr` and serves until `shutdown`; see [`serve`].
 pub async fn run(settings: Settings, deps: Deps, shutdown: Shutdown) -> Result<(), IngestError> {
     let listener = bind(&settings).await?;

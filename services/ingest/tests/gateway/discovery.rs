@@ -68,6 +68,44 @@ async fn reflection_lists_the_public_services() {
     );
 }
 
+/// A reflection session, which its client may keep open for good, holds none of the places
+/// in flight that every client's requests share.
+#[tokio::test]
+async fn an_open_reflection_session_holds_no_place_in_flight() {
+    let bus = Bus::local();
+    fake_shards(&bus, 0..1, answer_with(echo)).await;
+    let mut one_place = settings(1);
+    one_place.grpc.max_requests_in_flight = 1;
+    let gateway = Gateway::start(one_place, &bus).await;
+    let mut reflection = ServerReflectionClient::new(gateway.channel().await);
+    let (asks, asked) = futures::channel::mpsc::unbounded();
+    let list = ServerReflectionRequest {
+        host: String::new(),
+        message_request: Some(MessageRequest::ListServices(String::new())),
+    };
+    asks.unbounded_send(list).expect("ask");
+    let mut answers = reflection
+        .server_reflection_info(asked)
+        .await
+        .expect("reflection")
+        .into_inner();
+    answers.next().await.expect("an answer").expect("no error");
+
+    // The session is still open (`asks` is not dropped): an enqueue still has its place.
+    let item = EnqueueRequest {
+        queue: "jobs".into(),
+        payload: b"p".to_vec().into(),
+        ..EnqueueRequest::default()
+    };
+    gateway
+        .ingest()
+        .await
+        .enqueue(item)
+        .await
+        .expect("served beside the reflection session");
+    drop(asks);
+}
+
 #[tokio::test]
 async fn a_stop_answers_what_is_in_flight_and_ends_health_watches() {
     // The shard answers after 300 ms, so the enqueue is in flight when the stop begins.
