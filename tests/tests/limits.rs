@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use cascade_client::{Client, api};
 use cascade_e2e::process::http_get;
-use cascade_e2e::scenarios::{config, create, enqueue, item, seconds};
+use cascade_e2e::scenarios::{attempts, complete, config, create, enqueue, item, seconds, take_n};
 use cascade_e2e::{Cluster, Mode};
 use tonic::Code;
 
@@ -177,4 +177,67 @@ async fn limits_name_themselves_and_metrics_stay_bounded() {
     })
     .await;
     cluster.stop();
+}
+
+/// An event as large as the gateway takes (here the bus's limit, the payload limit raised
+/// above it) can be taken, retried with a long reason (which the store keeps with it as a
+/// header), and taken again: the room kept beside an event covers what the store adds,
+/// where the largest event used to come back too large for any take and stop its queue.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_largest_event_can_be_retried_and_taken_again() {
+    let env = [
+        ("CASCADE__INGEST__MAX_PAYLOAD", "16MiB"),
+        (
+            "CASCADE__GRPC__MAX_UNREAD_RESPONSE_BYTES_PER_CONNECTION",
+            "64MiB",
+        ),
+        ("CASCADE__STANDALONE__STAGE_WORKERS", "false"),
+    ];
+    let cluster =
+        tokio::task::spawn_blocking(move || Cluster::start_with(Mode::Standalone, None, &env))
+            .await
+            .expect("start");
+    let c = cluster.client().await;
+    let roomy = api::QueueConfig {
+        max_payload_bytes: 16 << 20,
+        ..config(30.0, 5)
+    };
+    create(&c, "big", roomy).await;
+    // The gateway names the largest payload that would have fitted beside the rest.
+    let over = api::EnqueueRequest {
+        queue: "big".into(),
+        payload: vec![7; 9 << 20].into(),
+        ..api::EnqueueRequest::default()
+    };
+    let refused = c.ingest().enqueue(over).await.expect_err("over the bus");
+    assert_eq!(refused.code(), Code::ResourceExhausted, "{refused:?}");
+    let largest: usize = refused
+        .message()
+        .split("over the limit of ")
+        .nth(1)
+        .and_then(|rest| rest.split(' ').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no limit named: {}", refused.message()));
+    let event = api::EnqueueRequest {
+        queue: "big".into(),
+        payload: vec![7; largest].into(),
+        ..api::EnqueueRequest::default()
+    };
+    enqueue(&c, event).await;
+
+    let first = take_n(&c, "big", 1, WITHIN).await;
+    let retry = api::completion::Outcome::Retry(api::Retry {
+        delay: Some(seconds(0.0)),
+        reason: "x".repeat(1000),
+    });
+    let result = complete(&c, &first[0], retry).await;
+    assert_eq!(result.code, 0, "{result:?}");
+    let again = take_n(&c, "big", 1, WITHIN).await;
+    assert_eq!(attempts(&again[0]), 2);
+    let event = again[0].event.as_ref().expect("event");
+    assert_eq!(event.payload.len(), largest);
+    assert_eq!(event.headers["cascade-last-failure"], "x".repeat(1000));
+    tokio::task::spawn_blocking(move || cluster.stop())
+        .await
+        .expect("stop");
 }

@@ -23,6 +23,24 @@ pub const LAST_FAILURE: &str = "cascade-last-failure";
 pub const MAX_HEADER_NAME_BYTES: usize = 128;
 pub const MAX_HEADER_VALUE_BYTES: usize = 4096;
 
+/// What a stored event may come to carry beyond the payload and headers it was sent with,
+/// in every message that carries it whole (a take's answer, a hand-off to another shard):
+/// Cascade's own headers (a last failure of up to 1 KiB, a dead letter's reason of up to
+/// 2 KiB and its origin) and its ID, queue, times, attempts and lease. An event sent, or
+/// grown by an update or an advance, is kept this much under what one message carries, so
+/// that it can always be taken and handed on.
+pub const EVENT_ROOM: usize = 4096;
+
+/// The bytes of an event's payload and headers, as an encoded message holds them (each
+/// header's name and value with a few bytes of framing).
+pub fn event_bytes(payload_len: usize, headers: &BTreeMap<String, String>) -> usize {
+    headers
+        .iter()
+        .map(|(name, value)| name.len() + value.len() + 6)
+        .sum::<usize>()
+        + payload_len
+}
+
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
 pub enum EventState {
     /// Waiting for `activate_at`.
@@ -62,20 +80,29 @@ pub struct Event {
     pub lease_expires_at: Option<Timestamp>,
 }
 
+/// The headers that count against [`MAX_HEADERS`]: all but Cascade's own (`cascade-*`, which
+/// clients may not set), so that an event whose own headers fill it still takes a dead
+/// letter's origin and reason, or a last failure, and can still be handed on.
+pub fn own_header_count(headers: &BTreeMap<String, String>) -> usize {
+    headers
+        .keys()
+        .filter(|name| !name.starts_with(RESERVED_HEADER_PREFIX))
+        .count()
+}
+
 /// Checks headers given in the field `headers`.
 pub fn validate_headers(headers: &BTreeMap<String, String>) -> Result<(), Error> {
     validate_headers_at(headers, "headers")
 }
 
-/// At most 64 headers; names 1-128 bytes of `[A-Za-z0-9_.-]`; values at most 4096 bytes.
+/// At most 64 headers of the event's own; names 1-128 bytes of `[A-Za-z0-9_.-]`; values at
+/// most 4096 bytes.
 pub fn validate_headers_at(headers: &BTreeMap<String, String>, field: &str) -> Result<(), Error> {
-    if headers.len() > MAX_HEADERS {
+    let own = own_header_count(headers);
+    if own > MAX_HEADERS {
         return Err(Error::invalid(
             field,
-            format!(
-                "must hold at most {MAX_HEADERS} headers, got {}",
-                headers.len()
-            ),
+            format!("must hold at most {MAX_HEADERS} headers, got {own}"),
         ));
     }
     for (name, value) in headers {
@@ -131,6 +158,24 @@ mod tests {
         let many: BTreeMap<String, String> =
             (0..64).map(|i| (format!("h{i}"), String::new())).collect();
         assert_eq!(validate_headers(&many), Ok(()));
+    }
+
+    /// Cascade's own headers (a dead letter's origin and reason, a last failure) come on
+    /// top of the 64 an event may hold of its own.
+    #[test]
+    fn cascades_own_headers_do_not_count_against_the_limit() {
+        let mut headers: BTreeMap<String, String> =
+            (0..64).map(|i| (format!("h{i}"), "v".to_owned())).collect();
+        for name in [DEAD_LETTER_FROM, DEAD_LETTER_REASON, LAST_FAILURE] {
+            headers.insert(name.into(), "x".into());
+        }
+        assert_eq!(validate_headers(&headers), Ok(()));
+        headers.insert("h64".into(), "v".into());
+        let err = validate_headers(&headers).expect_err("65 of its own");
+        assert!(
+            err.to_string().contains("at most 64 headers, got 65"),
+            "{err}"
+        );
     }
 
     #[test]

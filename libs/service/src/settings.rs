@@ -423,12 +423,13 @@ impl Default for LimitSettings {
 }
 
 impl LimitSettings {
-    /// The limits a dispatcher shard enforces.
+    /// The limits a dispatcher shard enforces (the largest event is the bus's to set).
     pub fn shard(&self) -> ShardLimits {
         ShardLimits {
             max_queues: self.max_queues,
             max_pipelines: self.max_pipelines as usize,
             max_stages: self.max_stages as usize,
+            ..ShardLimits::default()
         }
     }
 }

@@ -47,6 +47,15 @@ pub enum StoreError {
     StaleLease { queue: String, id: String },
     #[error("payload of {size} bytes exceeds the limit of queue '{queue}' ({max} bytes)")]
     PayloadTooLarge { queue: String, size: u64, max: u64 },
+    #[error(
+        "{field}: event '{id}' would carry {size} bytes of payload and headers, over the {max} one message can carry whole; send a smaller payload or fewer headers"
+    )]
+    EventTooLarge {
+        field: &'static str,
+        id: String,
+        size: usize,
+        max: usize,
+    },
     #[error("{what}: stage '{stage}' is not a stage of pipeline '{pipeline}'")]
     UnknownStage {
         what: &'static str,
@@ -116,6 +125,7 @@ impl StoreError {
             | StoreError::QueueNotEmpty { .. } => Code::FailedPrecondition,
             StoreError::UnknownStage { .. } => Code::InvalidArgument,
             StoreError::PayloadTooLarge { .. }
+            | StoreError::EventTooLarge { .. }
             | StoreError::Busy { .. }
             | StoreError::DiskFull { .. } => Code::ResourceExhausted,
             StoreError::Stopped { .. } => Code::Unavailable,

@@ -12,7 +12,7 @@
 use std::collections::{BTreeMap, HashMap};
 
 use axum::http::HeaderMap;
-use cascade_core::event::MAX_HEADERS;
+use cascade_core::event::{MAX_HEADERS, RESERVED_HEADER_PREFIX};
 use opentelemetry::Context;
 use opentelemetry::propagation::{Extractor, Injector, TextMapPropagator};
 use opentelemetry::trace::TraceContextExt;
@@ -45,9 +45,10 @@ pub fn inject_into_headers(cx: &Context, headers: &mut impl HeaderMapLike) {
     let is_trace_key = |key: &String| {
         key.eq_ignore_ascii_case(TRACEPARENT) || key.eq_ignore_ascii_case(TRACESTATE)
     };
+    // As the event's limit counts them: Cascade's own (`cascade-*`) come on top.
     let kept = headers
         .entries()
-        .filter(|(key, _)| !is_trace_key(key))
+        .filter(|(key, _)| !is_trace_key(key) && !key.starts_with(RESERVED_HEADER_PREFIX))
         .count();
     if kept + trace.len() > MAX_HEADERS {
         return;

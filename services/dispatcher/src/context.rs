@@ -5,11 +5,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use cascade_bus::Bus;
+use cascade_core::event::EVENT_ROOM;
 use cascade_core::{Clock, QueueName, SystemClock, shard_of};
 use cascade_service::observe::observe_commits;
 use cascade_service::store::open_shard_store;
 use cascade_service::{Settings, ShardError, Shutdown};
-use cascade_store::{Shard, ShardSettings, Store};
+use cascade_store::{Shard, ShardLimits, ShardSettings, Store};
 use cascade_telemetry::Metrics;
 use cascade_telemetry::metrics::StoreKind;
 use tokio::sync::Notify;
@@ -63,7 +64,15 @@ impl ShardContext {
             jitter_seed: u64::from(shard) ^ SystemClock.now().as_micros(),
             router: Arc::new(move |queue: &QueueName| shard_of(queue, shards) == shard),
             observer: shard_metrics.clone(),
-            limits: settings.limits.shard(),
+            limits: ShardLimits {
+                // What a take's answer or a hand-off carries, less the room an event needs
+                // beside its payload and headers: an update or an advance that would leave an
+                // event larger is refused, so that it can always be taken and handed on.
+                max_event_bytes: bus
+                    .max_payload()
+                    .saturating_sub(REPLY_HEADROOM + EVENT_ROOM),
+                ..settings.limits.shard()
+            },
         };
         let commits = observe_commits(&metrics, StoreKind::Dispatcher);
         let store = open_shard_store(settings, SERVICE, shard, Some(commits), move |kv| {

@@ -6,6 +6,7 @@
 
 use std::time::Duration;
 
+use cascade_core::event::EVENT_ROOM;
 use cascade_core::{MAX_HEADER_NAME_BYTES, MAX_HEADER_VALUE_BYTES, MAX_HEADERS};
 use cascade_proto::RefusedWhole;
 use cascade_service::Settings;
@@ -43,6 +44,10 @@ pub(crate) struct Limits {
     pub max_payload: u64,
     /// Bytes of items one bus request may carry.
     pub bus_room: usize,
+    /// Bytes one event's message may take of it: less, by the room a stored event needs
+    /// beside what it was sent with (`cascade_core::event::EVENT_ROOM`), so that it can
+    /// always be taken and handed on whole.
+    pub event_room: usize,
     /// `ingest.max_batch_items`: items per client request and per coalesced bus request.
     pub max_batch_items: usize,
     /// `ingest.max_batch_bytes`: encoded bytes of one batch request.
@@ -60,6 +65,7 @@ impl Limits {
         Limits {
             max_payload: settings.ingest.max_payload,
             bus_room: bus_max_payload.saturating_sub(BUS_ENVELOPE_ROOM),
+            event_room: bus_max_payload.saturating_sub(BUS_ENVELOPE_ROOM + EVENT_ROOM),
             max_batch_items: usize::try_from(settings.ingest.max_batch_items).unwrap_or(usize::MAX),
             max_batch_bytes: settings.ingest.max_batch_bytes,
             requests_in_flight: usize::try_from(settings.ingest.requests_in_flight)
@@ -118,15 +124,15 @@ impl Limits {
                 why: "ingest.max_payload".to_owned(),
             });
         }
-        if message_len > self.bus_room {
+        if message_len > self.event_room {
             let rest = message_len.saturating_sub(payload_len);
             return Err(IngestError::TooLarge {
                 field: field.to_owned(),
                 size,
-                limit: self.bus_room.saturating_sub(rest) as u64,
+                limit: self.event_room.saturating_sub(rest) as u64,
                 why: format!(
-                    "one bus message carries {} bytes of request, and the rest of this one takes {rest}",
-                    self.bus_room
+                    "an event may take {} bytes of one bus message, and the rest of this one takes {rest}",
+                    self.event_room
                 ),
             });
         }
@@ -152,6 +158,7 @@ mod tests {
         Limits {
             max_payload: 1000,
             bus_room: 2000,
+            event_room: 2000,
             max_batch_items: 3,
             max_batch_bytes: 5000,
             requests_in_flight: 2,
@@ -176,7 +183,7 @@ mod tests {
     #[test]
     fn payload_over_what_the_bus_carries_names_what_would_fit() {
         let mut small_bus = limits();
-        small_bus.bus_room = 500;
+        small_bus.event_room = 500;
         let err = small_bus
             .check_payload("payload", 900, 1000)
             .expect_err("too large for the bus");

@@ -124,6 +124,29 @@ mod tests {
         );
     }
 
+    /// A dead letter whose own headers fill the event's 64, with its origin and reason on
+    /// top, and an advance delayed past what a protobuf time holds: each is a hand-off its
+    /// receiver takes, where refusing it would hold up every later one from that sender.
+    #[test]
+    fn a_full_dead_letter_and_a_far_future_advance_are_received() {
+        let mut headers: BTreeMap<String, String> =
+            (0..64).map(|i| (format!("h{i}"), "v".to_owned())).collect();
+        headers.insert("cascade-dead-letter-from".into(), "jobs".into());
+        headers.insert("cascade-dead-letter-reason".into(), "lease expired".into());
+        let delivery = Delivery {
+            queue: QueueName::parse("jobs.dlq").expect("queue"),
+            id: EventId::parse("e1").expect("id"),
+            payload: b"p".to_vec().into(),
+            headers,
+            activate_at: Timestamp::MAX,
+            created_at: Timestamp::from_micros(1_000_000),
+        };
+        let (_, received) = delivery_from_proto(delivery_to_proto(3, &delivery), "deliveries[0]")
+            .expect("received");
+        assert_eq!(received.headers, delivery.headers);
+        assert!(received.activate_at > Timestamp::from_micros(253_402_300_000_000_000));
+    }
+
     #[test]
     fn bad_deliveries_name_the_field() {
         let sent = bus::Delivery {

@@ -14,11 +14,21 @@ const MAX_TIMESTAMP_SECONDS: i64 = 253_402_300_799;
 const MAX_DURATION_SECONDS: i64 = 315_576_000_000;
 const NANOS_PER_SECOND: i32 = 1_000_000_000;
 
+/// Saturates at the end of year 9999, the last time protobuf's `Timestamp` allows: a time
+/// further away (an advance delayed by thousands of years) would be refused by whoever reads
+/// it, a shard receiving a hand-off included, and is never reached either way.
 pub fn timestamp_to_proto(at: Timestamp) -> prost_types::Timestamp {
     let micros = at.as_micros();
+    // u64::MAX µs is about 1.8e13 s: it fits in an i64.
+    let seconds = i64::try_from(micros / 1_000_000).unwrap_or(i64::MAX);
+    if seconds > MAX_TIMESTAMP_SECONDS {
+        return prost_types::Timestamp {
+            seconds: MAX_TIMESTAMP_SECONDS,
+            nanos: 999_999_000,
+        };
+    }
     prost_types::Timestamp {
-        // u64::MAX µs is about 1.8e13 s: it fits in an i64.
-        seconds: i64::try_from(micros / 1_000_000).unwrap_or(i64::MAX),
+        seconds,
         nanos: i32::try_from((micros % 1_000_000) * 1_000).unwrap_or(0),
     }
 }
@@ -136,10 +146,10 @@ mod tests {
         );
         let end = ts(MAX_TIMESTAMP_SECONDS, 999_999_999);
         assert!(timestamp_from_proto(&end, "t").is_ok());
-        assert_eq!(
-            timestamp_to_proto(Timestamp::MAX).seconds,
-            18_446_744_073_709
-        );
+        let latest = timestamp_to_proto(Timestamp::MAX);
+        assert_eq!(latest, ts(MAX_TIMESTAMP_SECONDS, 999_999_000));
+        let read_back = timestamp_from_proto(&latest, "t").expect("the end of 9999 is readable");
+        assert_eq!(timestamp_to_proto(read_back), latest);
     }
 
     #[test]

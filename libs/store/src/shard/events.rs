@@ -62,6 +62,9 @@ impl Shard {
         let mut headers = ev.headers.clone();
         headers.extend(update.headers);
         cascade_core::event::validate_headers(&headers)?;
+        let payload_len = update.payload.as_ref().unwrap_or(&ev.payload).len();
+        self.st
+            .check_event_size("payload", ev.id.as_str(), payload_len, &headers)?;
         ev.headers = headers;
         if let Some(payload) = update.payload {
             ev.payload = payload;

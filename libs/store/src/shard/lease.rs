@@ -5,7 +5,6 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use cascade_core::event::MAX_HEADERS;
 use cascade_core::{EventState, Outcome, QueueName, Timestamp};
 
 use super::state::State;
@@ -313,6 +312,8 @@ impl State {
                 let mut merged = ev.headers.clone();
                 merged.extend(headers);
                 cascade_core::event::validate_headers_at(&merged, "advance.headers")?;
+                let payload_len = payload.as_ref().unwrap_or(&ev.payload).len();
+                self.check_event_size("advance.payload", ev.id.as_str(), payload_len, &merged)?;
                 txn.delete(keys::event(rec.id, ev.id.as_str()));
                 self.update_counters(txn, rec, |c| {
                     c.leased -= 1;
@@ -491,12 +492,10 @@ const REASON_BYTES: usize = 2048;
 /// The longest last failure kept.
 const LAST_FAILURE_BYTES: usize = 1024;
 
-/// Records why the last attempt failed, cut to a header's room; an event that already has
-/// as many headers as it may hold keeps them and goes without.
+/// Records why the last attempt failed, cut to a header's room (Cascade's own headers do
+/// not count against an event's limit).
 fn keep_last_failure(headers: &mut BTreeMap<String, String>, reason: String) {
-    if headers.len() < MAX_HEADERS || headers.contains_key(LAST_FAILURE) {
-        headers.insert(LAST_FAILURE.into(), truncate(reason, LAST_FAILURE_BYTES));
-    }
+    headers.insert(LAST_FAILURE.into(), truncate(reason, LAST_FAILURE_BYTES));
 }
 
 fn end_lease(txn: &mut Txn<'_>, rec: &QueueRecord, ev: &EventRecord) {

@@ -18,6 +18,10 @@ pub struct ShardLimits {
     pub max_pipelines: usize,
     /// Stages per pipeline.
     pub max_stages: usize,
+    /// Bytes of payload and headers ([`cascade_core::event::event_bytes`]) an update or an
+    /// advance may leave an event with: what one bus message carries, less the room an event
+    /// needs beside them.
+    pub max_event_bytes: usize,
 }
 
 impl Default for ShardLimits {
@@ -26,11 +30,36 @@ impl Default for ShardLimits {
             max_queues: 10_000,
             max_pipelines: 100,
             max_stages: 32,
+            max_event_bytes: usize::MAX,
         }
     }
 }
 
 impl State {
+    /// RESOURCE_EXHAUSTED, naming `field`, when event `id` would carry more payload and
+    /// headers than [`ShardLimits::max_event_bytes`].
+    pub(super) fn check_event_size(
+        &self,
+        field: &'static str,
+        id: &str,
+        payload_len: usize,
+        headers: &std::collections::BTreeMap<String, String>,
+    ) -> Result<(), StoreError> {
+        let (size, max) = (
+            cascade_core::event::event_bytes(payload_len, headers),
+            self.settings.limits.max_event_bytes,
+        );
+        if size <= max {
+            return Ok(());
+        }
+        Err(StoreError::EventTooLarge {
+            field,
+            id: id.to_owned(),
+            size,
+            max,
+        })
+    }
+
     /// Whether writing a queue over `existing` adds one to the shard's count: an explicit
     /// queue or template is counted already; a queue made from a template or as a dead-letter
     /// queue is counted from when it is created explicitly.

@@ -14,6 +14,7 @@ fn limited(max_queues: u64, max_pipelines: usize, max_stages: usize) -> ShardSet
             max_queues,
             max_pipelines,
             max_stages,
+            ..ShardLimits::default()
         },
         ..ShardSettings::default()
     }
@@ -111,4 +112,50 @@ fn pipelines_and_their_stages_are_bounded() {
     // Re-applying one that exists is no new pipeline, and its stages are counted already.
     s.apply_pipeline(at(1), pipeline("one", &["a", "b"]))
         .expect("re-apply");
+}
+
+/// An update or an advance that would leave an event with more payload and headers than
+/// one message carries whole is refused naming its field, and changes nothing: an event
+/// too large to take, or to hand on, would stop its queue or its shard's hand-offs.
+#[test]
+fn an_event_grown_past_what_a_message_carries_is_refused() {
+    let (_d, mut s) = open(ShardSettings {
+        limits: ShardLimits {
+            max_event_bytes: 1000,
+            ..ShardLimits::default()
+        },
+        ..ShardSettings::default()
+    });
+    s.create_queue(at(0), q("jobs"), QueueConfig::default())
+        .expect("create");
+    s.create_queue(at(0), q("next"), QueueConfig::default())
+        .expect("create");
+    let mut big = cmd(&"p".repeat(600));
+    big.headers.insert("a".into(), "h".repeat(300));
+    let id = s.enqueue(at(0), big).expect("900 bytes or so").id;
+
+    let grown = cascade_core::EventUpdate {
+        headers: [("b".to_owned(), "h".repeat(200))].into(),
+        ..cascade_core::EventUpdate::default()
+    };
+    let err = s
+        .update(at(0), &q("jobs"), id.as_str(), grown)
+        .expect_err("over 1000 bytes");
+    assert_eq!(err.code(), Code::ResourceExhausted, "{err}");
+    assert!(err.to_string().starts_with("payload: event '"), "{err}");
+
+    let taken = s.take(at(0), &q("jobs"), 1, None).expect("take");
+    let advance = cascade_core::Outcome::Advance {
+        to: Some("next".into()),
+        payload: Some("q".repeat(800).into_bytes().into()),
+        headers: Default::default(),
+        delay: None,
+    };
+    let err = s
+        .complete(at(0), &q("jobs"), id.as_str(), taken[0].token, advance)
+        .expect_err("800 bytes of payload beside 300 of headers");
+    assert_eq!(err.code(), Code::ResourceExhausted, "{err}");
+    assert!(err.to_string().starts_with("advance.payload: "), "{err}");
+    let event = s.get(&q("jobs"), id.as_str()).expect("still there");
+    assert_eq!(event.payload.len(), 600, "unchanged");
 }
