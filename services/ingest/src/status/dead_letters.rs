@@ -68,7 +68,13 @@ pub(crate) async fn first_page(
         .iter()
         .flat_map(|p| &p.stages)
         .any(|stage| stage.queue.dead_letter_queue.as_ref() == Some(&name));
-    if !name.is_default_dead_letter() && !configured {
+    // A stage named `dlq` works in `<pipeline>.dlq`: a name, not a dead-letter queue.
+    let a_stage = pipelines.iter().any(|p| {
+        p.stages
+            .iter()
+            .any(|stage| p.stage_queue(&stage.name) == name)
+    });
+    if a_stage || (!name.is_default_dead_letter() && !configured) {
         return Err(IngestError::invalid(
             "queue",
             format!(
@@ -87,4 +93,46 @@ pub(crate) async fn first_page(
         more: !page.next_page_token.is_empty(),
         events: page.events.into_iter().map(DeadLetter::of).collect(),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use cascade_bus::Bus;
+    use cascade_core::{HandlerKind, HandlerSpec, QueueConfig, Stage};
+
+    use super::*;
+
+    /// A stage named `dlq` works in `<pipeline>.dlq`: the page shows no payloads of it, and
+    /// refuses before asking any shard.
+    #[tokio::test]
+    async fn a_stage_queue_named_like_a_dead_letter_queue_is_refused() {
+        let stage = |name: &str| Stage {
+            name: name.into(),
+            queue: QueueConfig::default(),
+            handler: HandlerSpec {
+                kind: HandlerKind::Builtin("noop".into()),
+                concurrency: 1,
+                timeout: Duration::from_secs(10),
+            },
+            priority: 0,
+            min_handlers: 0,
+            max_handlers: 1,
+            next: None,
+        };
+        let pipeline = Arc::new(Pipeline {
+            name: "mail".into(),
+            stages: vec![stage("send"), stage("dlq")],
+        });
+        // No shard answers on this bus: a refusal must come first.
+        let shards = Shards::new(Bus::local(), "test".into(), 1, Duration::from_secs(1));
+        let refused = first_page(&shards, &[pipeline], "mail.dlq".into())
+            .await
+            .expect_err("a stage's queue");
+        assert!(
+            refused.to_string().contains("is not a dead-letter queue"),
+            "{refused}"
+        );
+    }
 }
