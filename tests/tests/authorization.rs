@@ -597,7 +597,10 @@ async fn callers_do_what_their_grants_and_quotas_allow() {
     // A file caught empty (rewritten in place, read between its truncation and its write)
     // is refused, and the identities in force stay.
     std::fs::write(&file, "").expect("empty the identities file");
-    cluster.front_log_once("it holds no identities", WITHIN);
+    cluster.front_log_once(
+        "it is empty, as a file caught while it is rewritten",
+        WITHIN,
+    );
     queue_stats(&later, "orders.new")
         .await
         .expect("the identities in force stayed");

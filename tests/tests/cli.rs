@@ -653,6 +653,30 @@ fn a_closed_output_ends_the_command_quietly() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(141), "{stderr}");
     assert!(stderr.is_empty(), "{stderr}");
+
+    // `cascade top` into a pipe draws a view per interval (here one saying it cannot read the
+    // status): the first it cannot write ends it the same way.
+    let (reader, writer) = std::io::pipe().expect("a pipe");
+    drop(reader);
+    let http_addr = format!("127.0.0.1:{}", closed_port());
+    let mut top = std::process::Command::new(cascade_e2e::process::binary("cascade"))
+        .args(["top", "--http-addr", &http_addr, "--interval", "100ms"])
+        .stdout(writer)
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("run cascade top");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let status = loop {
+        if let Some(status) = top.try_wait().expect("wait for cascade top") {
+            break status;
+        }
+        if Instant::now() > deadline {
+            let _ = top.kill();
+            panic!("cascade top kept running with no reader");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert_eq!(status.code(), Some(141));
 }
 
 /// A mistyped command is bad usage (2), like any other the command line cannot use.

@@ -6,8 +6,9 @@
 //! buffering while disconnected are async-nats's job; a request made while disconnected times
 //! out. async-nats queues what is sent (2,048 messages) and stops taking more while it
 //! reconnects, and its own timeout starts only once a request is queued: so every send here
-//! is bounded as a whole, a request by its timeout and a publish or a reply by
-//! `SEND_TIMEOUT`, and a process whose server is gone still stops when told to. After
+//! is bounded as a whole, a request by its timeout, a publish, a reply or a subscription by
+//! `SEND_TIMEOUT` and a flush by `ROUND_TRIP_TIMEOUT`, and a process whose server is gone
+//! still stops when told to. After
 //! `close`, every operation fails with `Closed`.
 
 use std::path::PathBuf;
@@ -26,8 +27,11 @@ use crate::{Message, Reply};
 
 /// How long `subscribe` and `flush` wait for the server to confirm it has caught up.
 const ROUND_TRIP_TIMEOUT: Duration = Duration::from_secs(5);
-/// How long a publish or a reply may wait for room in the client's queue.
+/// How long a publish, a reply or a subscription may wait for room in the client's queue.
 const SEND_TIMEOUT: Duration = Duration::from_secs(5);
+/// Why such a wait ended.
+const QUEUE_FULL: &str =
+    "the client's queue stayed full: the connection to the NATS server is down";
 
 #[derive(Clone)]
 pub struct NatsBus {
@@ -195,10 +199,10 @@ impl NatsBus {
     pub async fn subscribe(&self, pattern: &str) -> Result<NatsSubscription, BusError> {
         self.check_open()?;
         validate_pattern(pattern)?;
-        let subscriber = self
-            .client
-            .subscribe(pattern.to_owned())
+        let subscribing = self.client.subscribe(pattern.to_owned());
+        let subscriber = tokio::time::timeout(SEND_TIMEOUT, subscribing)
             .await
+            .map_err(|_| self.nats_error("subscribe", format!("to '{pattern}': {QUEUE_FULL}")))?
             .map_err(|err| self.nats_error("subscribe", format!("to '{pattern}': {err}")))?;
         // Without this round trip a request from another connection could still get
         // NoResponders (a start-up race). The subscription itself is in place either way, and
@@ -223,11 +227,11 @@ impl NatsBus {
     /// the socket buffer, and async-nats has no ping call.)
     async fn round_trip(&self) -> Result<(), BusError> {
         let probe = async_nats::Request::new().timeout(Some(ROUND_TRIP_TIMEOUT));
-        match self
-            .client
-            .send_request(self.client.new_inbox(), probe)
+        let sent = self.client.send_request(self.client.new_inbox(), probe);
+        let answered = tokio::time::timeout(ROUND_TRIP_TIMEOUT, sent)
             .await
-        {
+            .map_err(|_| self.nats_error("round trip to the server", QUEUE_FULL.to_owned()))?;
+        match answered {
             Ok(_) => Ok(()),
             Err(err) if err.kind() == RequestErrorKind::NoResponders => Ok(()),
             Err(err) => Err(self.nats_error("round trip to the server", err.to_string())),
@@ -311,9 +315,7 @@ async fn publish(
     sent.await
         .map_err(|_| BusError::Nats {
             op,
-            reason: format!(
-                "the client's queue stayed full for {SEND_TIMEOUT:?}: the connection to the NATS server is down"
-            ),
+            reason: format!("{QUEUE_FULL} (waited {SEND_TIMEOUT:?})"),
         })?
         .map_err(|err| match err.kind() {
             PublishErrorKind::MaxPayloadExceeded => BusError::TooLarge {

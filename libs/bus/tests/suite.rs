@@ -659,4 +659,13 @@ async fn nats_sends_end_in_time_while_the_server_is_gone() {
         matches!(answer, Err(BusError::Timeout { .. })),
         "{answer:?}"
     );
+    let subscribing = bus.subscribe("cascade.t.more");
+    let subscribed = tokio::time::timeout(Duration::from_secs(30), subscribing)
+        .await
+        .expect("a subscription ends within its bound");
+    assert!(subscribed.is_err(), "subscribed with the server gone");
+    let flushed = tokio::time::timeout(Duration::from_secs(30), bus.flush())
+        .await
+        .expect("a flush ends within its bound");
+    assert!(flushed.is_err(), "flushed with the server gone");
 }

@@ -18,6 +18,8 @@ pub const RESERVED_HEADER_PREFIX: &str = "cascade-";
 /// Headers the shard sets on a dead letter: the queue it left, and why.
 pub const DEAD_LETTER_FROM: &str = "cascade-dead-letter-from";
 pub const DEAD_LETTER_REASON: &str = "cascade-dead-letter-reason";
+/// The W3C trace context an event's headers carry (docs/tracing.md).
+pub const TRACE_CONTEXT_HEADERS: [&str; 2] = ["traceparent", "tracestate"];
 /// Set on an event by a retry that said why it failed; its dead-letter reason repeats it.
 pub const LAST_FAILURE: &str = "cascade-last-failure";
 pub const MAX_HEADER_NAME_BYTES: usize = 128;

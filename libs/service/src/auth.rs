@@ -78,15 +78,19 @@ impl IdentitiesWatch {
             shutdown,
             "credentials.reload",
             |contents| {
-                let identities = parse(&contents[0])?;
                 // What a file caught half-written (truncated, then filled) reads as: applied,
-                // it would lock out every client, operators included, until the next read.
-                if identities.is_empty() {
-                    return Err("it holds no identities, which would refuse every client: \
-                                the ones in force stay (write the file whole, e.g. to a \
-                                temporary file then renamed over it)"
-                        .to_owned());
+                // it would lock out every client, operators included, until the next read. A
+                // file that says something (a comment will do) and names no one is applied.
+                if contents[0].iter().all(u8::is_ascii_whitespace) {
+                    return Err(
+                        "it is empty, as a file caught while it is rewritten in place \
+                                is: the identities in force stay (write the file whole, to a \
+                                temporary file renamed over it; to refuse everyone, leave a \
+                                comment in it)"
+                            .to_owned(),
+                    );
                 }
+                let identities = parse(&contents[0])?;
                 let count = identities.len();
                 authenticator.replace(identities);
                 Ok(format!("{count} identities in force"))

@@ -10,9 +10,19 @@ use std::process;
 const READER_GONE: i32 = 141;
 
 pub fn write(text: std::fmt::Arguments<'_>) {
-    let Err(e) = std::io::stdout().lock().write_fmt(text) else {
-        return;
-    };
+    if let Err(e) = std::io::stdout().lock().write_fmt(text) {
+        end(&e);
+    }
+}
+
+/// Sends on what is written so far (a view redrawn in place).
+pub fn flush() {
+    if let Err(e) = std::io::stdout().lock().flush() {
+        end(&e);
+    }
+}
+
+fn end(e: &std::io::Error) -> ! {
     if e.kind() == ErrorKind::BrokenPipe {
         process::exit(READER_GONE);
     }

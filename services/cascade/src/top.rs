@@ -311,7 +311,6 @@ async fn show(
     let mut previous = HashMap::new();
     let mut ticks = tokio::time::interval(every);
     ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    let mut stdout = std::io::stdout();
     loop {
         let next = async {
             ticks.tick().await;
@@ -329,10 +328,10 @@ async fn show(
             _ = &mut ctrl_c => return Ok(()),
         };
         match terminal {
-            true => write!(stdout, "{CLEAR}{frame}")?,
-            false => writeln!(stdout, "{frame}")?,
+            true => out!("{CLEAR}{frame}"),
+            false => outln!("{frame}"),
         }
-        stdout.flush()?;
+        crate::stdout::flush();
     }
 }
 

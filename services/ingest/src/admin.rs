@@ -11,7 +11,7 @@ use cascade_core::QueueName;
 use cascade_proto::bus::v1::dispatcher_reply::Result as Reply;
 use cascade_proto::bus::v1::dispatcher_request::Op;
 use cascade_proto::convert::{
-    create_queue_from_proto, get_pipeline_from_proto, list_dead_letters_from_proto,
+    MAX_PAGE_SIZE, create_queue_from_proto, get_pipeline_from_proto, list_dead_letters_from_proto,
     list_queues_from_proto, pipeline_from_proto, queue_name_from_proto, queue_stats_from_proto,
     queue_stats_to_proto, redrive_from_proto,
 };
@@ -170,30 +170,40 @@ impl Admin for Gateway {
     ) -> Result<Response<ListQueuesResponse>, Status> {
         let caller = caller(&request)?;
         let mut request = request.into_inner();
+        let (_, page) = list_queues_from_proto(&request).map_err(IngestError::from)?;
         // Only what the caller may read, and a page token that is one of those names: pages
         // are read on until one holds such a name or the list ends, for a token naming a
-        // queue outside the caller's grants would tell it that queue exists.
+        // queue outside the caller's grants would tell it that queue exists. After the
+        // first, the largest pages are read, so that a caller whose grants match few queues
+        // costs a round per thousand queues, not one per queue.
         loop {
-            let page = self.list_queue_page(request.clone()).await?;
-            let queues: Vec<Queue> = page
+            let listed = self.list_queue_page(request.clone()).await?;
+            let mut queues: Vec<Queue> = listed
                 .queues
                 .into_iter()
                 .filter(|queue| caller.allows(Permission::Read, &queue.name))
                 .collect();
-            if page.next_page_token.is_empty() {
-                return Ok(Response::new(ListQueuesResponse {
-                    queues,
-                    next_page_token: String::new(),
-                }));
+            let more = !listed.next_page_token.is_empty() || queues.len() > page.size;
+            queues.truncate(page.size);
+            match (more, queues.last()) {
+                (false, _) => {
+                    return Ok(Response::new(ListQueuesResponse {
+                        queues,
+                        next_page_token: String::new(),
+                    }));
+                }
+                (true, Some(last)) => {
+                    let next_page_token = last.name.clone();
+                    return Ok(Response::new(ListQueuesResponse {
+                        queues,
+                        next_page_token,
+                    }));
+                }
+                (true, None) => {
+                    request.page_token = listed.next_page_token;
+                    request.page_size = MAX_PAGE_SIZE as u32;
+                }
             }
-            if let Some(last) = queues.last() {
-                let next_page_token = last.name.clone();
-                return Ok(Response::new(ListQueuesResponse {
-                    queues,
-                    next_page_token,
-                }));
-            }
-            request.page_token = page.next_page_token;
         }
     }
 

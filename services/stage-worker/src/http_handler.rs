@@ -6,6 +6,7 @@
 use std::time::{Duration, SystemTime};
 
 use cascade_client::ClientOptions;
+use cascade_core::event::TRACE_CONTEXT_HEADERS;
 use cascade_core::{Event, Outcome, QueueConfig, Timestamp};
 use cascade_worker::{Handler, HandlerError};
 use reqwest::header::{AUTHORIZATION, CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
@@ -17,14 +18,11 @@ use crate::stage::StageContext;
 /// The largest response body read: the largest payload a queue may allow, since with
 /// `cascade-payload: replace` the body is the next stage's payload.
 const MAX_BODY_BYTES: usize = QueueConfig::MAX_PAYLOAD_LIMIT as usize;
-/// Event headers that also travel under their own name, for tracing.
-const TRACE_HEADERS: [&str; 2] = ["traceparent", "tracestate"];
 
 pub struct HttpHandler {
     client: reqwest::Client,
     url: reqwest::Url,
-    /// `url` without a user name or password: what failures say, for they end up in logs,
-    /// in the event's `cascade-last-failure` and in dead letters' reasons.
+    /// `url` as failures say it ([`shown`]).
     shown: String,
     stage: StageContext,
     /// `Bearer <handler_token>`.
@@ -41,11 +39,13 @@ impl HttpHandler {
         stage: StageContext,
         credentials: &ClientOptions,
     ) -> Result<HttpHandler, StageWorkerError> {
+        // An unparsable URL is not quoted: it may hold a secret the parse could not find.
         let parsed = reqwest::Url::parse(url)
-            .map_err(|e| StageWorkerError::Handler(format!("url {url:?}: {e}")))?;
+            .map_err(|e| StageWorkerError::Handler(format!("the handler's url: {e}")))?;
+        let shown = shown(&parsed);
         if !matches!(parsed.scheme(), "http" | "https") {
             return Err(StageWorkerError::Handler(format!(
-                "url {url:?}: must be http:// or https://"
+                "url {shown:?}: must be http:// or https://"
             )));
         }
         let failed =
@@ -76,18 +76,28 @@ impl HttpHandler {
             }
             None => None,
         };
-        let mut shown = parsed.clone();
-        // Only a URL that cannot have them refuses; it has none to hide.
-        let _ = shown.set_password(None);
-        let _ = shown.set_username("");
         Ok(HttpHandler {
             client: builder.build().map_err(failed)?,
-            shown: shown.to_string(),
+            shown,
             url: parsed,
             stage,
             authorization,
         })
     }
+}
+
+/// `url` as failures may say it: without a user name, a password or a query (where
+/// webhooks often carry a token), for what a failure says is kept in the event's
+/// `cascade-last-failure` and in dead letters' reasons, which consumers read.
+fn shown(url: &reqwest::Url) -> String {
+    let mut shown = url.clone();
+    // Only a URL that cannot have them refuses; it has none to hide.
+    let _ = shown.set_password(None);
+    let _ = shown.set_username("");
+    if shown.query().is_some() {
+        shown.set_query(Some("..."));
+    }
+    shown.to_string()
 }
 
 impl Handler for HttpHandler {
@@ -157,7 +167,8 @@ pub(crate) fn request_headers(event: &Event, attempt: u32, stage: &StageContext)
     }
     put("cascade-attempt", &attempt.to_string());
     for (name, value) in &event.headers {
-        if TRACE_HEADERS.contains(&name.as_str()) {
+        // The trace context also travels under its own names, for the handler's tracing.
+        if TRACE_CONTEXT_HEADERS.contains(&name.as_str()) {
             put(name, value);
         }
         put(&format!("{EVENT_HEADER_PREFIX}{name}"), value);
@@ -229,7 +240,7 @@ mod tests {
     /// A failure's text is kept in the event's headers and dead letters' reasons, which
     /// consumers read: the URL's password stays out of it.
     #[tokio::test]
-    async fn failures_name_the_url_without_its_password() {
+    async fn failures_name_the_url_without_its_password_or_query() {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
             .await
             .expect("bind");
@@ -241,7 +252,7 @@ mod tests {
             }
         });
         let handler = HttpHandler::new(
-            &format!("http://shipper:s3cret@{addr}/ship"),
+            &format!("http://shipper:s3cret@{addr}/ship?token=t0ken"),
             Duration::from_secs(10),
             stage(None, None),
             &ClientOptions::default(),
@@ -252,9 +263,12 @@ mod tests {
             .await
             .expect_err("the connection is closed")
             .to_string();
-        assert!(!failure.contains("s3cret"), "{failure}");
         assert!(
-            failure.starts_with(&format!("POST http://{addr}/ship: ")),
+            !failure.contains("s3cret") && !failure.contains("t0ken"),
+            "{failure}"
+        );
+        assert!(
+            failure.starts_with(&format!("POST http://{addr}/ship?...: ")),
             "{failure}"
         );
     }

@@ -287,9 +287,10 @@ fn live_dedup(
     Ok((rec.expires_at > now).then_some(rec))
 }
 
-/// A stored dedup record, or `None` (logged) when it cannot be read: a damaged record only
-/// ever answered "not a duplicate", and pruning removes it like an expired one, where
-/// failing would stop every later pruning at it.
+/// A stored dedup record, or `None` (logged) when it cannot be read: pruning removes a
+/// damaged record like an expired one, where failing would stop every later pruning at it.
+/// Until then an enqueue with its key is refused (`DATA_LOSS`); after, the key dedups
+/// nothing, as after its window.
 fn readable_dedup(value: &[u8]) -> Option<DedupRecord> {
     records::decode_dedup(value)
         .inspect_err(|e| tracing::error!(error = %e, "store.dedup.unreadable; removed"))

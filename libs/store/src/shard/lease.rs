@@ -5,6 +5,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+use cascade_core::event::{MAX_HEADERS, TRACE_CONTEXT_HEADERS, own_header_count};
 use cascade_core::{EventState, Outcome, QueueName, Timestamp};
 
 use super::state::State;
@@ -171,7 +172,11 @@ impl Shard {
             keys::lease(cursor, 0, "")
         };
         let mut due = Vec::new();
+        let faulted = &self.st.faulted_leases;
         self.kv.scan(&start, &end, |k, v| {
+            if faulted.contains(k) {
+                return Ok(Flow::Continue);
+            }
             let (_, _, id) = keys::decode_lease(k).map_err(|e| State::corrupt(&self.kv, e))?;
             let name = std::str::from_utf8(v)
                 .ok()
@@ -179,7 +184,7 @@ impl Shard {
                 .ok_or_else(|| {
                     StoreError::corrupt(self.kv.dir(), "lease entry with a bad queue name".into())
                 })?;
-            due.push((name, id));
+            due.push((k.to_vec(), name, id));
             Ok(if due.len() >= limit {
                 Flow::Stop
             } else {
@@ -192,12 +197,13 @@ impl Shard {
             self.st.lease_cursor = self.st.lease_cursor.max(now.as_micros());
         }
         // One transaction per lease: an event that cannot move on holds up no other. One
-        // that faults (its record unreadable, the disk failing) is logged and left as it is,
-        // behind the cursor, until the shard's next start sweeps it again: tried at every
-        // tick, it would log its fault a hundred times a second. The first fault is
-        // returned once the others have been handled.
+        // that faults (its record unreadable, the disk failing) is logged once and passed
+        // over by every later sweep of this run, until the shard's next start tries it
+        // again: tried at every tick, it would log its fault a hundred times a second, and
+        // a thousand of them would fill every sweep. The first fault is returned once the
+        // others have been handled.
         let mut first_fault = None;
-        for (name, id) in &due {
+        for (key, name, id) in due.iter() {
             let family = self.st.family(name);
             self.st.settings.observer.lease_expired(&family);
             let mut txn = self.st.begin(&self.kv);
@@ -215,6 +221,7 @@ impl Shard {
             };
             if let Err(e) = expired {
                 tracing::error!(queue = %name, %id, error = %e, "store.lease.expiry_failed");
+                self.st.faulted_leases.insert(key.clone());
                 first_fault.get_or_insert(e);
             }
         }
@@ -311,6 +318,16 @@ impl State {
                 let to = QueueName::parse_field(&to, "advance.to")?;
                 let mut merged = ev.headers.clone();
                 merged.extend(headers);
+                // A trace context the advance brings (its worker's span) has no room in an
+                // event whose own headers are full: the event goes on untraced, as the
+                // gateway lets it, rather than be refused for a header its handler never set.
+                if own_header_count(&merged) > MAX_HEADERS {
+                    for trace in TRACE_CONTEXT_HEADERS {
+                        if !ev.headers.contains_key(trace) {
+                            merged.remove(trace);
+                        }
+                    }
+                }
                 cascade_core::event::validate_headers_at(&merged, "advance.headers")?;
                 let payload_len = payload.as_ref().unwrap_or(&ev.payload).len();
                 self.check_event_size("advance.payload", ev.id.as_str(), payload_len, &merged)?;

@@ -85,6 +85,7 @@ impl Shard {
             family_changes: Vec::new(),
             stages: Default::default(),
             lease_cursor: 0,
+            faulted_leases: Default::default(),
             outbox_floor: 0,
             dedup_floor: 0,
             dedup_head_expiry: None,
@@ -200,10 +201,11 @@ impl crate::durable::Maintenance for Shard {
         Shard::take_unlogged(self)
     }
 
+    /// Both chores, whatever the other did; the first failure is returned.
     fn tick(&mut self, now: cascade_core::Timestamp) -> Result<(), StoreError> {
-        self.expire_leases(now, EXPIRE_PER_TICK)?;
-        self.prune_dedup(now, PRUNE_PER_TICK)?;
-        Ok(())
+        let expired = self.expire_leases(now, EXPIRE_PER_TICK);
+        let pruned = self.prune_dedup(now, PRUNE_PER_TICK);
+        expired.and(pruned).map(drop)
     }
 
     /// Moves the lease epoch past every one the previous run may have handed out without

@@ -3,7 +3,7 @@
 
 use std::borrow::Cow;
 use std::cell::RefCell;
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
 use bytes::Bytes;
 use cascade_core::{EventId, EventState, QueueName, Timestamp};
@@ -126,6 +126,9 @@ pub(super) struct State {
     /// Changes to those sums made by the transaction being built, applied by `seal`.
     pub family_changes: Vec<MemberChange>,
     pub lease_cursor: u64,
+    /// Lease keys whose expiry faulted in this run (an unreadable event): passed over by the
+    /// sweeps until the next start, so that a few cannot fill every sweep.
+    pub faulted_leases: HashSet<Vec<u8>>,
     /// Every outbox entry below this sequence is gone. A hand-off acknowledged since the last
     /// checkpoint leaves a deletion in the in-memory layers, and a scan from the start of the
     /// outbox would walk all of them (a million after a million delayed enqueues) on every

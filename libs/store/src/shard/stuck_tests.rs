@@ -242,10 +242,13 @@ fn a_lease_that_faults_holds_up_no_other_lease_due() {
     let batch = s.st.seal(txn);
     s.st.commit(&mut s.kv, batch);
 
+    // One lease per sweep, as when more are due than a sweep takes: the faulty one first.
     let err = s
-        .expire_leases(at(2), 100)
+        .expire_leases(at(2), 1)
         .expect_err("the fault is reported");
     assert!(err.is_fault(), "{err:?}");
+    assert_eq!(s.expire_leases(at(2), 1).expect("passed over"), 1);
+    assert_eq!(s.expire_leases(at(2), 1).expect("passed over"), 1);
     let stats = s.queue_stats(at(2), &q("jobs")).expect("stats");
     assert_eq!((stats.ready, stats.leased), (2, 1), "the others went back");
     // Logged once: the next sweeps go on past it.
@@ -254,4 +257,34 @@ fn a_lease_that_faults_holds_up_no_other_lease_due() {
         let event = s.get(&q("jobs"), id.as_str()).expect("get");
         assert_eq!(event.state, EventState::Ready);
     }
+}
+
+/// An event whose own headers fill the 64 it may hold, advanced by a worker that traces
+/// (its span's `traceparent` on the advance): it moves on untraced, not refused for a
+/// header its handler never set.
+#[test]
+fn a_traced_advance_of_a_full_event_moves_it_on_untraced() {
+    let (_d, mut s) = open(ShardSettings::default());
+    for name in ["jobs", "next"] {
+        s.create_queue(at(0), q(name), QueueConfig::default())
+            .expect("create");
+    }
+    let mut full = cmd("x");
+    full.headers = (0..64).map(|i| (format!("h{i}"), "v".to_owned())).collect();
+    let id = s.enqueue(at(0), full).expect("enqueue").id;
+    let taken = s.take(at(0), &q("jobs"), 1, None).expect("take");
+    let traced = Outcome::Advance {
+        to: Some("next".into()),
+        payload: None,
+        headers: BTreeMap::from([(
+            "traceparent".to_owned(),
+            "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01".to_owned(),
+        )]),
+        delay: None,
+    };
+    s.complete(at(0), &q("jobs"), id.as_str(), taken[0].token, traced)
+        .expect("advanced");
+    let moved = s.get(&q("next"), id.as_str()).expect("in the next queue");
+    assert_eq!(moved.headers.len(), 64);
+    assert!(!moved.headers.contains_key("traceparent"));
 }
