@@ -7,7 +7,7 @@
 //! out. async-nats queues what is sent (2,048 messages) and stops taking more while it
 //! reconnects, and its own timeout starts only once a request is queued: so every send here
 //! is bounded as a whole, a request by its timeout, a publish, a reply or a subscription by
-//! `SEND_TIMEOUT` and a flush by `ROUND_TRIP_TIMEOUT`, and a process whose server is gone
+//! `SEND_TIMEOUT` and a flush by both, and a process whose server is gone
 //! still stops when told to. After
 //! `close`, every operation fails with `Closed`.
 
@@ -228,7 +228,8 @@ impl NatsBus {
     async fn round_trip(&self) -> Result<(), BusError> {
         let probe = async_nats::Request::new().timeout(Some(ROUND_TRIP_TIMEOUT));
         let sent = self.client.send_request(self.client.new_inbox(), probe);
-        let answered = tokio::time::timeout(ROUND_TRIP_TIMEOUT, sent)
+        // The probe's own timeout starts once it is queued: the wait for a place comes first.
+        let answered = tokio::time::timeout(SEND_TIMEOUT + ROUND_TRIP_TIMEOUT, sent)
             .await
             .map_err(|_| self.nats_error("round trip to the server", QUEUE_FULL.to_owned()))?;
         match answered {

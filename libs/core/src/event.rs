@@ -33,11 +33,13 @@ pub const MAX_HEADER_VALUE_BYTES: usize = 4096;
 /// that it can always be taken and handed on.
 pub const EVENT_ROOM: usize = 4096;
 
-/// The bytes of an event's payload and headers, as an encoded message holds them (each
-/// header's name and value with a few bytes of framing).
+/// The bytes of an event's payload and its own headers, as an encoded message holds them
+/// (each header's name and value with a few bytes of framing). Cascade's own headers are
+/// left out: [`EVENT_ROOM`] is kept for them.
 pub fn event_bytes(payload_len: usize, headers: &BTreeMap<String, String>) -> usize {
     headers
         .iter()
+        .filter(|(name, _)| !name.starts_with(RESERVED_HEADER_PREFIX))
         .map(|(name, value)| name.len() + value.len() + 6)
         .sum::<usize>()
         + payload_len

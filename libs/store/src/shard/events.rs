@@ -63,8 +63,12 @@ impl Shard {
         headers.extend(update.headers);
         cascade_core::event::validate_headers(&headers)?;
         let payload_len = update.payload.as_ref().unwrap_or(&ev.payload).len();
+        let field = match update.payload {
+            Some(_) => "payload",
+            None => "headers",
+        };
         self.st
-            .check_event_size("payload", ev.id.as_str(), payload_len, &headers)?;
+            .check_event_size(field, &ev, payload_len, &headers)?;
         ev.headers = headers;
         if let Some(payload) = update.payload {
             ev.payload = payload;

@@ -195,6 +195,9 @@ impl Shard {
             // Every lease due by `now` is handled; a deadline written behind the cursor
             // later (the clock stepped back) lowers it again.
             self.st.lease_cursor = self.st.lease_cursor.max(now.as_micros());
+            // Faulted leases behind the cursor are not swept again this run anyway.
+            let swept = keys::lease(self.st.lease_cursor, 0, "");
+            self.st.faulted_leases.retain(|key| *key >= swept);
         }
         // One transaction per lease: an event that cannot move on holds up no other. One
         // that faults (its record unreadable, the disk failing) is logged once and passed
@@ -318,10 +321,15 @@ impl State {
                 let to = QueueName::parse_field(&to, "advance.to")?;
                 let mut merged = ev.headers.clone();
                 merged.extend(headers);
+                let payload_len = payload.as_ref().unwrap_or(&ev.payload).len();
                 // A trace context the advance brings (its worker's span) has no room in an
-                // event whose own headers are full: the event goes on untraced, as the
-                // gateway lets it, rather than be refused for a header its handler never set.
-                if own_header_count(&merged) > MAX_HEADERS {
+                // event whose own headers are full, or that is as large as an event may be:
+                // the event goes on untraced, as the gateway lets it, rather than be refused
+                // for a header its handler never set.
+                let too_large = |merged: &BTreeMap<String, String>| {
+                    self.check_event_size("advance.payload", &ev, payload_len, merged)
+                };
+                if own_header_count(&merged) > MAX_HEADERS || too_large(&merged).is_err() {
                     for trace in TRACE_CONTEXT_HEADERS {
                         if !ev.headers.contains_key(trace) {
                             merged.remove(trace);
@@ -329,8 +337,7 @@ impl State {
                     }
                 }
                 cascade_core::event::validate_headers_at(&merged, "advance.headers")?;
-                let payload_len = payload.as_ref().unwrap_or(&ev.payload).len();
-                self.check_event_size("advance.payload", ev.id.as_str(), payload_len, &merged)?;
+                too_large(&merged)?;
                 txn.delete(keys::event(rec.id, ev.id.as_str()));
                 self.update_counters(txn, rec, |c| {
                     c.leased -= 1;

@@ -7,7 +7,7 @@
 use cascade_core::Pipeline;
 
 use super::state::State;
-use crate::codec::records::{QueueKind, QueueRecord};
+use crate::codec::records::{EventRecord, QueueKind, QueueRecord};
 use crate::error::StoreError;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -36,12 +36,13 @@ impl Default for ShardLimits {
 }
 
 impl State {
-    /// RESOURCE_EXHAUSTED, naming `field`, when event `id` would carry more payload and
-    /// headers than [`ShardLimits::max_event_bytes`].
+    /// RESOURCE_EXHAUSTED, naming `field`, when a change would make event `ev` carry more
+    /// payload and own headers than [`ShardLimits::max_event_bytes`]. Only growth past it is
+    /// refused: an event stored larger under an earlier limit may still move on as it is.
     pub(super) fn check_event_size(
         &self,
         field: &'static str,
-        id: &str,
+        ev: &EventRecord,
         payload_len: usize,
         headers: &std::collections::BTreeMap<String, String>,
     ) -> Result<(), StoreError> {
@@ -49,12 +50,12 @@ impl State {
             cascade_core::event::event_bytes(payload_len, headers),
             self.settings.limits.max_event_bytes,
         );
-        if size <= max {
+        if size <= max || size <= cascade_core::event::event_bytes(ev.payload.len(), &ev.headers) {
             return Ok(());
         }
         Err(StoreError::EventTooLarge {
             field,
-            id: id.to_owned(),
+            id: ev.id.to_string(),
             size,
             max,
         })

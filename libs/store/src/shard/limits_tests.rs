@@ -142,7 +142,7 @@ fn an_event_grown_past_what_a_message_carries_is_refused() {
         .update(at(0), &q("jobs"), id.as_str(), grown)
         .expect_err("over 1000 bytes");
     assert_eq!(err.code(), Code::ResourceExhausted, "{err}");
-    assert!(err.to_string().starts_with("payload: event '"), "{err}");
+    assert!(err.to_string().starts_with("headers: event '"), "{err}");
 
     let taken = s.take(at(0), &q("jobs"), 1, None).expect("take");
     let advance = cascade_core::Outcome::Advance {
@@ -158,4 +158,68 @@ fn an_event_grown_past_what_a_message_carries_is_refused() {
     assert!(err.to_string().starts_with("advance.payload: "), "{err}");
     let event = s.get(&q("jobs"), id.as_str()).expect("still there");
     assert_eq!(event.payload.len(), 600, "unchanged");
+}
+
+/// What the store adds does not count against the bound, and only growth past it is
+/// refused: an event as large as it may be is retried (gaining a last failure), advanced by
+/// a worker that traces (its `traceparent` left out rather than the advance refused), and
+/// an event stored larger under an earlier bound still moves on as it is.
+#[test]
+fn an_event_at_its_bound_still_retries_and_advances() {
+    let (_d, mut s) = open(ShardSettings {
+        limits: ShardLimits {
+            max_event_bytes: 1000,
+            ..ShardLimits::default()
+        },
+        ..ShardSettings::default()
+    });
+    for name in ["jobs", "next"] {
+        s.create_queue(at(0), q(name), QueueConfig::default())
+            .expect("create");
+    }
+    let at_bound = s
+        .enqueue(at(0), cmd(&"p".repeat(1000)))
+        .expect("enqueue")
+        .id;
+    let over = s
+        .enqueue(at(0), cmd(&"p".repeat(1200)))
+        .expect("enqueue")
+        .id;
+    let taken = s.take(at(0), &q("jobs"), 2, None).expect("take");
+    let retry = cascade_core::Outcome::Retry {
+        delay: Some(std::time::Duration::ZERO),
+        reason: Some("r".repeat(1000)),
+    };
+    s.complete(at(0), &q("jobs"), at_bound.as_str(), taken[0].token, retry)
+        .expect("retried, the last failure on top");
+    let traced = |payload: Option<bytes::Bytes>| cascade_core::Outcome::Advance {
+        to: Some("next".into()),
+        payload,
+        headers: [(
+            "traceparent".to_owned(),
+            "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01".to_owned(),
+        )]
+        .into(),
+        delay: None,
+    };
+    s.complete(
+        at(0),
+        &q("jobs"),
+        over.as_str(),
+        taken[1].token,
+        traced(None),
+    )
+    .expect("stored larger before: moves on as it is");
+    let again = s.take(at(1), &q("jobs"), 1, None).expect("take");
+    s.complete(
+        at(1),
+        &q("jobs"),
+        at_bound.as_str(),
+        again[0].token,
+        traced(None),
+    )
+    .expect("advanced untraced");
+    let moved = s.get(&q("next"), at_bound.as_str()).expect("moved");
+    assert!(moved.headers.contains_key("cascade-last-failure"));
+    assert!(!moved.headers.contains_key("traceparent"));
 }
