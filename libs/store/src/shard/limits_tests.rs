@@ -114,22 +114,28 @@ fn pipelines_and_their_stages_are_bounded() {
         .expect("re-apply");
 }
 
+/// A shard whose events may carry `max_event_bytes`, with the queues `jobs` and `next`.
+fn jobs_and_next_within(max_event_bytes: usize) -> (tempfile::TempDir, Shard) {
+    let (dir, mut s) = open(ShardSettings {
+        limits: ShardLimits {
+            max_event_bytes,
+            ..ShardLimits::default()
+        },
+        ..ShardSettings::default()
+    });
+    for name in ["jobs", "next"] {
+        s.create_queue(at(0), q(name), QueueConfig::default())
+            .expect("create");
+    }
+    (dir, s)
+}
+
 /// An update or an advance that would leave an event with more payload and headers than
 /// one message carries whole is refused naming its field, and changes nothing: an event
 /// too large to take, or to hand on, would stop its queue or its shard's hand-offs.
 #[test]
 fn an_event_grown_past_what_a_message_carries_is_refused() {
-    let (_d, mut s) = open(ShardSettings {
-        limits: ShardLimits {
-            max_event_bytes: 1000,
-            ..ShardLimits::default()
-        },
-        ..ShardSettings::default()
-    });
-    s.create_queue(at(0), q("jobs"), QueueConfig::default())
-        .expect("create");
-    s.create_queue(at(0), q("next"), QueueConfig::default())
-        .expect("create");
+    let (_d, mut s) = jobs_and_next_within(1000);
     let mut big = cmd(&"p".repeat(600));
     big.headers.insert("a".into(), "h".repeat(300));
     let id = s.enqueue(at(0), big).expect("900 bytes or so").id;
@@ -166,17 +172,7 @@ fn an_event_grown_past_what_a_message_carries_is_refused() {
 /// an event stored larger under an earlier bound still moves on as it is.
 #[test]
 fn an_event_at_its_bound_still_retries_and_advances() {
-    let (_d, mut s) = open(ShardSettings {
-        limits: ShardLimits {
-            max_event_bytes: 1000,
-            ..ShardLimits::default()
-        },
-        ..ShardSettings::default()
-    });
-    for name in ["jobs", "next"] {
-        s.create_queue(at(0), q(name), QueueConfig::default())
-            .expect("create");
-    }
+    let (_d, mut s) = jobs_and_next_within(1000);
     let at_bound = s
         .enqueue(at(0), cmd(&"p".repeat(1000)))
         .expect("enqueue")
