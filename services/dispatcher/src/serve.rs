@@ -13,7 +13,7 @@ use cascade_proto::bus::v1::dispatcher_request::Op;
 use cascade_proto::bus::v1::{DispatcherReply, DispatcherRequest, dispatcher_reply};
 use cascade_proto::convert::ShardRequest;
 use cascade_store::StoreError;
-use tokio::sync::Semaphore;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio::task::JoinSet;
 
 use crate::DispatcherError;
@@ -27,8 +27,10 @@ const MAX_LONG_POLLS: usize = 16_384;
 
 /// Serves until the shard stops or the subscription ends (the shard then reports a failure).
 pub(crate) async fn serve(ctx: Arc<ShardContext>, mut requests_in: Subscription) {
-    let permits = Arc::new(Semaphore::new(MAX_IN_FLIGHT));
-    let long_polls = Arc::new(Semaphore::new(MAX_LONG_POLLS));
+    let places = Arc::new(Places {
+        requests: Arc::new(Semaphore::new(MAX_IN_FLIGHT)),
+        long_polls: Arc::new(Semaphore::new(MAX_LONG_POLLS)),
+    });
     let mut tasks = JoinSet::new();
     loop {
         let message = tokio::select! {
@@ -42,40 +44,55 @@ pub(crate) async fn serve(ctx: Arc<ShardContext>, mut requests_in: Subscription)
         while let Some(done) = tasks.try_join_next() {
             log_panic(&ctx, done);
         }
-        let mut message = message;
-        let request = message.take_typed();
-        let (pool, limit, what) = match may_wait(&request) {
-            true => (&long_polls, MAX_LONG_POLLS, "takes waiting for events"),
-            false => (&permits, MAX_IN_FLIGHT, "requests in flight"),
-        };
-        match Arc::clone(pool).try_acquire_owned() {
-            Ok(permit) => {
-                let ctx = Arc::clone(&ctx);
-                tasks.spawn(async move {
+        // Decoded in its own task, as it is answered: a message from NATS is protobuf, and
+        // this loop reads every request of the shard.
+        let places = Arc::clone(&places);
+        let ctx = Arc::clone(&ctx);
+        tasks.spawn(async move {
+            let mut message = message;
+            let request = message.take_typed();
+            let reply = match places.take(&request) {
+                Ok(place) => {
                     let reply = requests::answer(&ctx, request).await;
-                    respond(&ctx, message, reply).await;
-                    drop(permit);
-                });
-            }
-            Err(_) => {
-                let ctx = Arc::clone(&ctx);
-                tasks.spawn(async move {
-                    let busy = DispatcherError::Store(StoreError::Busy {
-                        what: format!("{limit} {what}"),
-                    });
-                    let reply = DispatcherReply {
-                        result: Some(dispatcher_reply::Result::Error(busy.to_status())),
-                    };
-                    respond(&ctx, message, reply).await;
-                });
-            }
-        }
+                    drop(place);
+                    reply
+                }
+                Err(busy) => DispatcherReply {
+                    result: Some(dispatcher_reply::Result::Error(busy.to_status())),
+                },
+            };
+            respond(&ctx, message, reply).await;
+        });
     }
     // Stop receiving first, so nothing new arrives while the rest drains.
     drop(requests_in);
     ctx.wakeups.wake_all();
     while let Some(done) = tasks.join_next().await {
         log_panic(&ctx, done);
+    }
+}
+
+/// The shard's places for requests in flight: long polls apart from the rest.
+struct Places {
+    requests: Arc<Semaphore>,
+    long_polls: Arc<Semaphore>,
+}
+
+impl Places {
+    /// A place for `request`, held until it is answered; `Busy` when its kind has none left.
+    fn take(
+        &self,
+        request: &Result<Received<ShardRequest, DispatcherRequest>, BusError>,
+    ) -> Result<OwnedSemaphorePermit, DispatcherError> {
+        let (pool, limit, what) = match may_wait(request) {
+            true => (&self.long_polls, MAX_LONG_POLLS, "takes waiting for events"),
+            false => (&self.requests, MAX_IN_FLIGHT, "requests in flight"),
+        };
+        Arc::clone(pool).try_acquire_owned().map_err(|_| {
+            DispatcherError::Store(StoreError::Busy {
+                what: format!("{limit} {what}"),
+            })
+        })
     }
 }
 

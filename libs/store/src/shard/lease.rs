@@ -174,7 +174,7 @@ impl Shard {
         let mut due = Vec::new();
         let faulted = &self.st.faulted_leases;
         self.kv.scan(&start, &end, |k, v| {
-            if faulted.contains(k) {
+            if !faulted.is_empty() && faulted.contains(k) {
                 return Ok(Flow::Continue);
             }
             let (_, _, id) = keys::decode_lease(k).map_err(|e| State::corrupt(&self.kv, e))?;
@@ -322,22 +322,24 @@ impl State {
                 let mut merged = ev.headers.clone();
                 merged.extend(headers);
                 let payload_len = payload.as_ref().unwrap_or(&ev.payload).len();
+                let size = |merged: &BTreeMap<String, String>| {
+                    self.check_event_size("advance.payload", &ev, payload_len, merged)
+                };
+                let mut fits = size(&merged);
                 // A trace context the advance brings (its worker's span) has no room in an
                 // event whose own headers are full, or that is as large as an event may be:
                 // the event goes on untraced, as the gateway lets it, rather than be refused
                 // for a header its handler never set.
-                let too_large = |merged: &BTreeMap<String, String>| {
-                    self.check_event_size("advance.payload", &ev, payload_len, merged)
-                };
-                if own_header_count(&merged) > MAX_HEADERS || too_large(&merged).is_err() {
+                if fits.is_err() || own_header_count(&merged) > MAX_HEADERS {
                     for trace in TRACE_CONTEXT_HEADERS {
                         if !ev.headers.contains_key(trace) {
                             merged.remove(trace);
                         }
                     }
+                    fits = size(&merged);
                 }
                 cascade_core::event::validate_headers_at(&merged, "advance.headers")?;
-                too_large(&merged)?;
+                fits?;
                 txn.delete(keys::event(rec.id, ev.id.as_str()));
                 self.update_counters(txn, rec, |c| {
                     c.leased -= 1;
