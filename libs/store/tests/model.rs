@@ -894,7 +894,11 @@ impl World {
             mq.events.insert(real.id.to_string(), ev);
         }
 
-        let out = self.shard.outbox(10_000, usize::MAX).expect("outbox");
+        let out = self
+            .shard
+            .outbox(0, 10_000, usize::MAX)
+            .expect("outbox")
+            .entries;
         let new = std::mem::take(&mut self.model.outbox);
         same(out.len(), new.len(), "schedule entries");
         for ((_, hand_off), mut s) in out.iter().zip(new) {

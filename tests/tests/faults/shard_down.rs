@@ -1,7 +1,8 @@
 //! One dispatcher shard down in the distributed mode: the other shard's queues keep
 //! serving, requests for the down shard's queues get UNAVAILABLE naming the shard (and that
 //! a retry is safe), and once it is back its events are all there. A take whose client gives
-//! up while the gateway waits for a shard that hangs gives its events back.
+//! up while the gateway waits for a shard that hangs gives its events back. Hand-offs waiting
+//! for a shard that hangs hold up none of their sender's other hand-offs.
 
 use std::time::{Duration, Instant};
 
@@ -9,8 +10,8 @@ use cascade_client::Client;
 use cascade_core::{QueueName, shard_of};
 use cascade_e2e::cluster::SHARDS;
 use cascade_e2e::scenarios::{
-    ack, complete, config, create, enqueue, item, names_on_two_shards, noop_pipeline, payload,
-    stats, take_n,
+    ack, complete, config, create, enqueue, id, item, names_on_two_shards, noop_pipeline, payload,
+    seconds, stats, take_n,
 };
 use cascade_e2e::{Cluster, Mode};
 use tonic::Code;
@@ -206,6 +207,69 @@ async fn a_hanging_first_shard_holds_up_one_pipeline_lookup_not_every_one() {
     }
     crate::signal(pid, "CONT");
     enqueues.abort_all();
+    tokio::task::spawn_blocking(move || cluster.stop())
+        .await
+        .expect("stop");
+}
+
+/// With the shard that owns `down` hanging (stopped with SIGSTOP), advances into `down` wait
+/// in the other shard's outbox, more of them than its pump reads at once (batches of 4
+/// here). A delayed event enqueued after them on the sending shard still becomes ready,
+/// its schedule read past them; once the shard runs again every advance arrives, once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn advances_to_a_hanging_shard_hold_up_no_other_hand_off() {
+    const ADVANCES: usize = 40;
+    let cluster = tokio::task::spawn_blocking(|| {
+        Cluster::start_with(
+            Mode::Distributed,
+            None,
+            &[("CASCADE__DISPATCHER__OUTBOX_BATCH", "4")],
+        )
+    })
+    .await
+    .expect("start");
+    let c = cluster.client().await;
+    let (up, down) = names_on_two_shards("backlog");
+    for queue in [&up, &down] {
+        create(&c, queue, config(600.0, 5)).await;
+    }
+    for n in 0..ADVANCES {
+        enqueue(&c, item(&up, &n.to_string())).await;
+    }
+    let taken = take_n(&c, &up, ADVANCES, WITHIN).await;
+    assert_eq!(taken.len(), ADVANCES);
+    let down_shard = shard_of(&QueueName::parse(&down).expect("name"), SHARDS);
+    let pid = dispatcher_pid(&cluster, down_shard);
+    crate::signal(pid, "STOP");
+
+    for event in &taken {
+        let advance =
+            cascade_client::api::completion::Outcome::Advance(cascade_client::api::Advance {
+                to: down.clone(),
+                ..Default::default()
+            });
+        assert_eq!(complete(&c, event, advance).await.code, 0);
+    }
+    let mut delayed = item(&up, "delayed");
+    delayed.when = Some(cascade_client::api::enqueue_request::When::Delay(seconds(
+        0.2,
+    )));
+    enqueue(&c, delayed).await;
+    let activated = take_n(&c, &up, 1, WITHIN).await;
+    assert_eq!(
+        activated.len(),
+        1,
+        "the delayed event waited behind the advances"
+    );
+    assert_eq!(payload(&activated[0]), "delayed");
+
+    crate::signal(pid, "CONT");
+    let arrived = take_n(&c, &down, ADVANCES, WITHIN).await;
+    let mut got: Vec<String> = arrived.iter().map(id).collect();
+    let mut sent: Vec<String> = taken.iter().map(id).collect();
+    got.sort();
+    sent.sort();
+    assert_eq!(got, sent, "every advance once");
     tokio::task::spawn_blocking(move || cluster.stop())
         .await
         .expect("stop");

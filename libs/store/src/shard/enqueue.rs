@@ -4,9 +4,9 @@
 use cascade_core::{EventId, Timestamp};
 
 use super::state::State;
-use super::{EnqueueCmd, Enqueued, Shard};
+use super::{EnqueueCmd, Enqueued, OutboxRead, Shard};
 use crate::codec::keys;
-use crate::codec::records::{self, DedupRecord, Delivery, HandOff, QueueKind};
+use crate::codec::records::{self, DedupRecord, Delivery, QueueKind};
 use crate::error::StoreError;
 use crate::kv::{Flow, Txn};
 
@@ -191,35 +191,43 @@ impl Shard {
         self.st.seqs.dedup_count
     }
 
-    /// Hand-offs waiting for their receivers, oldest first: at most `limit` of them, and
-    /// no more once their encoded values reach `max_bytes` (deliveries carry payloads).
+    /// Hand-offs waiting for their receivers, oldest first from sequence `from` on: at most
+    /// `limit` of them, and no more once their encoded values reach `max_bytes` (deliveries
+    /// carry payloads).
+    ///
+    /// A reader that reads on from the read's `next` walks each entry once, where reads
+    /// from the head would walk the deletions left in the in-memory layers by every hand-off
+    /// acknowledged since the last checkpoint (a million after a million delayed enqueues),
+    /// and every entry of a receiver that is down.
     pub fn outbox(
         &mut self,
+        from: u64,
         limit: usize,
         max_bytes: usize,
-    ) -> Result<Vec<(u64, HandOff)>, StoreError> {
-        let start = keys::outbox(self.st.outbox_floor);
+    ) -> Result<OutboxRead, StoreError> {
+        let start = keys::outbox(from);
         let (_, end) = keys::outbox_space();
-        let mut out = Vec::new();
+        let mut entries = Vec::new();
         let mut bytes = 0;
+        let mut more = false;
         self.kv.scan(&start, &end, |k, v| {
             let seq = keys::seq_of(k, "outbox key").map_err(|e| State::corrupt(&self.kv, e))?;
             let h = records::decode_hand_off(v).map_err(|e| State::corrupt(&self.kv, e))?;
-            out.push((seq, h));
+            entries.push((seq, h));
             bytes += v.len();
-            Ok(if out.len() >= limit || bytes >= max_bytes {
-                Flow::Stop
-            } else {
-                Flow::Continue
-            })
+            more = entries.len() >= limit || bytes >= max_bytes;
+            Ok(if more { Flow::Stop } else { Flow::Continue })
         })?;
-        // Nothing below the oldest entry found is left, and new entries take higher
-        // sequences: the next scan starts there.
-        self.st.outbox_floor = match out.first() {
-            Some((seq, _)) => *seq,
-            None => self.st.seqs.seq.saturating_add(1),
+        let next = match entries.last() {
+            Some((seq, _)) if more => seq.saturating_add(1),
+            // New entries take higher sequences than any taken so far.
+            _ => self.st.seqs.seq.saturating_add(1).max(from),
         };
-        Ok(out)
+        Ok(OutboxRead {
+            entries,
+            next,
+            more,
+        })
     }
 
     /// The receivers have applied these hand-offs: forget them.

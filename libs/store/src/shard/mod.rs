@@ -86,7 +86,6 @@ impl Shard {
             stages: Default::default(),
             lease_cursor: 0,
             faulted_leases: Default::default(),
-            outbox_floor: 0,
             dedup_floor: 0,
             dedup_head_expiry: None,
             unlogged: Vec::new(),

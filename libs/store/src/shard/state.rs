@@ -129,13 +129,9 @@ pub(super) struct State {
     /// Lease keys whose expiry faulted in this run (an unreadable event): passed over by the
     /// sweeps until the next start, so that a few cannot fill every sweep.
     pub faulted_leases: HashSet<Vec<u8>>,
-    /// Every outbox entry below this sequence is gone. A hand-off acknowledged since the last
-    /// checkpoint leaves a deletion in the in-memory layers, and a scan from the start of the
-    /// outbox would walk all of them (a million after a million delayed enqueues) on every
-    /// call: the scan starts here instead.
-    pub outbox_floor: u64,
-    /// Every dedup age key below this sequence is gone: pruning starts here, for the same
-    /// reason as the outbox (the entries it pruned since the last checkpoint leave deletions).
+    /// Every dedup age key below this sequence is gone: pruning starts here. The entries it
+    /// pruned since the last checkpoint leave deletions in the in-memory layers, and a scan
+    /// from the start would walk all of them on every call.
     pub dedup_floor: u64,
     /// When the oldest dedup entry expires, if known: until then only the count bound can
     /// make `prune_dedup` remove anything, so it need not look.

@@ -128,9 +128,47 @@ fn outbox_reads_stop_at_their_count_or_their_bytes() {
         c.activate_at = Some(at(60));
         s.enqueue(at(1), c).expect("enqueue");
     }
-    assert_eq!(s.outbox(10, usize::MAX).expect("outbox").len(), 5);
-    assert_eq!(s.outbox(2, usize::MAX).expect("outbox").len(), 2);
-    assert_eq!(s.outbox(10, 1).expect("outbox").len(), 1);
+    assert_eq!(
+        s.outbox(0, 10, usize::MAX).expect("outbox").entries.len(),
+        5
+    );
+    assert_eq!(s.outbox(0, 2, usize::MAX).expect("outbox").entries.len(), 2);
+    assert_eq!(s.outbox(0, 10, 1).expect("outbox").entries.len(), 1);
+}
+
+/// A reader goes on from where its last read stopped and sees each entry once: the rest of
+/// a read cut short, then only entries added after a read that reached the end.
+#[test]
+fn outbox_reads_go_on_where_the_last_one_stopped() {
+    let (_d, mut s) = with_queue(QueueConfig::default());
+    let delayed = |s: &mut Shard, name: &str| {
+        let mut c = cmd(name);
+        c.activate_at = Some(at(60));
+        c.id = Some(EventId::parse(name).expect("id"));
+        s.enqueue(at(1), c).expect("enqueue");
+    };
+    let ids = |read: &[(u64, HandOff)]| {
+        read.iter()
+            .map(|(_, h)| match h {
+                HandOff::Schedule { id, .. } => id.as_str().to_owned(),
+                HandOff::Deliver(d) => d.id.as_str().to_owned(),
+            })
+            .collect::<Vec<_>>()
+    };
+    for name in ["a", "b", "c"] {
+        delayed(&mut s, name);
+    }
+    let first = s.outbox(0, 2, usize::MAX).expect("outbox");
+    let rest = s.outbox(first.next, 10, usize::MAX).expect("outbox");
+    let none = s.outbox(rest.next, 10, usize::MAX).expect("outbox");
+    assert_eq!(ids(&first.entries), ["a", "b"]);
+    assert!(first.more, "cut at its count");
+    assert_eq!(ids(&rest.entries), ["c"]);
+    assert!(!rest.more, "it found all there was");
+    assert!(none.entries.is_empty());
+    delayed(&mut s, "d");
+    let added = s.outbox(none.next, 10, usize::MAX).expect("outbox").entries;
+    assert_eq!(ids(&added), ["d"]);
 }
 
 #[test]
@@ -144,7 +182,7 @@ fn delayed_event_waits_for_its_activation_of_the_current_version() {
             .expect("take")
             .is_empty()
     );
-    let outbox = s.outbox(10, usize::MAX).expect("outbox");
+    let outbox = s.outbox(0, 10, usize::MAX).expect("outbox").entries;
     let [
         (
             _,
@@ -584,7 +622,7 @@ fn advance_is_local_or_handed_off_and_received_once() {
         payloads(&s.take(at(2), &q("p.next"), 10, None).expect("take")),
         ["p.next"]
     );
-    let outbox = s.outbox(10, usize::MAX).expect("outbox");
+    let outbox = s.outbox(0, 10, usize::MAX).expect("outbox").entries;
     let [(seq, HandOff::Deliver(d))] = outbox.as_slice() else {
         panic!("expected one delivery, got {outbox:?}");
     };
@@ -614,7 +652,12 @@ fn advance_is_local_or_handed_off_and_received_once() {
         1
     );
     s.outbox_ack(&[*seq]);
-    assert!(s.outbox(10, usize::MAX).expect("outbox").is_empty());
+    assert!(
+        s.outbox(0, 10, usize::MAX)
+            .expect("outbox")
+            .entries
+            .is_empty()
+    );
 }
 
 #[test]
@@ -626,8 +669,9 @@ fn the_outbox_keeps_every_hand_off_not_yet_acknowledged_whatever_the_order_of_ac
         s.enqueue(at(0), c).expect("enqueue");
     };
     let seqs = |s: &mut Shard| -> Vec<u64> {
-        s.outbox(10, usize::MAX)
+        s.outbox(0, 10, usize::MAX)
             .expect("outbox")
+            .entries
             .into_iter()
             .map(|(seq, _)| seq)
             .collect()
@@ -692,7 +736,7 @@ fn schedule_of_a_deleted_event_never_activates_its_successor_with_the_same_id() 
     first.id = Some(EventId::parse("x").expect("id"));
     first.activate_at = Some(at(20));
     s.enqueue(at(0), first.clone()).expect("enqueue");
-    let outbox = s.outbox(10, usize::MAX).expect("outbox");
+    let outbox = s.outbox(0, 10, usize::MAX).expect("outbox").entries;
     let [(_, HandOff::Schedule { version, .. })] = outbox.as_slice() else {
         panic!("expected one schedule, got {outbox:?}");
     };

@@ -29,3 +29,15 @@ pub struct Step {
     /// The event after which the next step starts; `None`: there is no more.
     pub next: Option<String>,
 }
+
+/// What a read of the outbox found.
+#[derive(Debug)]
+pub struct OutboxRead {
+    /// Hand-offs with their sequences, oldest first.
+    pub entries: Vec<(u64, crate::codec::records::HandOff)>,
+    /// Where the next read goes on from: past what this one found, or past every sequence
+    /// taken so far when it found all there was.
+    pub next: u64,
+    /// The read stopped at its count or its bytes: there may be more.
+    pub more: bool,
+}

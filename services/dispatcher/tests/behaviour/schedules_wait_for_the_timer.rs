@@ -1,13 +1,14 @@
 //! Store-and-forward: while the activation timer is down, a delayed event's schedule waits
 //! in the dispatcher's outbox and is re-sent until the timer takes it; the event then
-//! becomes ready (late, never lost).
+//! becomes ready (late, never lost). Meanwhile the shard's other hand-offs go on.
 
 use std::time::{Duration, Instant};
 
 use cascade_proto::convert::duration_to_proto;
+use cascade_proto::v1;
 use cascade_proto::v1::enqueue_request::When;
 
-use crate::cluster::{Cluster, enqueue_request, payload_of};
+use crate::cluster::{Cluster, PATIENCE, enqueue_request, payload_of};
 
 #[tokio::test]
 async fn schedules_wait_for_the_timer() {
@@ -80,5 +81,56 @@ async fn a_backlog_of_schedules_goes_out_in_several_requests() {
         (stats.delayed, stats.ready, stats.leased),
         (0, 0, EVENTS as u64)
     );
+    cluster.stop().await;
+}
+
+/// With the timer down and more schedules waiting than the pump reads at once, an advance
+/// to another shard's queue, written after them, arrives all the same; once the timer is
+/// back every delayed event becomes ready once.
+#[tokio::test]
+async fn a_timer_that_is_down_holds_up_no_other_hand_off() {
+    const DELAYED: usize = 50;
+    let mut cluster = Cluster::start_without_timer(2, |s| s.dispatcher.outbox_batch = 2).await;
+    let here = cluster.queue_on(0, "jobs-");
+    let there = cluster.queue_on(1, "next-");
+    cluster.create_queue(&here, None).await;
+    cluster.create_queue(&there, None).await;
+    for i in 0..DELAYED {
+        let mut request = enqueue_request(&here, format!("delayed {i}").as_bytes());
+        request.when = Some(When::Delay(duration_to_proto(Duration::from_millis(100))));
+        assert_eq!(cluster.enqueue(request).await.code, 0);
+    }
+    cluster.enqueue_now(&here, b"now").await;
+    let taken = cluster.take(&here, 1, Duration::ZERO).await;
+    assert_eq!(payload_of(&taken[0]), b"now");
+    let advance = v1::completion::Outcome::Advance(v1::Advance {
+        to: there.clone(),
+        payload: Some(b"advanced".to_vec().into()),
+        ..Default::default()
+    });
+    assert_eq!(cluster.complete(&taken[0], advance).await.code, 0);
+
+    let arrived = cluster.take(&there, 1, PATIENCE).await;
+    assert_eq!(arrived.len(), 1, "the advance waited behind the schedules");
+    assert_eq!(payload_of(&arrived[0]), b"advanced");
+    assert_eq!(cluster.stats(&here).await.delayed, DELAYED as u64);
+
+    cluster.start_timer().await;
+    let mut payloads = Vec::new();
+    while payloads.len() < DELAYED {
+        let taken = cluster.take(&here, DELAYED as u32, PATIENCE).await;
+        assert!(!taken.is_empty(), "only {} became ready", payloads.len());
+        payloads.extend(
+            taken
+                .iter()
+                .map(|t| String::from_utf8_lossy(payload_of(t)).into_owned()),
+        );
+    }
+    payloads.sort();
+    let mut expected: Vec<String> = (0..DELAYED).map(|i| format!("delayed {i}")).collect();
+    expected.sort();
+    assert_eq!(payloads, expected);
+    let stats = cluster.stats(&here).await;
+    assert_eq!((stats.delayed, stats.ready), (0, 0));
     cluster.stop().await;
 }
