@@ -6,9 +6,9 @@
 //! its receiver's oldest hand-offs whole, in sequence order, ready to send. What it cannot
 //! hold — every hand-off of a receiver resting after a failed send, and whatever would pass
 //! its share or the pump's memory budget — it leaves in the store, remembering only the
-//! sequence from which its receiver is `behind`. Once that receiver is free again and has sent what it holds, the
-//! pump reads its hand-offs again from there (a catch-up read, which passes over the entries
-//! of other receivers) until it reaches the cursor.
+//! sequence from which its receiver is `behind`. Once that receiver is free again and has
+//! sent what it holds, the pump reads its hand-offs again from there (a catch-up read, which
+//! passes over the entries of other receivers) until it reaches the cursor.
 
 use std::collections::{HashMap, VecDeque};
 
@@ -80,19 +80,40 @@ impl Backlogs {
         }
     }
 
-    /// Adds an entry the cursor read for `receiver`, in sequence order; left in the store if
-    /// `receiver` rests, is behind already, or its share or the budget is spent.
-    pub(super) fn add(&mut self, receiver: Receiver, entry: Entry, resting: bool) {
-        let spent = self.held.entries >= self.budget.entries
-            || self.held.bytes + entry.cost > self.budget.bytes;
+    /// Adds the hand-off `seq` the cursor read for `receiver`, in sequence order; left in
+    /// the store if `receiver` rests, is behind already, or its share or the budget would be
+    /// passed. Its `cost` is worked out only if it may be held.
+    pub(super) fn add(
+        &mut self,
+        receiver: Receiver,
+        resting: bool,
+        (seq, hand_off): (u64, HandOff),
+        cost: impl FnOnce(&HandOff) -> usize,
+    ) {
         let backlog = self.by_receiver.entry(receiver).or_default();
-        let full = backlog.held.len() >= self.share.entries
-            || backlog.held_bytes + entry.cost > self.share.bytes;
-        if resting || spent || full || backlog.behind.is_some() {
-            backlog.behind.get_or_insert(entry.seq);
+        let held = !resting
+            && backlog.behind.is_none()
+            && backlog.held.len() < self.share.entries
+            && self.held.entries < self.budget.entries;
+        let cost = if held { cost(&hand_off) } else { 0 };
+        if !held || !Self::fits(self.share, self.budget, self.held, backlog, cost) {
+            backlog.behind.get_or_insert(seq);
             return;
         }
+        let entry = Entry {
+            seq,
+            hand_off,
+            cost,
+        };
         Self::hold(&mut self.held, backlog, entry);
+    }
+
+    /// Whether one more hand-off of `cost` stays within `backlog`'s share and the budget.
+    fn fits(share: Limits, budget: Limits, held: Limits, backlog: &Backlog, cost: usize) -> bool {
+        backlog.held.len() < share.entries
+            && backlog.held_bytes + cost <= share.bytes
+            && held.entries < budget.entries
+            && held.bytes + cost <= budget.bytes
     }
 
     fn hold(held: &mut Limits, backlog: &mut Backlog, entry: Entry) {
@@ -126,7 +147,8 @@ impl Backlogs {
     }
 
     /// Takes in what a catch-up read for `receiver` found: its entries below `cursor` (those
-    /// of other receivers are theirs to read), read up to `next`. Once the read has reached
+    /// of other receivers are theirs to read), read up to `next`, as many as its share and
+    /// the budget allow (at least one); the rest are read again. Once the reads have reached
     /// the cursor, the cursor's reads bring the rest.
     pub(super) fn caught_up(
         &mut self,
@@ -136,12 +158,19 @@ impl Backlogs {
         cursor: u64,
     ) {
         let backlog = self.by_receiver.entry(receiver).or_default();
+        let mut left_at = None;
         for (to, entry) in found {
-            if to == receiver && entry.seq < cursor {
+            if to != receiver || entry.seq >= cursor || left_at.is_some() {
+                continue;
+            }
+            let first = backlog.held.is_empty();
+            if first || Self::fits(self.share, self.budget, self.held, backlog, entry.cost) {
                 Self::hold(&mut self.held, backlog, entry);
+            } else {
+                left_at = Some(entry.seq);
             }
         }
-        backlog.behind = (next < cursor).then_some(next);
+        backlog.behind = left_at.or((next < cursor).then_some(next));
         if backlog.held.is_empty() && backlog.behind.is_none() {
             self.by_receiver.remove(&receiver);
         }
@@ -202,15 +231,19 @@ mod tests {
     };
     const TO_1: Receiver = Receiver::Dispatcher(1);
 
+    fn schedule() -> HandOff {
+        HandOff::Schedule {
+            queue: QueueName::parse("jobs").expect("queue"),
+            id: EventId::parse("e").expect("id"),
+            version: 1,
+            at: Timestamp::from_micros(1),
+        }
+    }
+
     fn entry(seq: u64, cost: usize) -> Entry {
         Entry {
             seq,
-            hand_off: HandOff::Schedule {
-                queue: QueueName::parse("jobs").expect("queue"),
-                id: EventId::parse("e").expect("id"),
-                version: 1,
-                at: Timestamp::from_micros(1),
-            },
+            hand_off: schedule(),
             cost,
         }
     }
@@ -222,9 +255,9 @@ mod tests {
     #[test]
     fn each_receiver_gets_its_entries_in_order_the_oldest_first() {
         let mut backlogs = Backlogs::new(ROOMY, ROOMY);
-        backlogs.add(TO_1, entry(1, 10), false);
-        backlogs.add(Receiver::Timer, entry(2, 10), false);
-        backlogs.add(TO_1, entry(3, 10), false);
+        backlogs.add(TO_1, false, (1, schedule()), |_| 10);
+        backlogs.add(Receiver::Timer, false, (2, schedule()), |_| 10);
+        backlogs.add(TO_1, false, (3, schedule()), |_| 10);
         assert_eq!(backlogs.receivers(), [TO_1, Receiver::Timer]);
         assert_eq!(seqs(&backlogs.batch(TO_1, ROOMY)), [1, 3]);
         assert_eq!(seqs(&backlogs.batch(Receiver::Timer, ROOMY)), [2]);
@@ -235,7 +268,7 @@ mod tests {
     fn a_batch_stops_at_its_count_or_bytes_without_skipping_ahead() {
         let mut backlogs = Backlogs::new(ROOMY, ROOMY);
         for (seq, cost) in [(1, 150), (2, 150), (3, 1)] {
-            backlogs.add(TO_1, entry(seq, cost), false);
+            backlogs.add(TO_1, false, (seq, schedule()), |_| cost);
         }
         let small = Limits {
             entries: 100,
@@ -253,8 +286,8 @@ mod tests {
     #[test]
     fn a_hand_off_too_large_for_the_bus_is_still_sent_alone() {
         let mut backlogs = Backlogs::new(ROOMY, ROOMY);
-        backlogs.add(TO_1, entry(7, 500), false);
-        backlogs.add(TO_1, entry(8, 1), false);
+        backlogs.add(TO_1, false, (7, schedule()), |_| 500);
+        backlogs.add(TO_1, false, (8, schedule()), |_| 1);
         let tight = Limits {
             entries: 100,
             bytes: 50,
@@ -267,8 +300,8 @@ mod tests {
     #[test]
     fn a_resting_receiver_is_read_again_from_its_oldest_hand_off() {
         let mut backlogs = Backlogs::new(ROOMY, ROOMY);
-        backlogs.add(TO_1, entry(1, 10), false);
-        backlogs.add(TO_1, entry(2, 10), false);
+        backlogs.add(TO_1, false, (1, schedule()), |_| 10);
+        backlogs.add(TO_1, false, (2, schedule()), |_| 10);
         let failed = backlogs.batch(
             TO_1,
             Limits {
@@ -277,8 +310,8 @@ mod tests {
             },
         );
         backlogs.rest(TO_1, failed[0].seq);
-        backlogs.add(TO_1, entry(3, 10), true);
-        backlogs.add(Receiver::Timer, entry(4, 10), false);
+        backlogs.add(TO_1, true, (3, schedule()), |_| 10);
+        backlogs.add(Receiver::Timer, false, (4, schedule()), |_| 10);
         assert!(
             backlogs.batch(TO_1, ROOMY).is_empty(),
             "nothing held while it rests"
@@ -295,7 +328,7 @@ mod tests {
         assert_eq!(backlogs.catch_up_from(TO_1), None);
         assert_eq!(seqs(&backlogs.batch(TO_1, ROOMY)), [1, 2, 3]);
         // Caught up, it is held again as the cursor reads.
-        backlogs.add(TO_1, entry(5, 10), false);
+        backlogs.add(TO_1, false, (5, schedule()), |_| 10);
         assert_eq!(seqs(&backlogs.batch(TO_1, ROOMY)), [5]);
     }
 
@@ -322,15 +355,15 @@ mod tests {
             bytes: 1 << 20,
         };
         let mut backlogs = Backlogs::new(ROOMY, two);
-        backlogs.add(TO_1, entry(1, 10), false);
-        backlogs.add(TO_1, entry(2, 10), false);
-        backlogs.add(Receiver::Timer, entry(3, 10), false);
-        backlogs.add(TO_1, entry(4, 10), false);
+        backlogs.add(TO_1, false, (1, schedule()), |_| 10);
+        backlogs.add(TO_1, false, (2, schedule()), |_| 10);
+        backlogs.add(Receiver::Timer, false, (3, schedule()), |_| 10);
+        backlogs.add(TO_1, false, (4, schedule()), |_| 10);
         assert_eq!(seqs(&backlogs.batch(TO_1, ROOMY)), [1, 2]);
         assert_eq!(backlogs.catch_up_from(TO_1), Some(4));
         assert_eq!(backlogs.catch_up_from(Receiver::Timer), Some(3));
         // With room again, the timer's next entry still waits behind its 3.
-        backlogs.add(Receiver::Timer, entry(5, 10), false);
+        backlogs.add(Receiver::Timer, false, (5, schedule()), |_| 10);
         assert!(backlogs.batch(Receiver::Timer, ROOMY).is_empty());
         let found = [
             (Receiver::Timer, entry(3, 10)),
@@ -351,11 +384,16 @@ mod tests {
         };
         let mut backlogs = Backlogs::new(two, ROOMY);
         for seq in 1..=3 {
-            backlogs.add(TO_1, entry(seq, 10), false);
+            backlogs.add(TO_1, false, (seq, schedule()), |_| 10);
         }
-        backlogs.add(Receiver::Timer, entry(4, 10), false);
+        backlogs.add(Receiver::Timer, false, (4, schedule()), |_| 10);
         assert_eq!(seqs(&backlogs.batch(Receiver::Timer, ROOMY)), [4]);
         assert_eq!(seqs(&backlogs.batch(TO_1, ROOMY)), [1, 2]);
         assert_eq!(backlogs.catch_up_from(TO_1), Some(3));
+        // A catch-up holds its share too, and the rest is read again after.
+        let found = (3..=6).map(|seq| (TO_1, entry(seq, 10)));
+        backlogs.caught_up(TO_1, found, 7, 9);
+        assert_eq!(seqs(&backlogs.batch(TO_1, ROOMY)), [3, 4]);
+        assert_eq!(backlogs.catch_up_from(TO_1), Some(5));
     }
 }

@@ -32,7 +32,7 @@ use self::send::{Sent, encoded_len, send};
 use crate::context::ShardContext;
 use crate::take::repeated_field_cost;
 
-/// A read of the outbox takes at most this many batches, and the backlogs hold at most as
+/// A read of the outbox takes at most this many batches, and the backlogs hold about as
 /// many together.
 const MAX_WINDOW_BATCHES: usize = 16;
 
@@ -71,15 +71,17 @@ pub(crate) async fn pump(ctx: Arc<ShardContext>) {
                     }
                     Err(e) => {
                         // A send task panicked: its receiver is sent to again after a pause.
-                        tracing::error!(shard = pump.ctx.shard, error = %e, "dispatcher.outbox.send_panicked");
+                        let shard = pump.ctx.shard;
+                        tracing::error!(shard, error = %e, "dispatcher.outbox.send_panicked");
                         if let Some((receiver, oldest)) = pump.in_flight.remove(&e.id()) {
                             pump.rest(receiver, oldest);
                         }
                     }
                 }
             }
-            // While a batch is in flight, its answer wakes the pump and reads on.
-            () = pump.ctx.outbox_ready.notified(), if pump.in_flight.is_empty() => {}
+            // A write added hand-offs: read them, unless every receiver is busy (an answer
+            // then wakes the pump, and reads on in the same store operation as its ack).
+            () = pump.ctx.outbox_ready.notified(), if pump.any_free() => {}
             () = tokio::time::sleep_until(wake_at) => {}
             () = pump.ctx.stopping.wait() => {}
         }
@@ -125,7 +127,7 @@ impl Pump {
     }
 
     /// How much a read takes: a batch's worth, and one more for each receiver that is busy
-    /// (whose entries are likely to be read past).
+    /// (whose entries a read is likely to hold or leave behind, rather than send).
     fn window(&self) -> Limits {
         let batches = (1 + self.in_flight.len() + self.resting.len()).min(MAX_WINDOW_BATCHES);
         let batch = self.batch_limits();
@@ -150,7 +152,8 @@ impl Pump {
             .await;
         match read {
             Ok(read) => self.take_in(read),
-            // The store stopped; the shard's watchdog ends the shard.
+            // Read again at the next turn (the store was busy); a store that stopped ends
+            // the shard through its watchdog.
             Err(e) => {
                 tracing::warn!(shard = self.ctx.shard, error = %e, "dispatcher.outbox.read");
                 false
@@ -163,19 +166,11 @@ impl Pump {
         for (seq, hand_off) in read.entries {
             let receiver = Receiver::of(&hand_off, self.ctx.shards);
             let resting = self.resting.contains_key(&receiver);
-            let entry = self.entry(seq, hand_off);
-            self.backlogs.add(receiver, entry, resting);
+            self.backlogs
+                .add(receiver, resting, (seq, hand_off), |h| cost(seq, h));
         }
         self.cursor = read.next;
         read.more
-    }
-
-    fn entry(&self, seq: u64, hand_off: HandOff) -> Entry {
-        Entry {
-            cost: repeated_field_cost(encoded_len(seq, &hand_off)),
-            seq,
-            hand_off,
-        }
     }
 
     /// Reads again the hand-offs left in the store of each free receiver that has sent all
@@ -210,7 +205,17 @@ impl Pump {
                 .filter(|(seq, hand_off)| {
                     *seq < self.cursor && Receiver::of(hand_off, shards) == receiver
                 })
-                .map(|(seq, hand_off)| (receiver, self.entry(seq, hand_off)))
+                .map(|(seq, hand_off)| {
+                    let cost = cost(seq, &hand_off);
+                    (
+                        receiver,
+                        Entry {
+                            seq,
+                            hand_off,
+                            cost,
+                        },
+                    )
+                })
                 .collect();
             self.backlogs
                 .caught_up(receiver, found, read.next, self.cursor);
@@ -245,8 +250,10 @@ impl Pump {
 
     /// Acknowledges a successful send and, in the same store operation, reads on from the
     /// cursor (under load each store operation waits its turn behind the writes, and a round
-    /// trip fewer per batch is a faster hand-off); rests a receiver that failed.
+    /// trip fewer per batch is a faster hand-off); rests a receiver that failed, and one whose
+    /// acknowledgement failed (the store busy), so that its batch is read and sent again.
     async fn finish(&mut self, sent: Sent) -> Option<OutboxRead> {
+        let oldest = sent.seqs.first().copied().unwrap_or(self.cursor);
         let Some(reason) = sent.failure else {
             let count = sent.seqs.len();
             let seqs = sent.seqs;
@@ -259,12 +266,16 @@ impl Pump {
                     shard.outbox(cursor, window.entries, window.bytes)
                 })
                 .await;
-            tracing::trace!(shard = self.ctx.shard, receiver = ?sent.receiver, count, "dispatcher.outbox.sent");
-            return acked
-                .inspect_err(
-                    |e| tracing::warn!(shard = self.ctx.shard, error = %e, "dispatcher.outbox.ack"),
-                )
-                .ok();
+            let shard = self.ctx.shard;
+            tracing::trace!(shard, receiver = ?sent.receiver, count, "dispatcher.outbox.sent");
+            return match acked {
+                Ok(read) => Some(read),
+                Err(e) => {
+                    tracing::warn!(shard, error = %e, "dispatcher.outbox.ack");
+                    self.rest(sent.receiver, oldest);
+                    None
+                }
+            };
         };
         tracing::warn!(
             shard = self.ctx.shard,
@@ -273,8 +284,21 @@ impl Pump {
             %reason,
             "dispatcher.outbox.send_failed"
         );
-        let oldest = sent.seqs.first().copied().unwrap_or(self.cursor);
         self.rest(sent.receiver, oldest);
         None
     }
+
+    /// Whether some receiver is free to take a new hand-off at once.
+    fn any_free(&self) -> bool {
+        let shard = self.ctx.shard;
+        let others = (0..self.ctx.shards).filter(|k| *k != shard);
+        std::iter::once(Receiver::Timer)
+            .chain(others.map(Receiver::Dispatcher))
+            .any(|receiver| !self.is_busy(receiver))
+    }
+}
+
+/// A hand-off's cost in a request: its encoded length, with its field's framing.
+fn cost(seq: u64, hand_off: &HandOff) -> usize {
+    repeated_field_cost(encoded_len(seq, hand_off))
 }
