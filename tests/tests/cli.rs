@@ -541,6 +541,23 @@ fn errors_say_what_why_and_what_to_do_with_their_exit_codes() {
         admin.contains("this is the admin HTTP port, not gRPC"),
         "{admin}"
     );
+    // The admin port's commands alike, and their bad usage.
+    let nowhere = format!("127.0.0.1:{port}");
+    for args in [
+        ["top", "--once", "--http-addr", &nowhere],
+        ["rm", "explain", "--http-addr", &nowhere],
+    ] {
+        let out = cli::failed(cli::run_at("", &args, None), &args, 3);
+        assert!(
+            out.starts_with(&format!(
+                "error: cannot reach the admin port at {nowhere}: "
+            )) && out.contains("point --http-addr"),
+            "{out}"
+        );
+    }
+    let args = ["top", "--interval", "5 parsecs"];
+    let bad = cli::failed(cli::run_at("", &args, None), &args, 2);
+    assert!(bad.starts_with("error: --interval 5 parsecs: "), "{bad}");
 
     // 1: refused, with a hint naming a command rather than an RPC.
     let missing = refused(&c, &["enqueue", "nowhere", "x"], 1);

@@ -87,9 +87,14 @@ fn main() -> ExitCode {
 }
 
 fn run(command: Command) -> Result<(), cli::CliError> {
-    // The other commands' errors say everything themselves, with their causes.
-    let told =
-        |result: anyhow::Result<()>| result.map_err(|e| cli::CliError::message(format!("{e:#}")));
+    // The other commands' errors say everything themselves, with their causes; those that
+    // are a client command's kind of error (bad usage, nothing to connect to) keep its code.
+    let told = |result: anyhow::Result<()>| {
+        result.map_err(|e| {
+            e.downcast::<cli::CliError>()
+                .unwrap_or_else(|e| cli::CliError::message(format!("{e:#}")))
+        })
+    };
     match command {
         Command::Client(command) => runtime()?.block_on(cli::run(*command)),
         Command::Service(args) => external::exec(args),

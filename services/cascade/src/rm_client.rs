@@ -10,6 +10,8 @@ use tokio::net::TcpStream;
 
 use cascade_resource_manager::EXPLAIN_PATH;
 
+use crate::cli::CliError;
+
 /// How long the whole exchange may take: the answer is a small table, already rendered.
 const HTTP_TIMEOUT: Duration = Duration::from_secs(10);
 /// Answers longer than this are refused: the table has one line per stage.
@@ -69,20 +71,26 @@ pub async fn http_get(
     let authorization = match token {
         // Printable ASCII only: anything else could end the header and start another.
         Some(token) if !token.bytes().all(|b| b.is_ascii_graphic()) => {
-            bail!("the token must be printable ASCII without spaces or line breaks")
+            return Err(CliError::usage(
+                "--token (or CASCADE_TOKEN)",
+                "not printable ASCII without spaces or line breaks",
+            )
+            .into());
         }
         Some(token) => format!("Authorization: Bearer {token}\r\n"),
         None => String::new(),
     };
     tokio::time::timeout(HTTP_TIMEOUT, exchange(addr, path, &authorization))
         .await
-        .with_context(|| format!("no answer from {addr} within {HTTP_TIMEOUT:?}"))?
+        .map_err(|_| {
+            CliError::unreachable_admin_port(addr, format!("no answer within {HTTP_TIMEOUT:?}"))
+        })?
 }
 
 async fn exchange(addr: &str, path: &str, authorization: &str) -> anyhow::Result<(u16, String)> {
     let mut stream = TcpStream::connect(addr)
         .await
-        .with_context(|| format!("connect to {addr}"))?;
+        .map_err(|e| CliError::unreachable_admin_port(addr, e))?;
     // HTTP/1.0: the server closes after one answer and sends no chunked encoding.
     let request =
         format!("GET {path} HTTP/1.0\r\nHost: {addr}\r\nAccept: text/plain\r\n{authorization}\r\n");

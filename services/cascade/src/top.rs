@@ -16,7 +16,7 @@ use anyhow::{Context, bail};
 use cascade_core::parse_duration;
 use serde::Deserialize;
 
-use crate::cli::human_duration;
+use crate::cli::{CliError, human_duration};
 use crate::rm_client::{AdminToken, http_get};
 
 const STATUS_PATH: &str = "/status.json";
@@ -266,10 +266,10 @@ pub async fn top(args: TopArgs) -> anyhow::Result<()> {
     let every = parse_duration(&args.interval)
         .ok()
         .filter(|d| *d >= Duration::from_millis(100))
-        .with_context(|| {
-            format!(
-                "--interval '{}' is not a duration of at least 100ms, such as 2s",
-                args.interval
+        .ok_or_else(|| {
+            CliError::usage(
+                format!("--interval {}", args.interval),
+                "not a duration of at least 100ms, such as 2s",
             )
         })?;
     let source = format!("http://{}", args.http_addr);

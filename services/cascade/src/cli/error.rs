@@ -91,6 +91,19 @@ impl CliError {
         }
     }
 
+    /// Nothing answered at `addr`, an admin (HTTP) address: `cascade top`, `cascade rm`.
+    pub fn unreachable_admin_port(addr: &str, why: impl fmt::Display) -> CliError {
+        CliError {
+            exit: Exit::Connect,
+            what: format!("cannot reach the admin port at {addr}"),
+            why: why.to_string(),
+            todo: Some(
+                "is it running? point --http-addr (or CASCADE_HTTP_ADDR) at its admin port (7701 by default)"
+                    .into(),
+            ),
+        }
+    }
+
     /// The server's answer to `what` (e.g. "cannot ack 'e1' in jobs"): a refusal with its
     /// reason, or, when the answer never came from a Cascade gateway, a connection failure.
     pub fn refused(addr: &str, what: impl Into<String>, status: Status) -> CliError {
