@@ -4,12 +4,12 @@
 //! dispatcher cannot be reached the entries are released and sent again after a short
 //! pause: an entry leaves the schedule only when its activation is durable.
 //!
-//! The store keeps only the next `horizon` of the schedule in memory and loads more when
-//! `due` is called past what it loaded; the loop mirrors that bound so it wakes in time to
-//! load entries that are on disk only.
+//! The store keeps only the next `horizon` of the schedule in memory (and only so many
+//! entries) and loads more when `due` is called past what it loaded; the loop wakes by then,
+//! to load entries that are on disk only.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use cascade_bus::subject;
@@ -31,26 +31,18 @@ const RETRY_PAUSE: Duration = Duration::from_millis(200);
 const MAX_ACTIVATION_BYTES: usize = 400;
 
 pub(crate) async fn fire(ctx: Arc<TimerShard>) {
-    // The store's `loaded_until`, mirrored: only this loop calls `due`.
-    let loaded_until = Arc::new(AtomicU64::new(0));
     let batch = ctx
         .batch
         .min(ctx.bus.max_payload() / MAX_ACTIVATION_BYTES)
         .max(1);
     while !ctx.stopping.is_triggered() {
         ctx.next_wake.store(AWAKE, Ordering::Release);
-        let horizon = u64::try_from(ctx.horizon.as_micros()).unwrap_or(u64::MAX);
-        let loaded = Arc::clone(&loaded_until);
         let looked = ctx
             .store
             .run(move |timer, now| {
                 let due = timer.due(now, batch)?;
-                let now = now.as_micros();
-                if now >= loaded.load(Ordering::Relaxed) {
-                    loaded.store(now.saturating_add(horizon), Ordering::Relaxed);
-                }
                 let next = timer.next_due().map_or(u64::MAX, |at| at.as_micros());
-                Ok((due, next.min(loaded.load(Ordering::Relaxed))))
+                Ok((due, next.min(timer.loaded_until().as_micros())))
             })
             .await;
         let (due, wake_at) = match looked {

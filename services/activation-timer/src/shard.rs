@@ -25,7 +25,6 @@ pub(crate) struct TimerShard {
     pub cluster: String,
     pub store: Store<Timer>,
     pub bus: Bus,
-    pub horizon: Duration,
     /// Activations sent per request at most.
     pub batch: usize,
     pub request_timeout: Duration,
@@ -92,7 +91,6 @@ async fn open(
         cluster: settings.cluster.name.clone(),
         store,
         bus,
-        horizon,
         batch: usize::try_from(settings.timer.batch).unwrap_or(usize::MAX),
         request_timeout: settings.bus.request_timeout,
         next_wake: AtomicU64::new(firing::AWAKE),

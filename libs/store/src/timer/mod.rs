@@ -1,7 +1,9 @@
 //! The activation timer's store: a durable schedule of `(activate_at, queue, id, version)`.
-//! Only the near future (up to `horizon` ahead of the last `due` call) is held in memory; the
-//! rest stays on disk and is loaded as time reaches it, so 100M pending timers cost memory
-//! only for the next minute's worth. An entry stays stored until the dispatcher acknowledges
+//! Only the near future (up to `horizon` ahead of the last `due` call, and at most
+//! `MAX_IN_MEMORY` entries) is held in memory; the rest stays on disk and is loaded as time
+//! reaches it and room is made, so 100M pending timers cost memory only for the next
+//! minute's worth, and a backlog of overdue ones (a dispatcher down for hours) only for a
+//! bounded part of it. An entry stays stored until the dispatcher acknowledges
 //! its activation; after a restart every due entry is fired again (activation is idempotent).
 
 use std::collections::{BTreeMap, BTreeSet, HashSet};
@@ -42,6 +44,10 @@ pub struct DueCounts {
     pub queues: BTreeMap<QueueName, Vec<u64>>,
 }
 
+/// Entries held in memory at most, loaded ahead or in flight (about 100 bytes each); more
+/// can be held only when entries are scheduled into the part already loaded.
+const MAX_IN_MEMORY: usize = 100_000;
+
 pub struct Timer {
     kv: Kv,
     unlogged: Vec<Vec<u8>>,
@@ -52,6 +58,8 @@ pub struct Timer {
     in_flight: HashSet<Vec<u8>>,
     /// Every stored entry due before this is in `near` or `in_flight`.
     loaded_until: u64,
+    /// `MAX_IN_MEMORY`, smaller in tests.
+    max_in_memory: usize,
 }
 
 impl Timer {
@@ -66,6 +74,7 @@ impl Timer {
             near: BTreeSet::new(),
             in_flight: HashSet::new(),
             loaded_until: 0,
+            max_in_memory: MAX_IN_MEMORY,
         };
         let (start, end) = keys::legacy_schedule_index_space();
         let mut txn = Txn::new(&timer.kv);
@@ -150,6 +159,12 @@ impl Timer {
                 self.near.insert(key);
             }
         }
+    }
+
+    /// Every stored entry due before this is held in memory (or in flight): `due` loads more
+    /// once it is reached.
+    pub fn loaded_until(&self) -> Timestamp {
+        Timestamp::from_micros(self.loaded_until)
     }
 
     /// When the earliest entry held in memory is due, if any.
@@ -250,17 +265,30 @@ impl Timer {
         Ok(counts)
     }
 
+    /// Loads the entries due before `until`, or as many as there is room for: then only
+    /// up to the time of the last one loaded (entries of that very time may be left, and
+    /// are read again by the next load, which finds the others in memory already).
     fn load_until(&mut self, until: u64) -> Result<(), StoreError> {
+        let room = self.max_in_memory.saturating_sub(self.in_memory());
+        if room == 0 {
+            return Ok(());
+        }
         let (start, end) = keys::schedule_range(self.loaded_until, until.saturating_sub(1));
-        let near = &mut self.near;
-        let in_flight = &self.in_flight;
-        self.kv.scan(&start, &end, |k, _| {
+        let (kv, near, in_flight) = (&self.kv, &mut self.near, &self.in_flight);
+        let mut read = 0;
+        let mut cut_at = None;
+        kv.scan(&start, &end, |k, _| {
             if !in_flight.contains(k) {
                 near.insert(k.to_vec());
             }
-            Ok(Flow::Continue)
+            read += 1;
+            if read < room {
+                return Ok(Flow::Continue);
+            }
+            cut_at = Some(decode_entry(k, kv)?.at.as_micros());
+            Ok(Flow::Stop)
         })?;
-        self.loaded_until = until;
+        self.loaded_until = cut_at.unwrap_or(until).max(self.loaded_until);
         Ok(())
     }
 

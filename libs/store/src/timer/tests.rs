@@ -95,6 +95,32 @@ fn only_the_near_future_is_held_in_memory() {
     assert_eq!(t.due(secs(3600 + 999), 2000).expect("due").len(), 1000);
 }
 
+/// A backlog of overdue entries (the dispatcher down for hours) is held in memory a part
+/// at a time, and every entry still fires once, in time order; entries of one instant cut
+/// by a load are all found.
+#[test]
+fn an_overdue_backlog_is_loaded_a_part_at_a_time() {
+    let (_d, mut t) = timer();
+    t.max_in_memory = 4;
+    let backlog: Vec<ScheduleEntry> = (0..10)
+        .map(|i| entry(10 + i / 3, &format!("e{i}"), 1))
+        .collect();
+    t.schedule(&backlog);
+    let mut fired = Vec::new();
+    loop {
+        let due = t.due(secs(3600), 3).expect("due");
+        assert!(t.in_memory() <= 4, "{} held", t.in_memory());
+        if due.is_empty() {
+            break;
+        }
+        t.acknowledge(&due);
+        fired.extend(due);
+    }
+    assert_eq!(fired, backlog);
+    // Loaded up to the time reached, and past it once all fired.
+    assert_eq!(t.loaded_until(), secs(3600 + 60));
+}
+
 #[test]
 fn due_counts_per_queue_and_bucket_with_a_bounded_scan() {
     let (_d, mut t) = timer();
