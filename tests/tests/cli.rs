@@ -550,7 +550,7 @@ fn errors_say_what_why_and_what_to_do_with_their_exit_codes() {
         let out = cli::failed(cli::run_at("", &args, None), &args, 3);
         assert!(
             out.starts_with(&format!(
-                "error: cannot reach the admin port at {nowhere}: "
+                "error: no answer from the admin port at {nowhere}: "
             )) && out.contains("point --http-addr"),
             "{out}"
         );
@@ -558,6 +558,13 @@ fn errors_say_what_why_and_what_to_do_with_their_exit_codes() {
     let args = ["top", "--interval", "5 parsecs"];
     let bad = cli::failed(cli::run_at("", &args, None), &args, 2);
     assert!(bad.starts_with("error: --interval 5 parsecs: "), "{bad}");
+    // A token that cannot go in a header, before anything is sent (the live view too).
+    let args = ["top", "--http-addr", &nowhere, "--token", "two words"];
+    let bad = cli::failed(cli::run_at("", &args, None), &args, 2);
+    assert!(
+        bad.starts_with("error: --token (or CASCADE_TOKEN): "),
+        "{bad}"
+    );
 
     // 1: refused, with a hint naming a command rather than an RPC.
     let missing = refused(&c, &["enqueue", "nowhere", "x"], 1);

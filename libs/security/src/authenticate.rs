@@ -34,20 +34,6 @@ impl Caller {
         }
     }
 
-    /// PERMISSION_DENIED unless the caller may read pipeline `name`, asked before it is
-    /// looked up (`stages` None: some grant reaches names under `name.`) and after (a grant
-    /// covers one of its stages' queues), with the same answer whether it exists or not.
-    pub fn check_pipeline(
-        &self,
-        name: &str,
-        stages: Option<&[String]>,
-    ) -> Result<(), SecurityError> {
-        match self {
-            Caller::Unrestricted => Ok(()),
-            Caller::Identity(identity) => identity.check_pipeline(name, stages),
-        }
-    }
-
     /// The identity, when authentication is on.
     pub fn identity(&self) -> Option<&Arc<Identity>> {
         match self {

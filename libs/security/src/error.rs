@@ -23,16 +23,6 @@ pub enum SecurityError {
         queue: String,
         grants: String,
     },
-    /// The caller is known, but no grant covers a stage of the pipeline. The same whether
-    /// the pipeline exists or not, and naming no stage: the answer tells nothing of it.
-    #[error(
-        "identity '{identity}' may not read pipeline '{pipeline}': it needs a role on a pattern that matches one of its stages' queues ('{pipeline}.<stage>') (its grants: {grants})"
-    )]
-    PipelineDenied {
-        identity: String,
-        pipeline: String,
-        grants: String,
-    },
     /// A request that the caller's grants allow, refused by a policy of the cluster.
     #[error("{0}")]
     Forbidden(String),
@@ -55,9 +45,9 @@ impl SecurityError {
     pub fn code(&self) -> Code {
         match self {
             SecurityError::Unauthenticated(_) => Code::Unauthenticated,
-            SecurityError::PermissionDenied { .. }
-            | SecurityError::PipelineDenied { .. }
-            | SecurityError::Forbidden(_) => Code::PermissionDenied,
+            SecurityError::PermissionDenied { .. } | SecurityError::Forbidden(_) => {
+                Code::PermissionDenied
+            }
             SecurityError::QuotaExceeded { .. } => Code::ResourceExhausted,
             SecurityError::File { .. } | SecurityError::Invalid { .. } => Code::InvalidArgument,
         }

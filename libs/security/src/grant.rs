@@ -2,15 +2,11 @@
 //!
 //! A pattern is a queue name (`payments`), a prefix and a `*` (`orders.*`, `inbox:*`: every
 //! name that starts with the prefix, templates and dead-letter queues included), or `*`
-//! alone (every queue). A default dead-letter queue `<queue>.dlq` belongs to its queue: a
-//! prefix covers it only if it covers the queue (`orders.*` covers `orders.new.dlq`, not
-//! `orders.dlq`, which holds the dead letters of `orders`). Nothing is allowed unless a grant
-//! allows it.
+//! alone (every queue). Nothing is allowed unless a grant allows it.
 
 use std::fmt;
 
 use cascade_core::QueueName;
-use cascade_core::queue::DEAD_LETTER_SUFFIX;
 use serde::Deserialize;
 
 use crate::SecurityError;
@@ -98,19 +94,8 @@ impl QueuePattern {
 
     pub fn matches(&self, queue: &str) -> bool {
         match self.0.strip_suffix('*') {
-            Some(prefix) => {
-                let owner = queue.strip_suffix(DEAD_LETTER_SUFFIX).unwrap_or(queue);
-                queue.starts_with(prefix) && owner.starts_with(prefix)
-            }
+            Some(prefix) => queue.starts_with(prefix),
             None => queue == self.0,
-        }
-    }
-
-    /// Whether it matches some name that starts with `prefix`.
-    pub fn reaches(&self, prefix: &str) -> bool {
-        match self.0.strip_suffix('*') {
-            Some(own) => own.starts_with(prefix) || prefix.starts_with(own),
-            None => self.0.starts_with(prefix),
         }
     }
 
@@ -173,31 +158,12 @@ mod tests {
         assert!(pattern("orders.*").matches("orders.ship.dlq"));
         assert!(pattern("orders.*").matches("orders.*"));
         assert!(!pattern("orders.*").matches("orders"));
-        assert!(
-            !pattern("orders.*").matches("orders.dlq"),
-            "the dead letters of orders"
-        );
-        assert!(pattern("orders.dlq").matches("orders.dlq"));
-        assert!(pattern("*").matches("orders.dlq"));
-        assert!(pattern("inbox:*").matches("inbox:alice.dlq"));
         assert!(!pattern("orders.*").matches("payments.charge"));
         assert!(pattern("inbox:*").matches("inbox:alice"));
         assert!(pattern("payments").matches("payments"));
         assert!(!pattern("payments").matches("payments.dlq"));
         assert!(pattern("*").matches("anything:at.all"));
         assert_eq!(pattern("inbox:*").prefix(), "inbox:");
-    }
-
-    #[test]
-    fn a_pattern_reaches_the_names_under_a_prefix_it_may_match() {
-        assert!(pattern("*").reaches("hooks."));
-        assert!(pattern("hooks.*").reaches("hooks."));
-        assert!(pattern("hooks.a*").reaches("hooks."));
-        assert!(pattern("hook*").reaches("hooks."));
-        assert!(pattern("hooks.send").reaches("hooks."));
-        assert!(!pattern("hooks").reaches("hooks."));
-        assert!(!pattern("orders.*").reaches("hooks."));
-        assert!(!pattern("hooksmith.*").reaches("hooks."));
     }
 
     #[test]

@@ -49,33 +49,6 @@ impl Identity {
         })
     }
 
-    /// PERMISSION_DENIED for reading pipeline `name` unless a grant covers one of its
-    /// `stages`' queues or, while they are not known, one that reaches names under `name.`.
-    pub fn check_pipeline(
-        &self,
-        name: &str,
-        stages: Option<&[String]>,
-    ) -> Result<(), SecurityError> {
-        let allowed = match stages {
-            Some(stages) => stages.iter().any(|q| self.allows(Permission::Read, q)),
-            None => {
-                let under = format!("{name}.");
-                self.grants
-                    .iter()
-                    .flat_map(|g| &g.queues)
-                    .any(|p| p.reaches(&under))
-            }
-        };
-        if allowed {
-            return Ok(());
-        }
-        Err(SecurityError::PipelineDenied {
-            identity: self.name.clone(),
-            pipeline: name.to_owned(),
-            grants: Described(&self.grants).to_string(),
-        })
-    }
-
     /// The patterns this identity administers.
     pub fn admin_patterns(&self) -> impl Iterator<Item = &QueuePattern> {
         self.grants

@@ -40,15 +40,23 @@ pub struct AdminToken {
 }
 
 impl AdminToken {
-    pub fn get(&self) -> Option<&str> {
-        self.token.as_deref()
+    /// The token, if given; bad usage if it could not go in a header as it is (printable
+    /// ASCII only: anything else could end the header and start another).
+    pub fn get(&self) -> Result<Option<&str>, CliError> {
+        match self.token.as_deref() {
+            Some(token) if !token.bytes().all(|b| b.is_ascii_graphic()) => Err(CliError::usage(
+                "--token (or CASCADE_TOKEN)",
+                "not printable ASCII without spaces or line breaks",
+            )),
+            token => Ok(token),
+        }
     }
 }
 
 pub async fn rm(command: RmCommand) -> anyhow::Result<()> {
     match command {
         RmCommand::Explain { http_addr, token } => {
-            let (status, body) = http_get(&http_addr, EXPLAIN_PATH, token.get()).await?;
+            let (status, body) = http_get(&http_addr, EXPLAIN_PATH, token.get()?).await?;
             if status != 200 {
                 bail!(
                     "{http_addr}{EXPLAIN_PATH} answered {status}: {}",
@@ -61,22 +69,14 @@ pub async fn rm(command: RmCommand) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// `GET path` from `addr` (`host:port`), with `token` as a bearer token if given: the
-/// status code and the body as text.
+/// `GET path` from `addr` (`host:port`), with `token` (checked by [`AdminToken::get`]) as a
+/// bearer token if given: the status code and the body as text.
 pub async fn http_get(
     addr: &str,
     path: &str,
     token: Option<&str>,
 ) -> anyhow::Result<(u16, String)> {
     let authorization = match token {
-        // Printable ASCII only: anything else could end the header and start another.
-        Some(token) if !token.bytes().all(|b| b.is_ascii_graphic()) => {
-            return Err(CliError::usage(
-                "--token (or CASCADE_TOKEN)",
-                "not printable ASCII without spaces or line breaks",
-            )
-            .into());
-        }
         Some(token) => format!("Authorization: Bearer {token}\r\n"),
         None => String::new(),
     };

@@ -275,7 +275,7 @@ pub async fn top(args: TopArgs) -> anyhow::Result<()> {
     let source = format!("http://{}", args.http_addr);
     let page = StatusPage {
         addr: &args.http_addr,
-        token: args.token.get(),
+        token: args.token.get()?,
     };
     if args.once {
         let status = page.read().await?;

@@ -95,7 +95,7 @@ impl CliError {
     pub fn unreachable_admin_port(addr: &str, why: impl fmt::Display) -> CliError {
         CliError {
             exit: Exit::Connect,
-            what: format!("cannot reach the admin port at {addr}"),
+            what: format!("no answer from the admin port at {addr}"),
             why: why.to_string(),
             todo: Some(
                 "is it running? point --http-addr (or CASCADE_HTTP_ADDR) at its admin port (7701 by default)"
