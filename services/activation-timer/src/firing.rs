@@ -18,7 +18,7 @@ use cascade_proto::bus::v1::{
     ActivateBatch, DispatcherReply, DispatcherRequest, dispatcher_reply, dispatcher_request,
 };
 use cascade_proto::convert::activation_to_proto;
-use cascade_store::ScheduleEntry;
+use cascade_store::{ScheduleEntry, StoreError, Timer};
 
 use crate::shard::TimerShard;
 
@@ -80,31 +80,46 @@ async fn deliver(ctx: &TimerShard, due: Vec<ScheduleEntry>) {
     match answer {
         Ok(()) => {
             let count = due.len();
-            let acked = ctx
-                .store
-                .run(move |timer, _| {
-                    timer.acknowledge(&due);
-                    Ok(())
-                })
-                .await;
-            if let Err(e) = acked {
-                tracing::warn!(shard = ctx.shard, error = %e, "timer.acknowledge");
-            }
+            settle(ctx, due, Timer::acknowledge, "timer.acknowledge").await;
             tracing::trace!(shard = ctx.shard, count, "timer.fired");
         }
         Err(reason) => {
             tracing::warn!(shard = ctx.shard, %reason, retry_in = ?RETRY_PAUSE, "timer.activate_failed");
-            let released = ctx
-                .store
-                .run(move |timer, _| {
-                    timer.release(&due);
-                    Ok(())
-                })
-                .await;
-            if let Err(e) = released {
-                tracing::warn!(shard = ctx.shard, error = %e, "timer.release");
-            }
+            settle(ctx, due, Timer::release, "timer.release").await;
             pause(ctx, RETRY_PAUSE).await;
+        }
+    }
+}
+
+/// Acknowledges or releases `due` (`change`), again after a pause while the store's inbox is
+/// full: entries left in flight would not fire again before a restart, and would take the
+/// room of entries to load. A store that stopped ends the shard through its watchdog.
+async fn settle(
+    ctx: &TimerShard,
+    due: Vec<ScheduleEntry>,
+    change: fn(&mut Timer, &[ScheduleEntry]),
+    what: &'static str,
+) {
+    let due = Arc::new(due);
+    while !ctx.stopping.is_triggered() {
+        let entries = Arc::clone(&due);
+        let changed = ctx
+            .store
+            .run(move |timer, _| {
+                change(timer, &entries);
+                Ok(())
+            })
+            .await;
+        match changed {
+            Ok(()) => return,
+            Err(e @ StoreError::Busy { .. }) => {
+                tracing::warn!(shard = ctx.shard, error = %e, retry_in = ?RETRY_PAUSE, "{what}");
+                pause(ctx, RETRY_PAUSE).await;
+            }
+            Err(e) => {
+                tracing::warn!(shard = ctx.shard, error = %e, "{what}");
+                return;
+            }
         }
     }
 }
