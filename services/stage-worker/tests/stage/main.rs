@@ -9,4 +9,5 @@ mod harness;
 mod http_handler;
 mod http_server;
 mod lease_extension;
+mod queue_of_a_stage;
 mod rust_handler;

@@ -1,0 +1,72 @@
+//! A queue given by name that is a pipeline's stage (`--queue orders.check`) is served as
+//! that stage: its events advance to the next stage, where as a plain queue they would be
+//! acked and skip the rest of the pipeline. A queue of that shape that is no stage stays a
+//! plain queue.
+
+use cascade_proto::v1;
+use cascade_service::shutdown_channel;
+
+use crate::harness::{Cascade, stage_config, wait_until};
+
+fn noop_stage(name: &str) -> v1::Stage {
+    v1::Stage {
+        name: name.into(),
+        handler: Some(v1::HandlerSpec {
+            kind: Some(v1::handler_spec::Kind::Builtin("noop".into())),
+            ..Default::default()
+        }),
+        ..Default::default()
+    }
+}
+
+#[tokio::test]
+async fn a_stage_named_as_a_queue_advances_its_events() {
+    let cascade = Cascade::start().await;
+    let pipeline = v1::Pipeline {
+        name: "orders".into(),
+        stages: vec![noop_stage("check"), noop_stage("ship")],
+    };
+    cascade
+        .client
+        .admin()
+        .apply_pipeline(pipeline)
+        .await
+        .expect("apply the pipeline");
+    cascade
+        .create_queue(
+            "emails.high",
+            crate::harness::queue_config(std::time::Duration::from_secs(5)),
+        )
+        .await;
+    let (trigger, shutdown) = shutdown_channel();
+    let mut workers = tokio::task::JoinSet::new();
+    for queue in ["orders.check", "emails.high"] {
+        let config = stage_config(&cascade, queue, "builtin:noop");
+        workers.spawn(cascade_stage_worker::run(config, shutdown.clone()));
+    }
+    cascade
+        .client
+        .ingest()
+        .enqueue(v1::EnqueueRequest {
+            pipeline: "orders".into(),
+            payload: b"order".to_vec().into(),
+            ..Default::default()
+        })
+        .await
+        .expect("enqueue by pipeline");
+    cascade.enqueue("emails.high", b"mail", &[]).await;
+
+    wait_until("the order reached the next stage", 10, || async {
+        cascade.stats("orders.ship").await.ready == 1
+    })
+    .await;
+    assert_eq!(cascade.stats("orders.check").await.completed_total, 1);
+    cascade.wait_for_completed("emails.high", 1).await;
+    trigger.trigger();
+    while let Some(stopped) = workers.join_next().await {
+        stopped
+            .expect("its task")
+            .expect("the worker stopped cleanly");
+    }
+    cascade.stop().await;
+}
