@@ -9,8 +9,7 @@
 //!
 //! The worker (`cascade_worker`) takes batches with a long poll, runs the handler with the
 //! stage's concurrency, extends the leases of running handlers and completes with their
-//! outcomes. At the last stage, and on a plain queue, an `advance` is an `ack`; a queue given
-//! by a name that is a pipeline's stage (`p.s`) is served as that stage ([`queue_of_stage`]).
+//! outcomes. At the last stage, and on a plain queue, an `advance` is an `ack`.
 //!
 //! Failure policy: a handler that fails, times out or answers something not understood
 //! gets its event retried with the queue's backoff; the gateway being away is waited out
@@ -24,7 +23,6 @@ mod error;
 mod grpc_handler;
 mod http_handler;
 pub mod http_reply;
-mod queue_of_stage;
 mod registry;
 mod stage;
 mod timed;
@@ -41,20 +39,9 @@ pub use stage::{StageContext, StageHandler};
 
 /// Runs the stage worker `config` describes until `shutdown`, then drains and returns.
 pub async fn run(config: StageWorkerConfig, shutdown: Shutdown) -> Result<(), StageWorkerError> {
-    let gateway = connect(&config)?;
-    let config = tokio::select! {
-        config = queue_of_stage::serve_as_stage_if_one(config, &gateway) => config?,
-        () = shutdown.wait() => return Ok(()),
-    };
-    StageWorker::on_client(config, &gateway, &Registry::new(), Metrics::new())?
+    StageWorker::new(config, &Registry::new(), Metrics::new())?
         .run(shutdown)
         .await
-}
-
-/// A client of `config.gateway`, connected at its first call.
-fn connect(config: &StageWorkerConfig) -> Result<Client, StageWorkerError> {
-    Client::connect_lazy(&config.gateway, &config.gateway_options()?)
-        .map_err(|e| StageWorkerError::setting("gateway", e.to_string()))
 }
 
 /// A stage worker, ready to run; its [`WorkerHandle`] turns its concurrency and batch size.
@@ -76,7 +63,8 @@ impl StageWorker {
         registry: &Registry,
         metrics: Metrics,
     ) -> Result<StageWorker, StageWorkerError> {
-        let gateway = connect(&config)?;
+        let gateway = Client::connect_lazy(&config.gateway, &config.gateway_options()?)
+            .map_err(|e| StageWorkerError::setting("gateway", e.to_string()))?;
         StageWorker::on_client(config, &gateway, registry, metrics)
     }
 

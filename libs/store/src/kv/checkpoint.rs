@@ -4,7 +4,7 @@
 //! our own handles. Only then may the log segments the checkpoint covers be deleted.
 
 use std::fs::File;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
@@ -156,18 +156,31 @@ pub fn lsn(db: &sled::Db, dir: &Path) -> Result<u64, StoreError> {
     }
 }
 
-/// fsyncs every file and directory under `dir`, and `dir` itself.
+/// fsyncs every file and directory under `dir`, and `dir` itself. An entry gone between the
+/// listing and its fsync is passed over: sled deletes the files of large values it no longer
+/// needs on its own threads, even after a flush returned, and a deleted file has nothing left
+/// to make durable (the directory's own fsync, last, covers its removal).
 pub fn fsync_tree(dir: &Path) -> Result<(), StoreError> {
-    let entries = std::fs::read_dir(dir).map_err(|e| StoreError::io("list", dir, e))?;
-    for entry in entries {
-        let path = entry.map_err(|e| StoreError::io("list", dir, e))?.path();
-        if path.is_dir() {
-            fsync_tree(&path)?;
-        } else {
-            fsync_path(&path)?;
+    sync_tree(dir).map_err(|(path, source)| StoreError::Fsync { path, source })
+}
+
+fn sync_tree(dir: &Path) -> Result<(), (PathBuf, std::io::Error)> {
+    let failed = |e| (dir.to_path_buf(), e);
+    for entry in std::fs::read_dir(dir).map_err(failed)? {
+        let entry = entry.map_err(failed)?;
+        let path = entry.path();
+        let synced = match entry.file_type() {
+            Ok(kind) if kind.is_dir() => sync_tree(&path),
+            _ => File::open(&path)
+                .and_then(|f| f.sync_all())
+                .map_err(|e| (path.clone(), e)),
+        };
+        match synced {
+            Err((_, e)) if e.kind() == std::io::ErrorKind::NotFound => {}
+            other => other?,
         }
     }
-    fsync_path(dir)
+    File::open(dir).and_then(|f| f.sync_all()).map_err(failed)
 }
 
 pub fn fsync_path(path: &Path) -> Result<(), StoreError> {
@@ -182,6 +195,20 @@ pub fn fsync_path(path: &Path) -> Result<(), StoreError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A file gone between the listing and its fsync (here a link to nothing, which opens as
+    /// a deleted file does) is passed over; the rest is synced.
+    #[test]
+    fn a_file_gone_before_its_fsync_is_passed_over() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let blobs = dir.path().join("blobs");
+        std::fs::create_dir(&blobs).expect("mkdir");
+        std::fs::write(blobs.join("kept"), b"x").expect("write");
+        std::os::unix::fs::symlink(blobs.join("deleted"), blobs.join("gone")).expect("link");
+        fsync_tree(dir.path()).expect("synced");
+        let missing = fsync_tree(&dir.path().join("nowhere")).expect_err("no such directory");
+        assert!(matches!(missing, StoreError::Fsync { .. }), "{missing:?}");
+    }
 
     #[test]
     fn a_checkpoint_rests_four_times_what_it_worked_once_a_slice_is_done() {
