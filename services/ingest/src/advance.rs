@@ -13,7 +13,9 @@
 //! The target says which of these it is: a stage of the event's pipeline, or a queue outside
 //! it (where the caller must be allowed to enqueue).
 //!
-//! On any other queue, `to` is the target queue as given, and no `to` is INVALID_ARGUMENT.
+//! On any other queue, `to` is the target queue as given, and no `to` is an ack: a queue
+//! that is no stage has no next one, as after a pipeline's last stage. So a worker need not
+//! know whether its queue is a stage (a pipeline applied or changed while it runs decides).
 
 use cascade_core::{Pipeline, QueueName};
 use cascade_proto::bus::v1::dispatcher_reply::Result as Reply;
@@ -66,12 +68,7 @@ impl Gateway {
                 .map(|found| (found, stage)),
             None => None,
         };
-        let decision = decide(
-            queue,
-            stage.as_ref().map(|(p, s)| (p.as_ref(), *s)),
-            to,
-            field,
-        )?;
+        let decision = decide(stage.as_ref().map(|(p, s)| (p.as_ref(), *s)), to);
         match (decision, &stage) {
             (Decision::Known(target), _) => Ok(target),
             (Decision::IfQueueExists(name), Some((pipeline, _))) => {
@@ -113,31 +110,23 @@ impl Gateway {
     }
 }
 
-/// The advance from `queue` given the pipeline stage it is (`None`: not a stage).
-fn decide(
-    queue: &QueueName,
-    stage: Option<(&Pipeline, &str)>,
-    to: Option<&str>,
-    field: &str,
-) -> Result<Decision, IngestError> {
+/// The advance from a queue given the pipeline stage it is (`None`: not a stage).
+fn decide(stage: Option<(&Pipeline, &str)>, to: Option<&str>) -> Decision {
     let Some((pipeline, stage)) = stage else {
-        return match to {
-            Some(to) => Ok(Decision::Known(Target::Queue(to.to_owned()))),
-            None => Err(IngestError::invalid(
-                field,
-                format!("'{queue}' is not a pipeline stage; name the target queue"),
-            )),
-        };
+        return Decision::Known(match to {
+            Some(to) => Target::Queue(to.to_owned()),
+            None => Target::Ack,
+        });
     };
     let stage_queue = |name: &str| Target::Stage(pipeline.stage_queue(name).into());
-    Ok(match to {
+    match to {
         None => match pipeline.next_stage(stage) {
             Some(next) => Decision::Known(stage_queue(&next.name)),
             None => Decision::Known(Target::Ack),
         },
         Some(to) if pipeline.stage(to).is_some() => Decision::Known(stage_queue(to)),
         Some(to) => Decision::IfQueueExists(to.to_owned()),
-    })
+    }
 }
 
 #[cfg(test)]
@@ -172,10 +161,9 @@ mod tests {
         }
     }
 
-    fn from(stage: &str, to: Option<&str>) -> Result<Decision, IngestError> {
+    fn from(stage: &str, to: Option<&str>) -> Decision {
         let pipeline = orders();
-        let queue = pipeline.stage_queue(stage);
-        decide(&queue, Some((&pipeline, stage)), to, "advance.to")
+        decide(Some((&pipeline, stage)), to)
     }
 
     fn stage(name: &str) -> Decision {
@@ -188,39 +176,24 @@ mod tests {
 
     #[test]
     fn a_stage_advances_along_the_pipeline() {
-        assert_eq!(from("validate", None).ok(), Some(stage("orders.charge")));
+        assert_eq!(from("validate", None), stage("orders.charge"));
         assert_eq!(
-            from("charge", None).ok(),
-            Some(stage("orders.validate")),
+            from("charge", None),
+            stage("orders.validate"),
             "next wins over the order"
         );
-        assert_eq!(from("ship", None).ok(), Some(Decision::Known(Target::Ack)));
+        assert_eq!(from("ship", None), Decision::Known(Target::Ack));
+        assert_eq!(from("validate", Some("ship")), stage("orders.ship"));
+        assert_eq!(from("ship", Some("validate")), stage("orders.validate"));
         assert_eq!(
-            from("validate", Some("ship")).ok(),
-            Some(stage("orders.ship"))
-        );
-        assert_eq!(
-            from("ship", Some("validate")).ok(),
-            Some(stage("orders.validate"))
-        );
-        assert_eq!(
-            from("validate", Some("archive")).ok(),
-            Some(Decision::IfQueueExists("archive".into()))
+            from("validate", Some("archive")),
+            Decision::IfQueueExists("archive".into())
         );
     }
 
     #[test]
-    fn a_plain_queue_needs_a_target() {
-        let jobs = QueueName::parse("jobs").expect("name");
-        assert_eq!(
-            decide(&jobs, None, Some("done"), "advance.to").ok(),
-            Some(queue("done"))
-        );
-        let err = decide(&jobs, None, None, "completions[2].advance.to").expect_err("no target");
-        assert_eq!(err.code(), tonic::Code::InvalidArgument);
-        assert_eq!(
-            err.to_string(),
-            "completions[2].advance.to: 'jobs' is not a pipeline stage; name the target queue"
-        );
+    fn a_plain_queue_goes_to_its_target_or_is_done() {
+        assert_eq!(decide(None, Some("done")), queue("done"));
+        assert_eq!(decide(None, None), Decision::Known(Target::Ack));
     }
 }

@@ -6,7 +6,7 @@
 //! gateway = "http://127.0.0.1:7700"
 //! pipeline = "orders"        # with `stage`: the queue is orders.ship
 //! stage = "ship"
-//! last_stage = false         # true: `advance` is an ack here (always so on a plain queue)
+//! last_stage = false         # true: `advance` is an ack here (so on a plain queue too)
 //! # queue = "emails"         # a plain queue instead of a pipeline's stage
 //! batch = 32
 //! concurrency = 8            # default: handler.concurrency
@@ -281,11 +281,14 @@ impl StageWorkerConfig {
                     last: self.last_stage,
                 })
             }
+            // A queue named like a stage (`orders.check`) may be one, now or once a pipeline
+            // is applied: its advances go to the gateway, which knows (the next stage, or an
+            // ack on a queue that is no stage). Any other name is done with at an advance.
             (None, None, Some(queue)) => Ok(StageContext {
                 queue: QueueName::parse(queue).map_err(|e| invalid("queue", e))?,
                 pipeline: None,
                 stage: None,
-                last: true,
+                last: Pipeline::split_stage_queue(queue).is_none(),
             }),
             (None, None, None) => Err(StageWorkerError::setting(
                 "queue",

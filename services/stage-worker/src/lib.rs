@@ -9,7 +9,8 @@
 //!
 //! The worker (`cascade_worker`) takes batches with a long poll, runs the handler with the
 //! stage's concurrency, extends the leases of running handlers and completes with their
-//! outcomes. At the last stage, and on a plain queue, an `advance` is an `ack`.
+//! outcomes. At the last stage, and on a plain queue, an `advance` is an `ack`; a queue given
+//! by a name that is a stage's (`--queue orders.check`) is served as that stage.
 //!
 //! Failure policy: a handler that fails, times out or answers something not understood
 //! gets its event retried with the queue's backoff; the gateway being away is waited out

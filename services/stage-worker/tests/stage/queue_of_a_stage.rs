@@ -1,7 +1,7 @@
 //! A queue given by name that is a pipeline's stage (`--queue orders.check`) is served as
-//! that stage: its events advance to the next stage, where as a plain queue they would be
-//! acked and skip the rest of the pipeline. A queue of that shape that is no stage stays a
-//! plain queue.
+//! that stage, even when the pipeline is applied after the worker started: its events
+//! advance to the next stage, where as a plain queue they would be acked and skip the rest
+//! of the pipeline. A queue of that shape that is no stage stays a plain queue.
 
 use cascade_proto::v1;
 use cascade_service::shutdown_channel;
@@ -22,6 +22,20 @@ fn noop_stage(name: &str) -> v1::Stage {
 #[tokio::test]
 async fn a_stage_named_as_a_queue_advances_its_events() {
     let cascade = Cascade::start().await;
+    // The queues exist before their workers start (a worker stops on a queue that does
+    // not), and the pipeline comes after: `orders.check` is a plain queue until then.
+    let lease = std::time::Duration::from_secs(5);
+    for queue in ["orders.check", "emails.high"] {
+        cascade
+            .create_queue(queue, crate::harness::queue_config(lease))
+            .await;
+    }
+    let (trigger, shutdown) = shutdown_channel();
+    let mut workers = tokio::task::JoinSet::new();
+    for queue in ["orders.check", "emails.high"] {
+        let config = stage_config(&cascade, queue, "builtin:noop");
+        workers.spawn(cascade_stage_worker::run(config, shutdown.clone()));
+    }
     let pipeline = v1::Pipeline {
         name: "orders".into(),
         stages: vec![noop_stage("check"), noop_stage("ship")],
@@ -32,18 +46,6 @@ async fn a_stage_named_as_a_queue_advances_its_events() {
         .apply_pipeline(pipeline)
         .await
         .expect("apply the pipeline");
-    cascade
-        .create_queue(
-            "emails.high",
-            crate::harness::queue_config(std::time::Duration::from_secs(5)),
-        )
-        .await;
-    let (trigger, shutdown) = shutdown_channel();
-    let mut workers = tokio::task::JoinSet::new();
-    for queue in ["orders.check", "emails.high"] {
-        let config = stage_config(&cascade, queue, "builtin:noop");
-        workers.spawn(cascade_stage_worker::run(config, shutdown.clone()));
-    }
     cascade
         .client
         .ingest()
