@@ -81,15 +81,7 @@ impl ScannedLog {
         for (previous, next) in segments.iter().zip(segments.iter().skip(1)) {
             check_continuity(&dir, previous, next, checkpoint_lsn)?;
         }
-        if let Some(oldest) = segments.front()
-            && oldest.first_lsn > checkpoint_lsn + 1
-        {
-            return Err(WalError::Missing {
-                dir,
-                expected: checkpoint_lsn + 1,
-                found: oldest.first_lsn,
-            });
-        }
+        check_start(&dir, segments.front().map(|s| s.first_lsn), checkpoint_lsn)?;
         if let (Some(tail), Some(last)) = (torn, segments.back()) {
             tracing::warn!(
                 path = %last.path.display(), offset = tail.offset, reason = %tail.reason,
@@ -140,6 +132,11 @@ impl ScannedLog {
 /// `Ok` with a note for each torn tail that opening would cut off.
 pub fn verify(dir: &Path, checkpoint_lsn: Lsn) -> Result<Vec<String>, WalError> {
     let found = segment::list(dir)?;
+    check_start(
+        dir,
+        found.first().map(|(first_lsn, _)| *first_lsn),
+        checkpoint_lsn,
+    )?;
     let count = found.len();
     let mut notes = Vec::new();
     let mut previous: Option<SegmentMeta> = None;
@@ -159,6 +156,19 @@ pub fn verify(dir: &Path, checkpoint_lsn: Lsn) -> Result<Vec<String>, WalError> 
         previous = Some(scanned.meta);
     }
     Ok(notes)
+}
+
+/// The oldest segment (`oldest`: its first LSN) must start at or before the first record
+/// after the checkpoint.
+fn check_start(dir: &Path, oldest: Option<Lsn>, checkpoint_lsn: Lsn) -> Result<(), WalError> {
+    match oldest {
+        Some(found) if found > checkpoint_lsn + 1 => Err(WalError::Missing {
+            dir: dir.to_path_buf(),
+            expected: checkpoint_lsn + 1,
+            found,
+        }),
+        _ => Ok(()),
+    }
 }
 
 /// Consecutive segments must continue each other's LSNs; a gap is only harmless when every

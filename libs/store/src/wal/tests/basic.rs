@@ -217,6 +217,14 @@ fn missing_when_a_needed_segment_was_deleted() -> TestResult {
         }) => assert_eq!((expected, found), (3, 7)),
         other => panic!("expected Missing, got {other:?}"),
     }
+    // `cascade data verify` says so too, where it only looked between segments.
+    match crate::wal::verify(dir.path(), 2) {
+        Err(WalError::Missing {
+            expected, found, ..
+        }) => assert_eq!((expected, found), (3, 7)),
+        other => panic!("expected Missing, got {other:?}"),
+    }
+    assert!(crate::wal::verify(dir.path(), 6)?.is_empty());
     Ok(())
 }
 
