@@ -146,29 +146,28 @@ impl Backlogs {
         backlog.held.is_empty().then_some(backlog.behind).flatten()
     }
 
-    /// Takes in what a catch-up read for `receiver` found: its entries below `cursor` (those
-    /// of other receivers are theirs to read), read up to `next`, as many as its share and
+    /// Takes in what a catch-up read for `receiver` found of its own, in sequence order: its
+    /// entries below `cursor`, read up to `next`, as many as its share and
     /// the budget allow (at least one); the rest are read again. Once the reads have reached
     /// the cursor, the cursor's reads bring the rest.
     pub(super) fn caught_up(
         &mut self,
         receiver: Receiver,
-        found: impl IntoIterator<Item = (Receiver, Entry)>,
+        found: impl IntoIterator<Item = Entry>,
         next: u64,
         cursor: u64,
     ) {
         let backlog = self.by_receiver.entry(receiver).or_default();
         let mut left_at = None;
-        for (to, entry) in found {
-            if to != receiver || entry.seq >= cursor || left_at.is_some() {
-                continue;
-            }
+        // In sequence order: what comes after the cursor, or after one left, is not taken
+        // (nor looked at, when `found` works out costs as it goes).
+        for entry in found.into_iter().take_while(|entry| entry.seq < cursor) {
             let first = backlog.held.is_empty();
-            if first || Self::fits(self.share, self.budget, self.held, backlog, entry.cost) {
-                Self::hold(&mut self.held, backlog, entry);
-            } else {
+            if !first && !Self::fits(self.share, self.budget, self.held, backlog, entry.cost) {
                 left_at = Some(entry.seq);
+                break;
             }
+            Self::hold(&mut self.held, backlog, entry);
         }
         backlog.behind = left_at.or((next < cursor).then_some(next));
         if backlog.held.is_empty() && backlog.behind.is_none() {
@@ -318,12 +317,9 @@ mod tests {
         );
         assert_eq!(seqs(&backlogs.batch(Receiver::Timer, ROOMY)), [4]);
 
-        // Its rest over, it reads from 1 on; 4 is the timer's and 5 is at the cursor.
+        // Its rest over, it reads from 1 on (4 is the timer's); 5 is at the cursor.
         assert_eq!(backlogs.catch_up_from(TO_1), Some(1));
-        let found = [1, 2, 3, 4, 5].map(|seq| {
-            let to = if seq == 4 { Receiver::Timer } else { TO_1 };
-            (to, entry(seq, 10))
-        });
+        let found = [1, 2, 3, 5].map(|seq| entry(seq, 10));
         backlogs.caught_up(TO_1, found, 6, 5);
         assert_eq!(backlogs.catch_up_from(TO_1), None);
         assert_eq!(seqs(&backlogs.batch(TO_1, ROOMY)), [1, 2, 3]);
@@ -336,7 +332,7 @@ mod tests {
     fn a_catch_up_read_cut_short_goes_on_from_where_it_stopped() {
         let mut backlogs = Backlogs::new(ROOMY, ROOMY);
         backlogs.rest(TO_1, 10);
-        backlogs.caught_up(TO_1, [(TO_1, entry(10, 1)), (TO_1, entry(11, 1))], 12, 50);
+        backlogs.caught_up(TO_1, [entry(10, 1), entry(11, 1)], 12, 50);
         assert_eq!(
             backlogs.catch_up_from(TO_1),
             None,
@@ -365,11 +361,7 @@ mod tests {
         // With room again, the timer's next entry still waits behind its 3.
         backlogs.add(Receiver::Timer, false, (5, schedule()), |_| 10);
         assert!(backlogs.batch(Receiver::Timer, ROOMY).is_empty());
-        let found = [
-            (Receiver::Timer, entry(3, 10)),
-            (TO_1, entry(4, 10)),
-            (Receiver::Timer, entry(5, 10)),
-        ];
+        let found = [entry(3, 10), entry(5, 10)];
         backlogs.caught_up(Receiver::Timer, found, 6, 6);
         assert_eq!(seqs(&backlogs.batch(Receiver::Timer, ROOMY)), [3, 5]);
     }
@@ -391,7 +383,7 @@ mod tests {
         assert_eq!(seqs(&backlogs.batch(TO_1, ROOMY)), [1, 2]);
         assert_eq!(backlogs.catch_up_from(TO_1), Some(3));
         // A catch-up holds its share too, and the rest is read again after.
-        let found = (3..=6).map(|seq| (TO_1, entry(seq, 10)));
+        let found = (3..=6).map(|seq| entry(seq, 10));
         backlogs.caught_up(TO_1, found, 7, 9);
         assert_eq!(seqs(&backlogs.batch(TO_1, ROOMY)), [3, 4]);
         assert_eq!(backlogs.catch_up_from(TO_1), Some(5));

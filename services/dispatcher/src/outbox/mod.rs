@@ -22,6 +22,7 @@ mod send;
 use std::collections::HashMap;
 use std::sync::Arc;
 
+use cascade_store::StoreError;
 use cascade_store::codec::records::HandOff;
 use cascade_store::shard::OutboxRead;
 use tokio::task::JoinSet;
@@ -142,15 +143,18 @@ impl Pump {
             || self.in_flight.values().any(|(to, _)| *to == receiver)
     }
 
+    /// A window's worth of the outbox from sequence `from` on.
+    async fn read_from(&self, from: u64) -> Result<OutboxRead, StoreError> {
+        let window = self.window();
+        self.ctx
+            .store
+            .run(move |shard, _| shard.outbox(from, window.entries, window.bytes))
+            .await
+    }
+
     /// Reads on from the cursor; true if there may be more to read.
     async fn read(&mut self) -> bool {
-        let (cursor, window) = (self.cursor, self.window());
-        let read = self
-            .ctx
-            .store
-            .run(move |shard, _| shard.outbox(cursor, window.entries, window.bytes))
-            .await;
-        match read {
+        match self.read_from(self.cursor).await {
             Ok(read) => self.take_in(read),
             // Read again at the next turn (the store was busy); a store that stopped ends
             // the shard through its watchdog.
@@ -185,38 +189,24 @@ impl Pump {
             let Some(from) = self.backlogs.catch_up_from(receiver) else {
                 continue;
             };
-            let window = self.window();
-            let read = self
-                .ctx
-                .store
-                .run(move |shard, _| shard.outbox(from, window.entries, window.bytes))
-                .await;
-            let read = match read {
+            let read = match self.read_from(from).await {
                 Ok(read) => read,
                 Err(e) => {
                     tracing::warn!(shard = self.ctx.shard, error = %e, "dispatcher.outbox.read");
                     return false;
                 }
             };
+            // Other receivers' entries are theirs to read.
             let shards = self.ctx.shards;
-            let found: Vec<(Receiver, Entry)> = read
+            let found = read
                 .entries
                 .into_iter()
-                .filter(|(seq, hand_off)| {
-                    *seq < self.cursor && Receiver::of(hand_off, shards) == receiver
-                })
-                .map(|(seq, hand_off)| {
-                    let cost = cost(seq, &hand_off);
-                    (
-                        receiver,
-                        Entry {
-                            seq,
-                            hand_off,
-                            cost,
-                        },
-                    )
-                })
-                .collect();
+                .filter(|(_, hand_off)| Receiver::of(hand_off, shards) == receiver)
+                .map(|(seq, hand_off)| Entry {
+                    cost: cost(seq, &hand_off),
+                    seq,
+                    hand_off,
+                });
             self.backlogs
                 .caught_up(receiver, found, read.next, self.cursor);
             more |= self.backlogs.catch_up_from(receiver).is_some();
