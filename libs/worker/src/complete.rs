@@ -4,12 +4,15 @@
 //! the gateway makes the previous one durable; completions are of distinct leases, so no
 //! order is needed between them.
 //!
-//! Failure policy: a transport failure or UNAVAILABLE is retried a few times; a retry of a
-//! completion that did apply is refused as a stale lease and changes nothing. A request
-//! refused whole for what its completions are goes again without those the gateway lists as
-//! outside the worker's grants, or in halves, so only the completions at fault are refused.
-//! A completion that is refused or cannot be sent is logged and counted; its lease expires
-//! and the event is delivered again (at least once).
+//! Failure policy: a failure that may pass (the gateway or the event's shard away for a
+//! moment, as while either restarts), of the whole request or of single completions in its
+//! answer, is tried again after a pause that doubles, for as long as the completion's lease
+//! lasts: after that the gateway would refuse it as stale, and the event is delivered again
+//! anyway. A retry of a completion that did apply is refused as a stale lease and changes
+//! nothing. A request refused whole for what its completions are goes again without those
+//! the gateway lists as outside the worker's grants, or in halves, so only the completions
+//! at fault are refused. A completion that is refused or cannot be sent in time is logged
+//! and counted; its lease expires and the event is delivered again (at least once).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -19,6 +22,7 @@ use cascade_proto::v1;
 use prost::Message;
 use tokio::sync::mpsc;
 use tokio::task::JoinSet;
+use tokio::time::Instant;
 use tracing::Instrument;
 
 use crate::stats::{Counter, Stats};
@@ -28,21 +32,33 @@ use crate::stats::{Counter, Stats};
 const MAX_REQUEST_BYTES: usize = 2 << 20;
 /// `Complete` requests unanswered at once at most.
 const COMPLETES_IN_FLIGHT: usize = 2;
-/// Tries per request for failures that may pass.
-const TRIES: u32 = 4;
 /// How long a `Complete` may go unanswered before it is tried again: well above the
 /// gateway's own wait for its shards, so that only a connection gone silent reaches it.
 const COMPLETE_TIMEOUT: Duration = Duration::from_secs(30);
 const FIRST_RETRY_PAUSE: Duration = Duration::from_millis(100);
+/// Pauses between tries double up to this: a shard back from a restart is seen within it.
+const MAX_RETRY_PAUSE: Duration = Duration::from_secs(2);
+
+/// A completion to send, and until when sending it is worth a try: the end of its lease.
+#[derive(Clone, Debug)]
+pub(crate) struct Pending {
+    pub(crate) completion: v1::Completion,
+    pub(crate) until: Instant,
+}
+
+/// The completions of `pending`, for a request.
+pub(crate) fn completions_of(pending: &[Pending]) -> Vec<v1::Completion> {
+    pending.iter().map(|p| p.completion.clone()).collect()
+}
 
 /// Runs until every sender is dropped and the queue is empty.
 pub(crate) async fn run_completer(
     client: WorkerCalls,
-    mut queued: mpsc::Receiver<v1::Completion>,
+    mut queued: mpsc::Receiver<Pending>,
     max_batch: usize,
     stats: Arc<Stats>,
 ) {
-    let mut carried: Option<v1::Completion> = None;
+    let mut carried: Option<Pending> = None;
     let mut sending = JoinSet::new();
     loop {
         // While every slot is taken, completions gather in the queue for the next request.
@@ -67,11 +83,11 @@ pub(crate) async fn run_completer(
                 },
             },
         };
-        let mut bytes = first.encoded_len();
+        let mut bytes = first.completion.encoded_len();
         let mut batch = vec![first];
         while batch.len() < max_batch {
             let Ok(next) = queued.try_recv() else { break };
-            let size = next.encoded_len();
+            let size = next.completion.encoded_len();
             if bytes + size > MAX_REQUEST_BYTES {
                 carried = Some(next);
                 break;
@@ -93,7 +109,7 @@ pub(crate) async fn run_completer(
 /// again without those it lists as outside the worker's grants (they fail here), or,
 /// when it lists none (more or larger than its limits), in halves down to single
 /// completions: one completion at fault does not fail the others.
-async fn send(client: WorkerCalls, batch: Vec<v1::Completion>, stats: Arc<Stats>) {
+async fn send(client: WorkerCalls, batch: Vec<Pending>, stats: Arc<Stats>) {
     // Requests still to send, the next one last.
     let mut to_send = vec![batch];
     while let Some(batch) = to_send.pop() {
@@ -114,12 +130,12 @@ async fn send(client: WorkerCalls, batch: Vec<v1::Completion>, stats: Arc<Stats>
 /// lists as outside the worker's grants and gives back the others, which may go again
 /// together; `Err(completions)` when it lists none.
 pub(crate) fn fail_forbidden(
-    completions: Vec<v1::Completion>,
+    completions: Vec<Pending>,
     status: &tonic::Status,
     stats: &Stats,
-) -> Result<Vec<v1::Completion>, Vec<v1::Completion>> {
+) -> Result<Vec<Pending>, Vec<Pending>> {
     let (forbidden, others) = forbidden_apart(completions, status)?;
-    for completion in &forbidden {
+    for Pending { completion, .. } in &forbidden {
         let to = match &completion.outcome {
             Some(v1::completion::Outcome::Advance(advance)) => advance.to.as_str(),
             _ => "",
@@ -130,20 +146,21 @@ pub(crate) fn fail_forbidden(
     Ok(others)
 }
 
-/// Sends one request, retrying failures that may pass; gives back its completions, with the
+/// Sends one request, and again what failed in a way that may pass (the request, or single
+/// completions in its answer) while their leases last; gives back its completions, with the
 /// status, when it was refused whole for what they are and more than one could be sent apart.
 async fn send_one(
     client: &WorkerCalls,
-    batch: Vec<v1::Completion>,
+    mut batch: Vec<Pending>,
     stats: &Stats,
-) -> Option<(Vec<v1::Completion>, tonic::Status)> {
-    let count = batch.len() as u64;
-    let request = v1::CompleteRequest { completions: batch };
-    let (mut attempt, mut pause) = (1, FIRST_RETRY_PAUSE);
+) -> Option<(Vec<Pending>, tonic::Status)> {
+    let mut pause = FIRST_RETRY_PAUSE;
     loop {
+        let request = v1::CompleteRequest {
+            completions: completions_of(&batch),
+        };
         let mut calls = client.clone();
-        let call = calls.complete(request.clone());
-        let answer = match tokio::time::timeout(COMPLETE_TIMEOUT, call).await {
+        let answer = match tokio::time::timeout(COMPLETE_TIMEOUT, calls.complete(request)).await {
             Ok(answer) => answer,
             Err(_) => Err(tonic::Status::deadline_exceeded(format!(
                 "no answer within {COMPLETE_TIMEOUT:?}"
@@ -151,45 +168,71 @@ async fn send_one(
         };
         match answer {
             Ok(response) => {
-                record_results(&request.completions, &response.into_inner().results, stats);
-                return None;
+                batch = record_results(batch, &response.into_inner().results, stats);
+                if batch.is_empty() {
+                    return None;
+                }
+                tracing::warn!(
+                    count = batch.len(),
+                    "worker.complete.unavailable; trying those completions again"
+                );
             }
-            Err(status) if count > 1 && is_refused_whole(&status) => {
-                tracing::warn!(count, code = ?status.code(), message = %status.message(), "worker.complete.refused_whole; sending it again in parts");
-                return Some((request.completions, status));
+            Err(status) if batch.len() > 1 && is_refused_whole(&status) => {
+                tracing::warn!(count = batch.len(), code = ?status.code(), message = %status.message(), "worker.complete.refused_whole; sending it again in parts");
+                return Some((batch, status));
             }
             // Sent again as it is, a request refused whole would be refused again.
-            Err(status)
-                if attempt < TRIES && may_pass(status.code()) && !is_refused_whole(&status) =>
-            {
-                tracing::warn!(attempt, code = ?status.code(), message = %status.message(), "worker.complete.retrying");
-                tokio::time::sleep(pause).await;
-                (attempt, pause) = (attempt + 1, pause * 2);
+            Err(status) if may_pass(status.code()) && !is_refused_whole(&status) => {
+                tracing::warn!(count = batch.len(), code = ?status.code(), message = %status.message(), "worker.complete.retrying");
             }
             Err(status) => {
                 tracing::error!(
-                    count,
+                    count = batch.len(),
                     code = ?status.code(),
                     message = %status.message(),
                     "worker.complete.failed; the leases will expire and the events come back"
                 );
-                stats.add(Counter::CompleteFailures, count);
+                stats.add(Counter::CompleteFailures, batch.len() as u64);
                 return None;
             }
         }
+        batch = within_leases(batch, Instant::now() + pause, stats);
+        if batch.is_empty() {
+            return None;
+        }
+        stats.add(Counter::CompleteRetries, batch.len() as u64);
+        tokio::time::sleep(pause).await;
+        pause = (pause * 2).min(MAX_RETRY_PAUSE);
     }
 }
 
-/// Counts the answers to `completions` (sent by `Complete` or carried by a take), and logs
-/// each refused one. A release counts as released only once accepted; a completion the
+/// Those of `batch` whose leases last past `at`; the others are counted as failed, since
+/// the gateway would refuse them as stale by then.
+fn within_leases(batch: Vec<Pending>, at: Instant, stats: &Stats) -> Vec<Pending> {
+    let (live, ended): (Vec<_>, Vec<_>) = batch.into_iter().partition(|p| p.until > at);
+    if !ended.is_empty() {
+        tracing::error!(
+            count = ended.len(),
+            "worker.complete.failed; not sent before their leases end, the events come back"
+        );
+        stats.add(Counter::CompleteFailures, ended.len() as u64);
+    }
+    live
+}
+
+/// Counts the answers to `completions` (sent by `Complete` or carried by a take), logs each
+/// refused one, and gives back those whose failure may pass (their shard away for a moment),
+/// to be sent again. A release counts as released only once accepted; a completion the
 /// answer has no result for (a gateway's bug) counts as a failure.
 pub(crate) fn record_results(
-    completions: &[v1::Completion],
+    completions: Vec<Pending>,
     results: &[v1::CompletionResult],
     stats: &Stats,
-) {
+) -> Vec<Pending> {
     let (mut completed, mut released, mut refused) = (0, 0, 0);
-    for (index, completion) in completions.iter().enumerate() {
+    let mut again = Vec::new();
+    for (index, pending) in completions.into_iter().enumerate() {
+        let completion = &pending.completion;
         match results.get(index) {
             Some(result) if result.code == 0 => {
                 completed += 1;
@@ -199,6 +242,10 @@ pub(crate) fn record_results(
                 ) {
                     released += 1;
                 }
+            }
+            Some(result) if may_pass(tonic::Code::from_i32(result.code)) => {
+                tracing::debug!(id = %completion.id, code = result.code, message = %result.message, "worker.complete.item_unavailable");
+                again.push(pending);
             }
             answer => {
                 refused += 1;
@@ -218,11 +265,12 @@ pub(crate) fn record_results(
     stats.add(Counter::Completed, completed);
     stats.add(Counter::Released, released);
     stats.add(Counter::CompleteFailures, refused);
+    again
 }
 
 /// Whether `completions` may go with a take: within the completer's own batch bounds.
-pub(crate) fn fits_one_request(completions: &[v1::Completion], max_batch: usize) -> bool {
-    let bytes: usize = completions.iter().map(Message::encoded_len).sum();
+pub(crate) fn fits_one_request(completions: &[Pending], max_batch: usize) -> bool {
+    let bytes: usize = completions.iter().map(|p| p.completion.encoded_len()).sum();
     completions.len() <= max_batch && bytes <= MAX_REQUEST_BYTES
 }
 
@@ -249,14 +297,42 @@ mod tests {
 
     use super::*;
 
-    /// A gateway whose first `Complete` never answers, as over a connection gone silent.
-    #[derive(Default)]
-    struct SilentOnce {
+    /// How the stand-in gateway answers a `Complete`.
+    #[derive(Clone, Copy)]
+    enum Answer {
+        /// Never, as over a connection gone silent.
+        Silent,
+        /// UNAVAILABLE for the whole request, as while the gateway restarts.
+        Unavailable,
+        /// OK, with UNAVAILABLE for each completion, as while its shard restarts.
+        ItemsUnavailable,
+        /// OK, each completion applied.
+        Applied,
+    }
+
+    /// A gateway's `Worker` service that answers its `n`th `Complete` with `answers(n)`.
+    struct StandIn {
+        answers: fn(u32) -> Answer,
         calls: AtomicU32,
     }
 
+    impl StandIn {
+        fn client(answers: fn(u32) -> Answer) -> (Arc<StandIn>, WorkerCalls) {
+            let gateway = Arc::new(StandIn {
+                answers,
+                calls: AtomicU32::new(0),
+            });
+            let client = WorkerCalls::InProcess(Arc::clone(&gateway) as Arc<dyn Worker>);
+            (gateway, client)
+        }
+
+        fn calls(&self) -> u32 {
+            self.calls.load(Ordering::Relaxed)
+        }
+    }
+
     #[tonic::async_trait]
-    impl Worker for SilentOnce {
+    impl Worker for StandIn {
         async fn take(
             &self,
             _: Request<v1::TakeRequest>,
@@ -268,14 +344,20 @@ mod tests {
             &self,
             request: Request<v1::CompleteRequest>,
         ) -> Result<Response<v1::CompleteResponse>, Status> {
-            if self.calls.fetch_add(1, Ordering::Relaxed) == 0 {
-                std::future::pending::<()>().await;
-            }
+            let code = match (self.answers)(self.calls.fetch_add(1, Ordering::Relaxed)) {
+                Answer::Silent => std::future::pending().await,
+                Answer::Unavailable => return Err(Status::unavailable("restarting")),
+                Answer::ItemsUnavailable => tonic::Code::Unavailable,
+                Answer::Applied => tonic::Code::Ok,
+            };
             let results = request
                 .into_inner()
                 .completions
                 .iter()
-                .map(|_| v1::CompletionResult::default())
+                .map(|_| v1::CompletionResult {
+                    code: code as i32,
+                    ..v1::CompletionResult::default()
+                })
                 .collect();
             Ok(Response::new(v1::CompleteResponse { results }))
         }
@@ -288,21 +370,63 @@ mod tests {
         }
     }
 
-    /// On paused time: the timeout passes as soon as nothing else can run.
-    #[tokio::test(start_paused = true)]
-    async fn a_complete_left_unanswered_is_tried_again_after_its_timeout() {
-        let gateway = Arc::new(SilentOnce::default());
-        let client = WorkerCalls::InProcess(Arc::clone(&gateway) as Arc<dyn Worker>);
+    /// Sends one ack whose lease lasts `lease`, bounded by an hour so that a completer
+    /// that never gives up fails the test instead of hanging it. On paused time, so waits
+    /// pass as soon as nothing else can run.
+    async fn send_ack(client: WorkerCalls, lease: Duration) -> Arc<Stats> {
         let stats = Arc::new(Stats::default());
         let ack = v1::completion::Outcome::Ack(v1::Ack {});
-        // The outer bound keeps a completer without a timeout from hanging the test.
-        let sent = send(client, vec![completion("a", ack)], Arc::clone(&stats));
+        let batch = vec![pending(completion("a", ack), Instant::now() + lease)];
+        let sent = send(client, batch, Arc::clone(&stats));
         tokio::time::timeout(Duration::from_secs(3600), sent)
             .await
             .expect("sent within an hour");
-        assert_eq!(gateway.calls.load(Ordering::Relaxed), 2, "tried again");
-        let counted = stats.snapshot();
-        assert_eq!((counted.completed, counted.complete_failures), (1, 0));
+        stats
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_complete_left_unanswered_is_tried_again_after_its_timeout() {
+        let (gateway, client) = StandIn::client(|n| match n {
+            0 => Answer::Silent,
+            _ => Answer::Applied,
+        });
+        let stats = send_ack(client, Duration::from_secs(600)).await.snapshot();
+        assert_eq!(gateway.calls(), 2, "tried again");
+        assert_eq!((stats.completed, stats.complete_failures), (1, 0));
+        assert_eq!(stats.complete_retries, 1);
+    }
+
+    /// Twenty seconds of a gateway, then of a shard, that cannot answer: more than a few
+    /// quick tries, less than the lease.
+    #[tokio::test(start_paused = true)]
+    async fn a_completion_is_tried_again_while_its_lease_lasts() {
+        let (gateway, client) = StandIn::client(|n| match n {
+            0..6 => Answer::Unavailable,
+            6..12 => Answer::ItemsUnavailable,
+            _ => Answer::Applied,
+        });
+        let started = Instant::now();
+        let stats = send_ack(client, Duration::from_secs(60)).await.snapshot();
+        assert_eq!(gateway.calls(), 13);
+        assert_eq!((stats.completed, stats.complete_failures), (1, 0));
+        assert_eq!(stats.complete_retries, 12);
+        // Pauses of 0.1, 0.2, 0.4, 0.8, 1.6, then 2 s.
+        assert_eq!(started.elapsed(), Duration::from_millis(3100 + 7 * 2000));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_completion_is_given_up_once_its_lease_has_ended() {
+        let (gateway, client) = StandIn::client(|_| Answer::ItemsUnavailable);
+        let started = Instant::now();
+        let stats = send_ack(client, Duration::from_secs(10)).await.snapshot();
+        assert_eq!((stats.completed, stats.complete_failures), (0, 1));
+        // The last try is the last whose pause ends within the lease.
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "{:?}",
+            started.elapsed()
+        );
+        assert_eq!(gateway.calls(), stats.complete_retries as u32 + 1);
     }
 
     fn completion(id: &str, outcome: v1::completion::Outcome) -> v1::Completion {
@@ -314,24 +438,35 @@ mod tests {
         }
     }
 
+    fn pending(completion: v1::Completion, until: Instant) -> Pending {
+        Pending { completion, until }
+    }
+
     #[test]
     fn only_accepted_releases_count_as_released_and_a_missing_result_as_a_failure() {
         let release = || v1::completion::Outcome::Release(v1::Release {});
         let ack = v1::completion::Outcome::Ack(v1::Ack {});
-        let completions = [
-            completion("a", release()),
-            completion("b", release()),
-            completion("c", ack),
+        let until = Instant::now();
+        let completions = vec![
+            pending(completion("a", release()), until),
+            pending(completion("b", release()), until),
+            pending(completion("c", ack.clone()), until),
+            pending(completion("d", ack), until),
         ];
         let stale = v1::CompletionResult {
             code: tonic::Code::FailedPrecondition as i32,
             message: "lease of b is not current".into(),
             ..v1::CompletionResult::default()
         };
-        // "c" has no result: the answer is one short.
-        let results = [v1::CompletionResult::default(), stale];
+        let unavailable = v1::CompletionResult {
+            code: tonic::Code::Unavailable as i32,
+            message: "shard 1: no responders".into(),
+            ..v1::CompletionResult::default()
+        };
+        // "d" has no result: the answer is one short.
+        let results = [v1::CompletionResult::default(), stale, unavailable];
         let stats = Stats::default();
-        record_results(&completions, &results, &stats);
+        let again = record_results(completions, &results, &stats);
         let counted = stats.snapshot();
         assert_eq!(
             (
@@ -341,5 +476,7 @@ mod tests {
             ),
             (1, 1, 2)
         );
+        let again: Vec<_> = again.iter().map(|p| p.completion.id.as_str()).collect();
+        assert_eq!(again, ["c"], "to be sent again");
     }
 }

@@ -11,6 +11,7 @@ pub(crate) struct Stats {
     completed: AtomicU64,
     released: AtomicU64,
     complete_failures: AtomicU64,
+    complete_retries: AtomicU64,
     extended: AtomicU64,
     leases_lost: AtomicU64,
     running: AtomicU64,
@@ -33,6 +34,9 @@ pub struct WorkerStats {
     pub released: u64,
     /// Completions the gateway refused (a stale lease) or that could not be sent.
     pub complete_failures: u64,
+    /// Completions sent again after a failure that may pass (the gateway, or the event's
+    /// shard, away for a moment); each try counts.
+    pub complete_retries: u64,
     /// Successful lease extensions.
     pub extended: u64,
     /// Leases found gone while the event was held (expired, or taken by another worker).
@@ -50,6 +54,7 @@ pub(crate) enum Counter {
     Completed,
     Released,
     CompleteFailures,
+    CompleteRetries,
     Extended,
     LeasesLost,
 }
@@ -63,6 +68,7 @@ impl Stats {
             Counter::Completed => &self.completed,
             Counter::Released => &self.released,
             Counter::CompleteFailures => &self.complete_failures,
+            Counter::CompleteRetries => &self.complete_retries,
             Counter::Extended => &self.extended,
             Counter::LeasesLost => &self.leases_lost,
         };
@@ -83,6 +89,7 @@ impl Stats {
             completed: read(&self.completed),
             released: read(&self.released),
             complete_failures: read(&self.complete_failures),
+            complete_retries: read(&self.complete_retries),
             extended: read(&self.extended),
             leases_lost: read(&self.leases_lost),
             running: read(&self.running),

@@ -2,7 +2,8 @@
 //! serving, requests for the down shard's queues get UNAVAILABLE naming the shard (and that
 //! a retry is safe), and once it is back its events are all there. A take whose client gives
 //! up while the gateway waits for a shard that hangs gives its events back. Hand-offs waiting
-//! for a shard that hangs hold up none of their sender's other hand-offs.
+//! for a shard that hangs hold up none of their sender's other hand-offs. A worker's
+//! completion sent while its shard restarts lands once the shard is back.
 
 use std::time::{Duration, Instant};
 
@@ -270,6 +271,89 @@ async fn advances_to_a_hanging_shard_hold_up_no_other_hand_off() {
     got.sort();
     sent.sort();
     assert_eq!(got, sent, "every advance once");
+    tokio::task::spawn_blocking(move || cluster.stop())
+        .await
+        .expect("stop");
+}
+
+/// Waits until `done` holds, for at most `WITHIN`; `what` names it in the failure.
+async fn wait_for(what: &str, mut done: impl FnMut() -> bool) {
+    let deadline = Instant::now() + WITHIN;
+    while !done() {
+        assert!(Instant::now() < deadline, "{what}: not within {WITHIN:?}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// A worker's handler finishes while the shard of its event is down (killed): the gateway
+/// answers the ack UNAVAILABLE, and the worker sends it again until the shard is back, within
+/// the ten-minute lease. The event is acked once, not delivered again when its lease ends.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_completion_sent_while_its_shard_restarts_lands_once_it_is_back() {
+    use std::sync::Arc;
+
+    use cascade_worker::{Outcome, Worker, WorkerConfig, handler_fn};
+
+    let mut cluster = tokio::task::spawn_blocking(|| {
+        Cluster::start_with(Mode::Distributed, None, &crate::SHORT_REQUEST_TIMEOUT)
+    })
+    .await
+    .expect("start");
+    let c = cluster.client().await;
+    let queue = "restarting";
+    let shard = shard_of(&QueueName::parse(queue).expect("name"), SHARDS);
+    create(&c, queue, config(600.0, 5)).await;
+    enqueue(&c, item(queue, "once")).await;
+
+    let (started_tx, mut started) = tokio::sync::mpsc::unbounded_channel();
+    let finish = Arc::new(tokio::sync::Notify::new());
+    let go_on = Arc::clone(&finish);
+    let handler = handler_fn(move |_event, _attempt| {
+        let (started_tx, go_on) = (started_tx.clone(), Arc::clone(&go_on));
+        async move {
+            let _ = started_tx.send(());
+            go_on.notified().await;
+            Ok(Outcome::Ack)
+        }
+    });
+    let config = WorkerConfig::new(queue)
+        .expect("config")
+        .batch(1)
+        .poll_wait(Duration::from_secs(1));
+    let worker = Worker::new(&c, config, handler).expect("worker");
+    let handle = worker.handle();
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let running = tokio::spawn(worker.run_until(async move {
+        let _ = stopped.await;
+    }));
+    started.recv().await.expect("the handler started");
+
+    tokio::task::block_in_place(|| cluster.kill_dispatcher(shard));
+    finish.notify_one();
+    wait_for("the ack tried again", || {
+        handle.stats().complete_retries >= 1
+    })
+    .await;
+    tokio::task::block_in_place(|| cluster.restart_dispatcher(shard));
+    wait_for("the ack applied", || handle.stats().completed == 1).await;
+
+    let now = stats(&c, queue).await;
+    assert_eq!((now.ready, now.leased, now.delayed), (0, 0, 0), "{now:?}");
+    let _ = stop.send(());
+    running
+        .await
+        .expect("join")
+        .expect("the worker stops cleanly");
+    let counted = handle.stats();
+    assert_eq!(
+        (
+            counted.started,
+            counted.completed,
+            counted.complete_failures
+        ),
+        (1, 1, 0),
+        "{counted:?}"
+    );
     tokio::task::spawn_blocking(move || cluster.stop())
         .await
         .expect("stop");

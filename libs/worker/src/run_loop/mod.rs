@@ -39,7 +39,7 @@ mod extend;
 mod take;
 
 use crate::call::call_handler;
-use crate::complete::run_completer;
+use crate::complete::{Pending, run_completer};
 use crate::handle::{Knobs, Shared};
 use crate::stats::Counter;
 use crate::{Handler, WorkerConfig, WorkerError};
@@ -161,19 +161,19 @@ struct State<H> {
     take: Option<JoinHandle<Took>>,
     take_pause_until: Option<Instant>,
     takes_failed_in_a_row: u32,
-    completions: mpsc::Sender<v1::Completion>,
+    completions: mpsc::Sender<Pending>,
     /// Outcomes known since the loop last waited: the next take carries them if it goes out
     /// now (`maybe_take`), the completer gets them if not.
-    carried: Vec<v1::Completion>,
+    carried: Vec<Pending>,
     /// What the take out carries, until its answer says what became of them.
-    take_carried: Vec<v1::Completion>,
+    take_carried: Vec<Pending>,
     stopping: bool,
     grace_over_at: Option<Instant>,
     fatal: Option<WorkerError>,
 }
 
 impl<H: Handler> State<H> {
-    fn new(ctx: Ctx<H>, completions: mpsc::Sender<v1::Completion>) -> State<H> {
+    fn new(ctx: Ctx<H>, completions: mpsc::Sender<Pending>) -> State<H> {
         let mut knobs_rx = ctx.shared.knobs.subscribe();
         let knobs = *knobs_rx.borrow_and_update();
         let stop_rx = ctx.shared.stop.subscribe();
@@ -332,12 +332,15 @@ impl<H: Handler> State<H> {
     /// Holds the outcome for the next take, if one goes out before the loop waits again, or
     /// else for the completer (`send_uncarried`).
     fn complete(&mut self, held: &Held, outcome: Outcome) {
-        self.carried.push(completion_to_proto(
-            self.ctx.config.queue.as_str(),
-            &held.id,
-            &held.token,
-            outcome,
-        ));
+        self.carried.push(Pending {
+            completion: completion_to_proto(
+                self.ctx.config.queue.as_str(),
+                &held.id,
+                &held.token,
+                outcome,
+            ),
+            until: held.deadline,
+        });
     }
 
     /// Hands what no take carries to the completer, so that no outcome waits for a take.
@@ -346,10 +349,10 @@ impl<H: Handler> State<H> {
         self.send_to_completer(uncarried).await;
     }
 
-    pub(super) async fn send_to_completer(&self, completions: Vec<v1::Completion>) {
-        for completion in completions {
-            let id = completion.id.clone();
-            if self.completions.send(completion).await.is_err() {
+    pub(super) async fn send_to_completer(&self, completions: Vec<Pending>) {
+        for pending in completions {
+            let id = pending.completion.id.clone();
+            if self.completions.send(pending).await.is_err() {
                 // Only if the completer died; the lease will expire.
                 tracing::error!(id = %id, "worker.complete.unsent");
             }

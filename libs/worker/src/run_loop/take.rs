@@ -16,7 +16,7 @@ use tokio::time::Instant;
 use tracing::Instrument;
 
 use super::{Held, State, TAKE_PAUSE_FIRST, TAKE_PAUSE_MAX, TAKE_SLACK, Took};
-use crate::complete::{fail_forbidden, fits_one_request, may_pass, record_results};
+use crate::complete::{completions_of, fail_forbidden, fits_one_request, may_pass, record_results};
 use crate::lease::{extend_at, remaining_lease};
 use crate::stats::Counter;
 use crate::trace;
@@ -41,7 +41,7 @@ impl<H: Handler> State<H> {
             lease: config.lease.map(duration_to_proto),
             wait: Some(duration_to_proto(config.poll_wait)),
             worker_id: config.worker_id.clone(),
-            completions: self.take_carried.clone(),
+            completions: completions_of(&self.take_carried),
         };
         let limit = config.poll_wait + TAKE_SLACK;
         let mut client = self.ctx.client.clone();
@@ -80,7 +80,8 @@ impl<H: Handler> State<H> {
         let carried_any = !carried.is_empty();
         match &took.answer {
             Ok(response) if response.completions.len() == carried.len() => {
-                record_results(&carried, &response.completions, &self.ctx.shared.stats);
+                let again = record_results(carried, &response.completions, &self.ctx.shared.stats);
+                self.send_to_completer(again).await;
             }
             _ if !carried_any => {}
             // Not applied (a take that fails applies none), or not known to be (no answer, or
