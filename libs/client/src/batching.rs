@@ -30,7 +30,8 @@ pub struct BatchingOptions {
     /// below the gateway's `ingest.max_batch_bytes`.
     pub max_bytes: usize,
     /// Batches sent and not yet answered, at most (a batch refused whole counts as one until
-    /// every smaller call it goes again as is answered).
+    /// every smaller call it goes again as is answered). 0 counts as 1, and more than Tokio's
+    /// semaphore can count as its maximum.
     pub max_in_flight: usize,
     /// How long a call may go unanswered before its callers get DEADLINE_EXCEEDED (their
     /// events may or may not be enqueued: retry with the same `id` or `idempotency_key`).
@@ -77,7 +78,7 @@ impl BatchingEnqueuer {
     pub(crate) fn start(ingest: IngestClient<Connection>, options: BatchingOptions) -> Self {
         let options = BatchingOptions {
             max_items: options.max_items.max(1),
-            max_in_flight: options.max_in_flight.max(1),
+            max_in_flight: options.max_in_flight.clamp(1, Semaphore::MAX_PERMITS),
             ..options
         };
         let waiting_at_most = options.max_items.saturating_mul(options.max_in_flight);
