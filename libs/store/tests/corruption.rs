@@ -104,6 +104,29 @@ fn flipped_byte_in_the_middle_of_the_log_is_refused_naming_file_and_offset() {
     assert_eq!(err.code(), cascade_core::Code::Internal, "{msg}");
 }
 
+/// A checkpointed store whose log is gone, the directory or only its segments: the
+/// records after the checkpoint may have gone with it, so it is refused, and verify says so.
+#[test]
+fn a_checkpointed_store_whose_log_is_gone_is_refused() {
+    for remove_dir in [true, false] {
+        let dir = tempfile::tempdir().expect("tempdir");
+        write_events(dir.path(), 20, true);
+        match remove_dir {
+            true => std::fs::remove_dir_all(dir.path().join("wal")).expect("remove the log"),
+            false => segments(dir.path())
+                .iter()
+                .for_each(|s| std::fs::remove_file(s).expect("remove a segment")),
+        }
+        let report = durable::verify(dir.path()).expect("verify");
+        assert_eq!(report.problems.len(), 1, "{report:?}");
+        assert!(report.problems[0].contains("has no segment"), "{report:?}");
+        let err = reopen(dir.path()).err().expect("a store without its log");
+        let msg = err.to_string();
+        assert!(msg.contains("has no segment"), "{msg}");
+        assert!(msg.contains("cascade data verify"), "{msg}");
+    }
+}
+
 #[test]
 fn torn_tail_recovers_exactly_the_records_before_it() {
     let dir = tempfile::tempdir().expect("tempdir");

@@ -83,6 +83,13 @@ impl NewStore {
         let mut building_name = name.to_owned();
         building_name.push(".building");
         let building = target.with_file_name(building_name);
+        if building.join(REPLACED_MARKER).exists() {
+            return Err(StoreError::tool(
+                &building,
+                "this holds the store an earlier repair replaced, left here by a crash before it \
+                 was moved aside: move it elsewhere (or remove it), then run again",
+            ));
+        }
         if building.exists() {
             std::fs::remove_dir_all(&building)
                 .map_err(|e| StoreError::io("remove an unfinished store", &building, e))?;
@@ -149,26 +156,70 @@ impl NewStore {
                 ),
             ));
         }
-        if let Some(aside) = set_aside {
-            std::fs::rename(&self.target, aside)
-                .map_err(|e| StoreError::io("move the old store aside to", aside, e))?;
-        }
-        if let Err(e) = std::fs::rename(&self.building, &self.target) {
-            if let Some(aside) = set_aside {
-                // Put the old store back rather than leave no store at all.
-                let _ = std::fs::rename(aside, &self.target);
-            }
-            return Err(StoreError::io("move the new store to", &self.target, e));
+        match set_aside {
+            Some(aside) => self.swap_in(aside)?,
+            None => std::fs::rename(&self.building, &self.target)
+                .map_err(|e| StoreError::io("move the new store to", &self.target, e))?,
         }
         checkpoint::fsync_path(super::export::parent_of(&self.target))?;
         self.done = true;
         Ok(contents)
     }
+
+    /// Puts the new store in the old one's place and the old one at `aside`. Where the file
+    /// system can, the two trade places in one step, so that a crash never leaves the
+    /// target without a store (a service would then start an empty one); the old store is
+    /// marked first, so that if a crash leaves it where the new one was built, the next
+    /// `create` finds it there instead of starting over on it.
+    fn swap_in(&self, aside: &Path) -> Result<(), StoreError> {
+        let parent = super::export::parent_of(&self.target);
+        let marker = self.target.join(REPLACED_MARKER);
+        std::fs::write(&marker, b"")
+            .and_then(|()| std::fs::File::open(&marker)?.sync_all())
+            .map_err(|e| StoreError::io("mark the old store", &marker, e))?;
+        checkpoint::fsync_path(&self.target)?;
+        match exchange(&self.building, &self.target) {
+            Ok(()) => {
+                checkpoint::fsync_path(parent)?;
+                std::fs::rename(&self.building, aside)
+                    .map_err(|e| StoreError::io("move the old store aside to", aside, e))
+            }
+            // Not on this file system: two renames, with a moment without a store between.
+            Err(e) if exchange_unsupported(e) => {
+                std::fs::rename(&self.target, aside)
+                    .map_err(|e| StoreError::io("move the old store aside to", aside, e))?;
+                std::fs::rename(&self.building, &self.target).map_err(|e| {
+                    // Put the old store back rather than leave no store at all.
+                    let _ = std::fs::rename(aside, &self.target);
+                    StoreError::io("move the new store to", &self.target, e)
+                })
+            }
+            Err(e) => Err(StoreError::io(
+                "swap the new store with",
+                &self.target,
+                e.into(),
+            )),
+        }
+    }
+}
+
+/// A file in a store that a repair has replaced: where it lies, the store is the old one.
+pub(super) const REPLACED_MARKER: &str = "REPLACED";
+
+fn exchange(a: &Path, b: &Path) -> Result<(), rustix::io::Errno> {
+    use rustix::fs::{CWD, RenameFlags, renameat_with};
+    renameat_with(CWD, a, CWD, b, RenameFlags::EXCHANGE)
+}
+
+fn exchange_unsupported(e: rustix::io::Errno) -> bool {
+    use rustix::io::Errno;
+    [Errno::INVAL, Errno::NOSYS, Errno::OPNOTSUPP].contains(&e)
 }
 
 impl Drop for NewStore {
     fn drop(&mut self) {
-        if !self.done {
+        // After the swap, the building directory may hold the old store (marked): kept.
+        if !self.done && !self.building.join(REPLACED_MARKER).exists() {
             drop(self.db.take());
             if let Err(e) = std::fs::remove_dir_all(&self.building) {
                 tracing::warn!(dir = %self.building.display(), error = %e, "store.new_store.cleanup");

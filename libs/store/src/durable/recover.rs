@@ -32,6 +32,7 @@ pub fn recover(dir: &Path, options: &StoreOptions) -> Result<(Kv, Wal), StoreErr
     }
     let state_dir = dir.join("state");
     let wal_dir = dir.join("wal");
+    let state_created = !state_dir.exists();
     // 0 until sled has said where the checkpoint stands: no record has LSN 0.
     let checkpoint_known = AtomicU64::new(0);
     let (opened, open_took, read, read_took) = std::thread::scope(|scope| {
@@ -56,6 +57,10 @@ pub fn recover(dir: &Path, options: &StoreOptions) -> Result<(Kv, Wal), StoreErr
     })?;
     // sled's refusals (format, cluster) come first, as they would without the early read.
     let (mut kv, checkpoint_lsn) = opened?;
+    if state_created {
+        // sled made `state/`; its entry must be durable before a checkpoint lets the log go.
+        checkpoint::fsync_path(dir)?;
+    }
     let (log, early) = read?;
     let log_end = log.last_lsn();
     let wal = log.open(

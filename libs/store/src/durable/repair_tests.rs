@@ -4,6 +4,7 @@
 use std::fs;
 use std::path::Path;
 
+use super::super::new_store::REPLACED_MARKER as REPLACED;
 use super::super::test_store::{at, event, fill, jobs_counts, keyed, open, q};
 use super::super::{StoreOptions, export, import, recover};
 use super::*;
@@ -65,6 +66,8 @@ fn a_damaged_event_is_dropped_and_the_rest_kept_whole() {
         report.damaged.join("state").is_dir(),
         "the damaged store is kept"
     );
+    assert!(report.damaged.join(REPLACED).exists(), "and marked");
+    assert!(!store.join(REPLACED).exists());
     assert!(verify::verify(&store).expect("verify").is_healthy());
 
     assert_eq!(jobs_counts(&store), [2, 1, 2]);
@@ -90,6 +93,28 @@ fn a_damaged_event_is_dropped_and_the_rest_kept_whole() {
     // The idempotency key's entry is counted once, and still dedups.
     assert_eq!(shard.dedup_entries(), 1);
     assert!(shard.enqueue(at(6), keyed()).expect("again").duplicate);
+}
+
+/// A crash after the new store took the old one's place, before the old one was moved
+/// aside, leaves the old one where the new one was built, marked: the next repair keeps it.
+#[test]
+fn a_replaced_store_left_by_a_crash_is_not_started_over_on() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = with_a_damaged_event(dir.path());
+    let left = dir.path().join("store.building");
+    fs::create_dir_all(left.join("state")).expect("a store left behind");
+    fs::write(left.join(REPLACED), b"").expect("marked");
+    let err = repair(&store, false).expect_err("refused");
+    assert!(
+        err.to_string()
+            .contains("the store an earlier repair replaced"),
+        "{err}"
+    );
+    assert!(left.join("state").is_dir(), "kept");
+    assert!(
+        !verify::verify(&store).expect("verify").is_healthy(),
+        "unchanged"
+    );
 }
 
 #[test]

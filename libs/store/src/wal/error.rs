@@ -1,4 +1,4 @@
-//! Errors of the write-ahead log. `Corrupt` and `Missing` are refusals to start: the operator
+//! Errors of the write-ahead log. `Corrupt`, `Missing` and `Gone` are refusals to start: the operator
 //! has to look at the files; `Poisoned` means an earlier write or fsync failed in this process.
 
 use std::path::{Path, PathBuf};
@@ -32,6 +32,13 @@ pub enum WalError {
         expected: Lsn,
         found: Lsn,
     },
+    /// No segment at all, where the checkpoint says there was a log: the records written
+    /// after the checkpoint, if any, went with it.
+    #[error(
+        "write-ahead log in {} has no segment, but the store was checkpointed at lsn {checkpoint_lsn}: the log was removed, with any records written after that; run `cascade data verify`",
+        dir.display()
+    )]
+    Gone { dir: PathBuf, checkpoint_lsn: Lsn },
     #[error("write-ahead log is poisoned by an earlier write or fsync failure; restart to recover")]
     Poisoned,
     #[error("record of {len} bytes is larger than the frame limit of {max} bytes")]

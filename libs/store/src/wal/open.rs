@@ -131,7 +131,11 @@ impl ScannedLog {
 /// Checks every segment without changing anything: `Err` for what would refuse to open,
 /// `Ok` with a note for each torn tail that opening would cut off.
 pub fn verify(dir: &Path, checkpoint_lsn: Lsn) -> Result<Vec<String>, WalError> {
-    let found = segment::list(dir)?;
+    // A missing directory is judged as an empty one: opening would create it.
+    let found = match dir.exists() {
+        true => segment::list(dir)?,
+        false => Vec::new(),
+    };
     check_start(
         dir,
         found.first().map(|(first_lsn, _)| *first_lsn),
@@ -159,13 +163,19 @@ pub fn verify(dir: &Path, checkpoint_lsn: Lsn) -> Result<Vec<String>, WalError> 
 }
 
 /// The oldest segment (`oldest`: its first LSN) must start at or before the first record
-/// after the checkpoint.
+/// after the checkpoint. A checkpointed store must have a segment: the log never deletes its
+/// current one, so none at all means the log was removed. Without a checkpoint there is no
+/// telling (a crash in a store's first open may leave its state without a log yet).
 fn check_start(dir: &Path, oldest: Option<Lsn>, checkpoint_lsn: Lsn) -> Result<(), WalError> {
     match oldest {
         Some(found) if found > checkpoint_lsn + 1 => Err(WalError::Missing {
             dir: dir.to_path_buf(),
             expected: checkpoint_lsn + 1,
             found,
+        }),
+        None if checkpoint_lsn > 0 => Err(WalError::Gone {
+            dir: dir.to_path_buf(),
+            checkpoint_lsn,
         }),
         _ => Ok(()),
     }

@@ -75,6 +75,8 @@ struct SegmentCursor {
     reader: BufReader<File>,
     path: PathBuf,
     offset: u64,
+    /// The file's length when it was opened: no frame runs past it.
+    file_len: u64,
     next_lsn: Lsn,
     /// Frames past this were not written when the snapshot was taken.
     last_lsn: Lsn,
@@ -84,10 +86,15 @@ impl SegmentCursor {
     fn open(meta: SegmentMeta) -> Result<SegmentCursor, WalError> {
         let file =
             File::open(&meta.path).map_err(|e| WalError::io("open segment", &meta.path, e))?;
+        let file_len = file
+            .metadata()
+            .map_err(|e| WalError::io("read the length of segment", &meta.path, e))?
+            .len();
         let mut cursor = SegmentCursor {
             reader: BufReader::with_capacity(READ_BUFFER_BYTES, file),
             path: meta.path,
             offset: 0,
+            file_len,
             next_lsn: meta.first_lsn,
             last_lsn: meta.last_lsn,
         };
@@ -109,6 +116,16 @@ impl SegmentCursor {
                 return Err(self.corrupt(format!(
                     "expected lsn {}, found lsn {}",
                     self.next_lsn, header.lsn
+                )));
+            }
+            // `len` is outside the checksum: a damaged one (read by salvage, which reads a
+            // damaged segment up to its damage) must not size an allocation.
+            let left = self.file_len.saturating_sub(self.offset);
+            if header.frame_len() > left {
+                return Err(self.corrupt(format!(
+                    "the frame of lsn {} claims {} bytes, the segment has {left} left",
+                    header.lsn,
+                    header.frame_len()
                 )));
             }
             if header.lsn <= after {

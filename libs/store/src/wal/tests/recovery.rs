@@ -290,6 +290,18 @@ fn salvage_stops_at_damage_or_a_missing_segment_and_changes_nothing() -> TestRes
     let stopped = salvaged.stopped.unwrap_or_default();
     assert!(stopped.contains("records 7 to 9 are missing"), "{stopped}");
 
+    // A damaged length (outside the checksum) claiming about 1 GiB stops the read: it does
+    // not size an allocation.
+    let dir = eleven_records()?;
+    flip_byte(&segment_path(dir.path(), 4), 44 + 3)?;
+    let (kept, salvaged) = salvage_all(dir.path(), 0)?;
+    assert_eq!(kept, expected(1..=4));
+    let stopped = salvaged.stopped.unwrap_or_default();
+    assert!(
+        stopped.contains("the frame of lsn 5 claims 1073741860 bytes, the segment has 72 left"),
+        "{stopped}"
+    );
+
     // A record the caller refuses ends the read there.
     let dir = eleven_records()?;
     let salvaged = salvage(dir.path(), 0, |lsn, _| match lsn {
