@@ -75,12 +75,13 @@ pub(crate) async fn run<H: Handler>(ctx: Ctx<H>) -> Result<(), WorkerError> {
 
 async fn run_in_span<H: Handler>(ctx: Ctx<H>) -> Result<(), WorkerError> {
     let (completions, queued) = mpsc::channel(COMPLETION_QUEUE);
-    let completer = tokio::spawn(
+    let mut completer = tokio::spawn(
         run_completer(
             ctx.client.clone(),
             queued,
             ctx.config.completion_batch,
             Arc::clone(&ctx.shared.stats),
+            COMPLETER_FLUSH,
         )
         .in_current_span(),
     );
@@ -91,10 +92,15 @@ async fn run_in_span<H: Handler>(ctx: Ctx<H>) -> Result<(), WorkerError> {
     let stats = Arc::clone(&state.ctx.shared.stats);
     // Dropping the state drops the last completion sender: the completer sends the rest.
     drop(state);
-    match tokio::time::timeout(COMPLETER_FLUSH, completer).await {
+    // The completer gives up its retries at the flush's end; a request still out then is
+    // given up with it.
+    match tokio::time::timeout(COMPLETER_FLUSH, &mut completer).await {
         Ok(Ok(())) => {}
         Ok(Err(err)) => tracing::error!(error = %err, "worker.completer.died"),
-        Err(_) => tracing::error!("worker.completer.flush_timed_out; unsent leases will expire"),
+        Err(_) => {
+            completer.abort();
+            tracing::error!("worker.completer.flush_timed_out; unsent leases will expire");
+        }
     }
     stats.set_gauges(0, 0);
     tracing::info!(stats = ?stats.snapshot(), "worker.stopped");
@@ -332,15 +338,13 @@ impl<H: Handler> State<H> {
     /// Holds the outcome for the next take, if one goes out before the loop waits again, or
     /// else for the completer (`send_uncarried`).
     fn complete(&mut self, held: &Held, outcome: Outcome) {
-        self.carried.push(Pending {
-            completion: completion_to_proto(
-                self.ctx.config.queue.as_str(),
-                &held.id,
-                &held.token,
-                outcome,
-            ),
-            until: held.deadline,
-        });
+        let completion = completion_to_proto(
+            self.ctx.config.queue.as_str(),
+            &held.id,
+            &held.token,
+            outcome,
+        );
+        self.carried.push(Pending::new(completion, held.deadline));
     }
 
     /// Hands what no take carries to the completer, so that no outcome waits for a take.

@@ -80,6 +80,7 @@ impl<H: Handler> State<H> {
         let carried_any = !carried.is_empty();
         match &took.answer {
             Ok(response) if response.completions.len() == carried.len() => {
+                // Those whose shard could not be reached wait for their retry there.
                 let again = record_results(carried, &response.completions, &self.ctx.shared.stats);
                 self.send_to_completer(again).await;
             }

@@ -1,0 +1,286 @@
+//! The completer against a stand-in of the gateway's `Worker` service, in process and on
+//! paused time: the gateway and its shards fail on demand here, and pauses pass at once.
+
+use std::sync::atomic::{AtomicU32, Ordering};
+
+use cascade_proto::v1::worker_server::Worker;
+use tokio::task::JoinHandle;
+use tonic::{Request, Response, Status};
+
+use super::*;
+use crate::stats::WorkerStats;
+
+/// How the stand-in gateway answers a `Complete`.
+#[derive(Clone, Copy)]
+enum Answer {
+    /// Never, as over a connection gone silent.
+    Silent,
+    /// UNAVAILABLE for the whole request, as while the gateway restarts.
+    Unavailable,
+    /// OK, with UNAVAILABLE for each completion, as while its shard restarts.
+    ItemsUnavailable,
+    /// OK, each completion applied.
+    Applied,
+}
+
+/// A gateway's `Worker` service that answers its `n`th `Complete` with `answers(n)`; a
+/// completion whose ID starts with `stuck` is answered UNAVAILABLE whenever its request is
+/// answered: its shard stays away.
+struct StandIn {
+    answers: fn(u32) -> Answer,
+    calls: AtomicU32,
+    /// When the last `Complete` came.
+    last_call: std::sync::Mutex<Option<Instant>>,
+}
+
+impl StandIn {
+    fn client(answers: fn(u32) -> Answer) -> (Arc<StandIn>, WorkerCalls) {
+        let gateway = Arc::new(StandIn {
+            answers,
+            calls: AtomicU32::new(0),
+            last_call: std::sync::Mutex::new(None),
+        });
+        let client = WorkerCalls::InProcess(Arc::clone(&gateway) as Arc<dyn Worker>);
+        (gateway, client)
+    }
+
+    fn calls(&self) -> u32 {
+        self.calls.load(Ordering::Relaxed)
+    }
+
+    fn last_call(&self) -> Instant {
+        self.last_call.lock().expect("lock").expect("called")
+    }
+}
+
+#[tonic::async_trait]
+impl Worker for StandIn {
+    async fn take(
+        &self,
+        _: Request<v1::TakeRequest>,
+    ) -> Result<Response<v1::TakeResponse>, Status> {
+        Err(Status::unimplemented("not used here"))
+    }
+
+    async fn complete(
+        &self,
+        request: Request<v1::CompleteRequest>,
+    ) -> Result<Response<v1::CompleteResponse>, Status> {
+        *self.last_call.lock().expect("lock") = Some(Instant::now());
+        let code = match (self.answers)(self.calls.fetch_add(1, Ordering::Relaxed)) {
+            Answer::Silent => std::future::pending().await,
+            Answer::Unavailable => return Err(Status::unavailable("restarting")),
+            Answer::ItemsUnavailable => tonic::Code::Unavailable,
+            Answer::Applied => tonic::Code::Ok,
+        };
+        let results = request
+            .into_inner()
+            .completions
+            .iter()
+            .map(|completion| {
+                let stuck = completion.id.starts_with("stuck");
+                let code = if stuck {
+                    tonic::Code::Unavailable
+                } else {
+                    code
+                };
+                v1::CompletionResult {
+                    code: code as i32,
+                    ..v1::CompletionResult::default()
+                }
+            })
+            .collect();
+        Ok(Response::new(v1::CompleteResponse { results }))
+    }
+
+    async fn extend_lease(
+        &self,
+        _: Request<v1::ExtendLeaseRequest>,
+    ) -> Result<Response<v1::ExtendLeaseResponse>, Status> {
+        Err(Status::unimplemented("not used here"))
+    }
+}
+
+/// A completer of its own; the test sends through the sender and drops it to stop it.
+fn start(client: WorkerCalls) -> (mpsc::Sender<Pending>, Arc<Stats>, JoinHandle<()>) {
+    let stats = Arc::new(Stats::default());
+    let (queue, queued) = mpsc::channel(16);
+    let flush = Duration::from_secs(10);
+    let completer = tokio::spawn(run_completer(client, queued, 64, Arc::clone(&stats), flush));
+    (queue, stats, completer)
+}
+
+/// Waits for the completer to end, bounded by an hour so that one that never ends fails
+/// the test instead of hanging it.
+async fn stopped(completer: JoinHandle<()>) {
+    tokio::time::timeout(Duration::from_secs(3600), completer)
+        .await
+        .expect("ended within an hour")
+        .expect("the completer");
+}
+
+/// Completes one ack whose lease lasts `lease`, and stops once it is applied or given up
+/// (not before: a stop's flush would cut its retries short).
+async fn send_ack(client: WorkerCalls, lease: Duration) -> Arc<Stats> {
+    let (queue, stats, completer) = start(client);
+    queue.send(ack("a", lease)).await.expect("sent");
+    let settled = |s: WorkerStats| s.completed + s.complete_failures > 0;
+    while !settled(stats.snapshot()) {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    drop(queue);
+    stopped(completer).await;
+    stats
+}
+
+fn ack(id: &str, lease: Duration) -> Pending {
+    let ack = v1::completion::Outcome::Ack(v1::Ack {});
+    Pending::new(completion(id, ack), Instant::now() + lease)
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_complete_left_unanswered_is_tried_again_after_its_timeout() {
+    let (gateway, client) = StandIn::client(|n| match n {
+        0 => Answer::Silent,
+        _ => Answer::Applied,
+    });
+    let stats = send_ack(client, Duration::from_secs(600)).await.snapshot();
+    assert_eq!(gateway.calls(), 2, "tried again");
+    assert_eq!((stats.completed, stats.complete_failures), (1, 0));
+    assert_eq!(stats.complete_retries, 1);
+}
+
+/// Twenty seconds of a gateway, then of a shard, that cannot answer: more than a few
+/// quick tries, less than the lease.
+#[tokio::test(start_paused = true)]
+async fn a_completion_is_tried_again_while_its_lease_lasts() {
+    let (gateway, client) = StandIn::client(|n| match n {
+        0..6 => Answer::Unavailable,
+        6..12 => Answer::ItemsUnavailable,
+        _ => Answer::Applied,
+    });
+    let started = Instant::now();
+    let stats = send_ack(client, Duration::from_secs(60)).await.snapshot();
+    assert_eq!(gateway.calls(), 13);
+    assert_eq!((stats.completed, stats.complete_failures), (1, 0));
+    assert_eq!(stats.complete_retries, 12);
+    // Pauses of 0.1, 0.2, 0.4, 0.8, 1.6, then 2 s.
+    assert_eq!(
+        gateway.last_call() - started,
+        Duration::from_millis(3100 + 7 * 2000)
+    );
+}
+
+/// Completions that cannot be sent for long hold no request's place: another one goes at
+/// once, and is applied while they wait for their next tries.
+#[tokio::test(start_paused = true)]
+async fn completions_waiting_for_a_retry_hold_up_no_other() {
+    let (gateway, client) = StandIn::client(|_| Answer::Applied);
+    let (queue, stats, completer) = start(client);
+    let lease = Duration::from_secs(600);
+    // One request each, as many as may be out at once.
+    for id in ["stuck-1", "stuck-2"] {
+        queue.send(ack(id, lease)).await.expect("sent");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    queue.send(ack("fine", lease)).await.expect("sent");
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    let now = stats.snapshot();
+    assert_eq!((now.completed, now.complete_failures), (1, 0), "{now:?}");
+    assert!(
+        gateway.calls() > 3,
+        "the stuck ones were tried again meanwhile"
+    );
+    // Stopped: the stuck ones are given up within the flush, not at their leases' end.
+    let closed = Instant::now();
+    drop(queue);
+    stopped(completer).await;
+    assert!(
+        closed.elapsed() <= Duration::from_secs(10),
+        "{:?}",
+        closed.elapsed()
+    );
+    let end = stats.snapshot();
+    assert_eq!((end.completed, end.complete_failures), (1, 2), "{end:?}");
+}
+
+/// A completion a take's answer gave back (its shard away) waits for its pause, then goes.
+#[tokio::test(start_paused = true)]
+async fn a_completion_given_back_by_a_take_is_tried_again_after_its_pause() {
+    let (gateway, client) = StandIn::client(|_| Answer::Applied);
+    let (queue, stats, completer) = start(client);
+    let started = Instant::now();
+    queue
+        .send(ack("a", Duration::from_secs(60)).again())
+        .await
+        .expect("sent");
+    drop(queue);
+    stopped(completer).await;
+    assert_eq!(started.elapsed(), FIRST_RETRY_PAUSE);
+    assert_eq!(gateway.calls(), 1);
+    let stats = stats.snapshot();
+    assert_eq!((stats.completed, stats.complete_retries), (1, 1));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_completion_is_given_up_once_its_lease_has_ended() {
+    let (gateway, client) = StandIn::client(|_| Answer::ItemsUnavailable);
+    let started = Instant::now();
+    let stats = send_ack(client, Duration::from_secs(10)).await.snapshot();
+    assert_eq!((stats.completed, stats.complete_failures), (0, 1));
+    // The last try is the last whose pause ends within the lease.
+    let last = gateway.last_call() - started;
+    assert!(last < Duration::from_secs(10), "{last:?}");
+    assert_eq!(gateway.calls(), stats.complete_retries as u32 + 1);
+}
+
+fn completion(id: &str, outcome: v1::completion::Outcome) -> v1::Completion {
+    v1::Completion {
+        queue: "jobs".into(),
+        id: id.into(),
+        lease_token: format!("token-{id}"),
+        outcome: Some(outcome),
+    }
+}
+
+fn pending(completion: v1::Completion, until: Instant) -> Pending {
+    Pending::new(completion, until)
+}
+
+#[test]
+fn only_accepted_releases_count_as_released_and_a_missing_result_as_a_failure() {
+    let release = || v1::completion::Outcome::Release(v1::Release {});
+    let ack = v1::completion::Outcome::Ack(v1::Ack {});
+    let until = Instant::now();
+    let completions = vec![
+        pending(completion("a", release()), until),
+        pending(completion("b", release()), until),
+        pending(completion("c", ack.clone()), until),
+        pending(completion("d", ack), until),
+    ];
+    let stale = v1::CompletionResult {
+        code: tonic::Code::FailedPrecondition as i32,
+        message: "lease of b is not current".into(),
+        ..v1::CompletionResult::default()
+    };
+    let unavailable = v1::CompletionResult {
+        code: tonic::Code::Unavailable as i32,
+        message: "shard 1: no responders".into(),
+        ..v1::CompletionResult::default()
+    };
+    // "d" has no result: the answer is one short.
+    let results = [v1::CompletionResult::default(), stale, unavailable];
+    let stats = Stats::default();
+    let again = record_results(completions, &results, &stats);
+    let counted = stats.snapshot();
+    assert_eq!(
+        (
+            counted.completed,
+            counted.released,
+            counted.complete_failures
+        ),
+        (1, 1, 2)
+    );
+    let again: Vec<_> = again.iter().map(|p| p.completion.id.as_str()).collect();
+    assert_eq!(again, ["c"], "to be sent again");
+}
