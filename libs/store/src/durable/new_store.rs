@@ -69,6 +69,8 @@ pub(super) struct NewStore {
     db: Option<sled::Db>,
     /// Moved into place: nothing to clean up.
     done: bool,
+    /// Traded places with the old store, which the building directory then holds.
+    swapped: bool,
     /// Entries put so far (a key put twice counts twice).
     pub puts: u64,
 }
@@ -90,6 +92,11 @@ impl NewStore {
                  was moved aside: move it elsewhere (or remove it), then run again",
             ));
         }
+        // The target is the live store, whatever a crash before a swap left in it.
+        let stale = target.join(REPLACED_MARKER);
+        if stale.exists() {
+            unmark(&stale, target);
+        }
         if building.exists() {
             std::fs::remove_dir_all(&building)
                 .map_err(|e| StoreError::io("remove an unfinished store", &building, e))?;
@@ -107,6 +114,7 @@ impl NewStore {
             target: target.to_path_buf(),
             db: Some(db),
             done: false,
+            swapped: false,
             puts: 0,
         })
     }
@@ -170,36 +178,80 @@ impl NewStore {
     /// system can, the two trade places in one step, so that a crash never leaves the
     /// target without a store (a service would then start an empty one); the old store is
     /// marked first, so that if a crash leaves it where the new one was built, the next
-    /// `create` finds it there instead of starting over on it.
-    fn swap_in(&self, aside: &Path) -> Result<(), StoreError> {
-        let parent = super::export::parent_of(&self.target);
+    /// `create` finds it there instead of starting over on it. A failure before the swap
+    /// leaves the target as it was, unmarked.
+    fn swap_in(&mut self, aside: &Path) -> Result<(), StoreError> {
+        if aside.exists() {
+            return Err(StoreError::tool(aside, "is in the way of the old store"));
+        }
         let marker = self.target.join(REPLACED_MARKER);
-        std::fs::write(&marker, b"")
-            .and_then(|()| std::fs::File::open(&marker)?.sync_all())
-            .map_err(|e| StoreError::io("mark the old store", &marker, e))?;
-        checkpoint::fsync_path(&self.target)?;
+        mark(&marker, &self.target)?;
         match exchange(&self.building, &self.target) {
             Ok(()) => {
-                checkpoint::fsync_path(parent)?;
-                std::fs::rename(&self.building, aside)
-                    .map_err(|e| StoreError::io("move the old store aside to", aside, e))
+                // The building directory holds the old store now: never removed.
+                self.swapped = true;
+                checkpoint::fsync_path(super::export::parent_of(&self.target))?;
+                std::fs::rename(&self.building, aside).map_err(|e| {
+                    StoreError::io(
+                        "the new store is in place; the old one, still beside it, could not be moved to",
+                        aside,
+                        e,
+                    )
+                })
             }
             // Not on this file system: two renames, with a moment without a store between.
             Err(e) if exchange_unsupported(e) => {
-                std::fs::rename(&self.target, aside)
-                    .map_err(|e| StoreError::io("move the old store aside to", aside, e))?;
-                std::fs::rename(&self.building, &self.target).map_err(|e| {
-                    // Put the old store back rather than leave no store at all.
-                    let _ = std::fs::rename(aside, &self.target);
-                    StoreError::io("move the new store to", &self.target, e)
-                })
+                let moved = std::fs::rename(&self.target, aside)
+                    .map_err(|e| StoreError::io("move the old store aside to", aside, e))
+                    .and_then(|()| {
+                        std::fs::rename(&self.building, &self.target).map_err(|e| {
+                            // Put the old store back rather than leave no store at all.
+                            let _ = std::fs::rename(aside, &self.target);
+                            StoreError::io("move the new store to", &self.target, e)
+                        })
+                    });
+                if moved.is_err() {
+                    unmark(&marker, &self.target);
+                }
+                moved
             }
-            Err(e) => Err(StoreError::io(
-                "swap the new store with",
-                &self.target,
-                e.into(),
-            )),
+            Err(e) => {
+                unmark(&marker, &self.target);
+                Err(StoreError::io(
+                    "swap the new store with",
+                    &self.target,
+                    e.into(),
+                ))
+            }
         }
+    }
+}
+
+/// Marks the store in `dir` as replaced, durably.
+fn mark(marker: &Path, dir: &Path) -> Result<(), StoreError> {
+    let written =
+        std::fs::write(marker, b"").and_then(|()| std::fs::File::open(marker)?.sync_all());
+    let synced = written
+        .map_err(|e| StoreError::io("mark the old store", marker, e))
+        .and_then(|()| checkpoint::fsync_path(dir));
+    if synced.is_err() {
+        unmark(marker, dir);
+    }
+    synced
+}
+
+/// Takes the mark off the store in `dir`, which stays the live one; as far as it can, since
+/// this runs on the way out of a failure.
+fn unmark(marker: &Path, dir: &Path) {
+    let removed = match std::fs::remove_file(marker) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(e),
+        _ => Ok(()),
+    };
+    if let Err(e) = removed
+        .map_err(|e| StoreError::io("remove", marker, e))
+        .and_then(|()| checkpoint::fsync_path(dir))
+    {
+        tracing::warn!(error = %e, "store.new_store.unmark");
     }
 }
 
@@ -218,8 +270,7 @@ fn exchange_unsupported(e: rustix::io::Errno) -> bool {
 
 impl Drop for NewStore {
     fn drop(&mut self) {
-        // After the swap, the building directory may hold the old store (marked): kept.
-        if !self.done && !self.building.join(REPLACED_MARKER).exists() {
+        if !self.done && !self.swapped {
             drop(self.db.take());
             if let Err(e) = std::fs::remove_dir_all(&self.building) {
                 tracing::warn!(dir = %self.building.display(), error = %e, "store.new_store.cleanup");

@@ -97,12 +97,7 @@ pub fn repair(dir: &Path, force: bool) -> Result<Option<RepairReport>, StoreErro
     scan_all(&kv, |key, value| rebuild.entry(key, value))?;
     drop(kv);
     rebuild.finish_state()?;
-    let damaged = dir.with_file_name(format!(
-        "{}.damaged-{}",
-        dir.file_name()
-            .map_or("store".into(), |n| n.to_string_lossy()),
-        SystemClock.now().as_millis() / 1000
-    ));
+    let damaged = free_name(dir, SystemClock.now().as_millis() / 1000);
     let Rebuild {
         store,
         dropped,
@@ -121,6 +116,22 @@ pub fn repair(dir: &Path, force: bool) -> Result<Option<RepairReport>, StoreErro
         contents,
         damaged,
     }))
+}
+
+/// Where the damaged store in `dir` goes: `<dir>.damaged-<unix seconds>`, with `-2`, `-3`…
+/// after it when a repair of the same second took that name.
+fn free_name(dir: &Path, seconds: u64) -> PathBuf {
+    let name = dir
+        .file_name()
+        .map_or("store".into(), |n| n.to_string_lossy());
+    let base = format!("{name}.damaged-{seconds}");
+    (1..)
+        .map(|n| match n {
+            1 => dir.with_file_name(&base),
+            _ => dir.with_file_name(format!("{base}-{n}")),
+        })
+        .find(|path| !path.exists())
+        .expect("a free name")
 }
 
 /// Visits every live entry of `kv` in key order; `visit` fails only to stop the repair.

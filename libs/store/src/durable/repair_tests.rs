@@ -118,6 +118,16 @@ fn a_replaced_store_left_by_a_crash_is_not_started_over_on() {
 }
 
 #[test]
+fn a_damaged_store_set_aside_takes_a_name_no_other_has() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = dir.path().join("store");
+    assert_eq!(free_name(&store, 5), dir.path().join("store.damaged-5"));
+    fs::create_dir(dir.path().join("store.damaged-5")).expect("taken");
+    fs::create_dir(dir.path().join("store.damaged-5-2")).expect("taken");
+    assert_eq!(free_name(&store, 5), dir.path().join("store.damaged-5-3"));
+}
+
+#[test]
 fn export_refuses_a_damaged_store_and_leaves_no_file() {
     let dir = tempfile::tempdir().expect("tempdir");
     let store = with_a_damaged_event(dir.path());

@@ -131,11 +131,7 @@ impl ScannedLog {
 /// Checks every segment without changing anything: `Err` for what would refuse to open,
 /// `Ok` with a note for each torn tail that opening would cut off.
 pub fn verify(dir: &Path, checkpoint_lsn: Lsn) -> Result<Vec<String>, WalError> {
-    // A missing directory is judged as an empty one: opening would create it.
-    let found = match dir.exists() {
-        true => segment::list(dir)?,
-        false => Vec::new(),
-    };
+    let found = segment::list(dir)?;
     check_start(
         dir,
         found.first().map(|(first_lsn, _)| *first_lsn),

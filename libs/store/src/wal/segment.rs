@@ -46,9 +46,14 @@ pub(crate) fn parse_file_name(name: &OsStr) -> Option<Lsn> {
     stem.parse().ok()
 }
 
-/// Segment files in `dir`, ordered by first LSN. Files that are not segments are ignored.
+/// Segment files in `dir`, ordered by first LSN (none when `dir` is missing). Files that are
+/// not segments are ignored.
 pub(crate) fn list(dir: &Path) -> Result<Vec<(Lsn, PathBuf)>, WalError> {
-    let entries = fs::read_dir(dir).map_err(|e| WalError::io("list log directory", dir, e))?;
+    let entries = match fs::read_dir(dir) {
+        // As an empty one: opening creates it, and judges a log with no segment.
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        listed => listed.map_err(|e| WalError::io("list log directory", dir, e))?,
+    };
     let mut segments = Vec::new();
     for entry in entries {
         let entry = entry.map_err(|e| WalError::io("list log directory", dir, e))?;
