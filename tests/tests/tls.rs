@@ -115,7 +115,7 @@ async fn the_grpc_port_speaks_tls_checks_client_certificates_and_reloads_its_own
             worker.cert_pem.clone().into_bytes(),
             worker.key_pem.clone().into_bytes(),
         )),
-        token: None,
+        ..ClientOptions::default()
     };
     let client = Client::connect_with(&addr, &options)
         .await

@@ -18,6 +18,7 @@ mod worker_calls;
 
 use std::path::Path;
 use std::sync::Arc;
+use std::time::Duration;
 
 use cascade_proto::v1::admin_client::AdminClient;
 use cascade_proto::v1::ingest_client::IngestClient;
@@ -114,8 +115,9 @@ pub fn forbidden_apart<T>(
 /// them.
 const MAX_RESPONSE_BYTES: usize = 256 << 20;
 
-/// TLS and a token for a secured gateway; the default is neither.
-#[derive(Clone, Default)]
+/// TLS and a token for a secured gateway (the default is neither), and how the connection
+/// is watched.
+#[derive(Clone)]
 pub struct ClientOptions {
     /// PEM CA certificates that signed the gateway's certificate.
     pub ca_pem: Option<Vec<u8>>,
@@ -123,6 +125,29 @@ pub struct ClientOptions {
     pub identity_pem: Option<(Vec<u8>, Vec<u8>)>,
     /// Sent as `authorization: Bearer <token>` on every call.
     pub token: Option<String>,
+    /// While calls wait on the connection (a worker's long poll, a slow answer), an HTTP/2
+    /// ping checks it this often, and one not answered within the same time closes it: its
+    /// calls fail with UNAVAILABLE and the next call connects again. Without it, a connection
+    /// to a gateway whose machine is gone (no reset ever comes) is found dead only when TCP
+    /// gives up retransmitting, many minutes later, and every call on it waits for its own
+    /// deadline meanwhile. `None`: no pings. The default, 20 s, suits the gateway, which
+    /// answers pings at any rate; other gRPC servers may not (grpc-go's and grpc-java's
+    /// close connections that ping more often than every 5 minutes, by default).
+    pub keepalive: Option<Duration>,
+    /// How long making the connection (TCP, and TLS) may take; default 10 s.
+    pub connect_timeout: Duration,
+}
+
+impl Default for ClientOptions {
+    fn default() -> ClientOptions {
+        ClientOptions {
+            ca_pem: None,
+            identity_pem: None,
+            token: None,
+            keepalive: Some(Duration::from_secs(20)),
+            connect_timeout: Duration::from_secs(10),
+        }
+    }
 }
 
 impl std::fmt::Debug for ClientOptions {
@@ -132,6 +157,8 @@ impl std::fmt::Debug for ClientOptions {
             .field("ca", &self.ca_pem.is_some())
             .field("client_certificate", &self.identity_pem.is_some())
             .field("token", &self.token.is_some())
+            .field("keepalive", &self.keepalive)
+            .field("connect_timeout", &self.connect_timeout)
             .finish()
     }
 }
@@ -159,6 +186,7 @@ impl ClientOptions {
             ca_pem: ca.map(|path| read(names[0], path)).transpose()?,
             identity_pem,
             token,
+            ..ClientOptions::default()
         })
     }
 
@@ -287,7 +315,15 @@ fn endpoint(addr: &str, options: &ClientOptions) -> Result<Endpoint, ClientError
         (false, true) => format!("https://{addr}"),
         (false, false) => format!("http://{addr}"),
     };
-    let endpoint = Endpoint::from_shared(url.clone()).map_err(|e| bad(e.to_string()))?;
+    let mut endpoint = Endpoint::from_shared(url.clone())
+        .map_err(|e| bad(e.to_string()))?
+        .connect_timeout(options.connect_timeout);
+    if let Some(every) = options.keepalive {
+        endpoint = endpoint
+            .http2_keep_alive_interval(every)
+            .keep_alive_timeout(every)
+            .keep_alive_while_idle(false);
+    }
     if !url.starts_with("https://") {
         return match options.wants_tls() {
             true => Err(bad(

@@ -29,7 +29,13 @@ impl GrpcHandler {
         endpoint: &str,
         credentials: &ClientOptions,
     ) -> Result<GrpcHandler, StageWorkerError> {
-        let connection = Client::connect_lazy(&dialled(endpoint), credentials)
+        // No pings: a handler's server may close a connection that pings often (grpc-go's
+        // and grpc-java's do by default), failing the call in flight.
+        let options = ClientOptions {
+            keepalive: None,
+            ..credentials.clone()
+        };
+        let connection = Client::connect_lazy(&dialled(endpoint), &options)
             .map_err(|e| StageWorkerError::Handler(format!("grpc endpoint {endpoint:?}: {e}")))?
             .connection();
         let client = HandlerClient::new(connection)

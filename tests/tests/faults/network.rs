@@ -2,7 +2,8 @@
 //! through the test's own TCP proxy, which adds latency, stalls the traffic (bytes held, as
 //! when packets are lost and TCP retransmits) and cuts every connection, while producers,
 //! consumers and a 3-stage pipeline run. The history must show nothing lost, nothing
-//! delivered again after its ack, nothing unexpected, early or corrupt.
+//! delivered again after its ack, nothing unexpected, early or corrupt. And a client's own
+//! connection to the gateway, gone silent.
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -69,4 +70,49 @@ async fn latency_stalls_and_cut_connections_to_nats_lose_and_repeat_nothing() {
         }
     }
     load.check_and_stop(cluster, Duration::ZERO).await;
+}
+
+/// A client's connection to the gateway goes silent (a stall: no reset ever comes, as when
+/// the gateway's machine is gone). A long poll waiting on it fails with UNAVAILABLE once a
+/// keepalive ping goes unanswered, instead of waiting for TCP to give up retransmitting, and
+/// the next call connects again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_on_a_connection_gone_silent_fails_and_the_next_connects_again() {
+    use cascade_client::{Client, ClientOptions, api};
+    use cascade_e2e::scenarios::{config, create, enqueue, item, seconds};
+
+    let cluster = tokio::task::spawn_blocking(|| Cluster::start(Mode::Standalone))
+        .await
+        .expect("start");
+    let proxy = Proxy::start(cluster.gateway()).await;
+    let options = ClientOptions {
+        keepalive: Some(Duration::from_secs(1)),
+        ..ClientOptions::default()
+    };
+    let client = Client::connect_with(&format!("http://{}", proxy.addr()), &options)
+        .await
+        .expect("connect through the proxy");
+    create(&client, "silent", config(30.0, 3)).await;
+
+    proxy.set(Condition::Stall);
+    let mut worker = client.worker();
+    let poll = worker.take(api::TakeRequest {
+        queue: "silent".into(),
+        max_events: 1,
+        wait: Some(seconds(600.0)),
+        ..Default::default()
+    });
+    // Only a bound on a hang: without pings the call waits as long as the connection seems open.
+    let answer = tokio::time::timeout(Duration::from_secs(60), poll)
+        .await
+        .expect("the poll still waits on a silent connection");
+    let status = answer.expect_err("nothing answers through a stalled connection");
+    assert_eq!(status.code(), tonic::Code::Unavailable, "{status:?}");
+
+    proxy.set(Condition::Pass);
+    enqueue(&client, item("silent", "after")).await;
+    assert!(proxy.accepted() >= 2, "connected again");
+    tokio::task::spawn_blocking(move || cluster.stop())
+        .await
+        .expect("stop");
 }
