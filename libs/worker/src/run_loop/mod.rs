@@ -8,7 +8,10 @@
 //! - **Run**: waiting events start in take order while fewer than `concurrency` handlers
 //!   run; an event whose lease may have ended meanwhile is dropped, not run. A handler is
 //!   polled once on the loop itself: one that finishes at once (a no-op, a routing step)
-//!   is completed without a task; only one that waits gets its own task.
+//!   is completed without a task; only one that waits gets its own task. A handler whose
+//!   first polls take long (work before its first `.await`, or none at all) would run one
+//!   at a time on the loop and hold its takes and extensions back: after
+//!   `SLOW_FIRST_POLLS` such polls in a row, every handler gets a task from its start.
 //! - **Extend**: every held event, waiting or running, is extended half-way through its
 //!   lease. A lease found gone (FAILED_PRECONDITION, NOT_FOUND) is counted and the event
 //!   is let go: not started if it waited, not completed if it ran.
@@ -52,6 +55,11 @@ const COMPLETER_FLUSH: Duration = Duration::from_secs(10);
 const EXTENSIONS_IN_FLIGHT: usize = 64;
 /// A take's answer may come this long after its long poll ends before it counts as lost.
 const TAKE_SLACK: Duration = Duration::from_secs(10);
+/// A handler's first poll on the loop longer than this counts as slow.
+const SLOW_FIRST_POLL: Duration = Duration::from_micros(250);
+/// Slow first polls in a row after which handlers run as tasks from their start: one alone
+/// may be the machine's hiccup.
+const SLOW_FIRST_POLLS: u32 = 4;
 /// Pauses after failed takes double from the first to the last.
 const TAKE_PAUSE_FIRST: Duration = Duration::from_millis(100);
 const TAKE_PAUSE_MAX: Duration = Duration::from_secs(5);
@@ -161,6 +169,8 @@ struct State<H> {
     extend_queue: BinaryHeap<Reverse<(Instant, u64)>>,
     handlers: JoinSet<Outcome>,
     handler_keys: HashMap<tokio::task::Id, u64>,
+    /// Slow first polls on the loop in a row; at `SLOW_FIRST_POLLS`, handlers start as tasks.
+    slow_first_polls: u32,
     extends: JoinSet<Extended>,
     extend_keys: HashMap<tokio::task::Id, u64>,
     extend_permits: Arc<Semaphore>,
@@ -195,6 +205,7 @@ impl<H: Handler> State<H> {
             extend_queue: BinaryHeap::new(),
             handlers: JoinSet::new(),
             handler_keys: HashMap::new(),
+            slow_first_polls: 0,
             extends: JoinSet::new(),
             extend_keys: HashMap::new(),
             extend_permits: Arc::new(Semaphore::new(EXTENSIONS_IN_FLIGHT)),
@@ -291,10 +302,18 @@ impl<H: Handler> State<H> {
             event,
             self.ctx.config.handler_timeout,
         ));
+        if self.slow_first_polls >= SLOW_FIRST_POLLS {
+            let task = self.handlers.spawn(call.in_current_span());
+            self.handler_keys.insert(task.id(), key);
+            return None;
+        }
         // The first poll runs here; the task polls again (with its own waker) only if the
         // handler waits, which every future re-registers for on each poll.
         let mut cx = Context::from_waker(Waker::noop());
-        match std::panic::catch_unwind(AssertUnwindSafe(|| call.as_mut().poll(&mut cx))) {
+        let polling = std::time::Instant::now();
+        let polled = std::panic::catch_unwind(AssertUnwindSafe(|| call.as_mut().poll(&mut cx)));
+        self.count_first_poll(polling.elapsed());
+        match polled {
             Ok(Poll::Ready(outcome)) => Some(outcome),
             Ok(Poll::Pending) => {
                 let task = self.handlers.spawn(call.in_current_span());
@@ -305,6 +324,20 @@ impl<H: Handler> State<H> {
                 tracing::error!("worker.handler.panicked");
                 Some(crate::call::retry("the handler panicked".into()))
             }
+        }
+    }
+
+    fn count_first_poll(&mut self, took: Duration) {
+        if took <= SLOW_FIRST_POLL {
+            self.slow_first_polls = 0;
+            return;
+        }
+        self.slow_first_polls += 1;
+        if self.slow_first_polls == SLOW_FIRST_POLLS {
+            tracing::info!(
+                took = ?took,
+                "worker.handler.slow_first_polls; its calls run as tasks from now on, side by side up to the concurrency"
+            );
         }
     }
 

@@ -40,6 +40,46 @@ async fn no_more_handlers_run_at_once_than_the_stages_concurrency() {
     cascade.stop().await;
 }
 
+/// A handler that does its work without ever waiting (here it blocks its thread, as long
+/// synchronous work does) still runs up to the concurrency at once, on the runtime's threads,
+/// not one call after the other on the worker's loop.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn handlers_that_never_wait_still_run_side_by_side() {
+    let cascade = Cascade::start().await;
+    cascade
+        .create_queue("cpu", queue_config(Duration::from_secs(30)))
+        .await;
+    for n in 0..16 {
+        cascade.enqueue("cpu", format!("{n}").as_bytes(), &[]).await;
+    }
+    let gauge = Arc::new(Gauge::default());
+    let counted = Arc::clone(&gauge);
+    let handler = cascade_worker::handler_fn(move |_event, _attempt| {
+        let gauge = Arc::clone(&counted);
+        async move {
+            gauge.enter();
+            std::thread::sleep(Duration::from_millis(50));
+            gauge.exit();
+            Ok(cascade_worker::Outcome::Ack)
+        }
+    });
+    let config = WorkerConfig::new("cpu")
+        .expect("queue")
+        .concurrency(3)
+        .batch(16)
+        .poll_wait(Duration::from_secs(1));
+    let worker = Worker::new(&cascade.client, config, handler).expect("worker");
+    let handle = worker.handle();
+    let running = tokio::spawn(worker.run());
+
+    cascade.wait_for_completed("cpu", 16).await;
+    assert!(gauge.max() >= 2, "at most {} at once", gauge.max());
+    assert!(gauge.max() <= 3, "{} at once", gauge.max());
+    handle.shutdown();
+    running.await.expect("join").expect("a clean stop");
+    cascade.stop().await;
+}
+
 #[tokio::test]
 async fn concurrency_turns_up_down_and_to_zero_at_run_time() {
     let cascade = Cascade::start().await;
