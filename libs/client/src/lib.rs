@@ -43,6 +43,12 @@ pub enum ClientError {
     /// A TLS file or the token cannot be used; `what` names it (`--ca /path`).
     #[error("{what}: {reason}")]
     Credentials { what: String, reason: String },
+    /// A [`ClientOptions`] field out of its range.
+    #[error("{field}: {reason}")]
+    Option {
+        field: &'static str,
+        reason: &'static str,
+    },
 }
 
 /// What an innermost cause says, e.g. "Connection refused (os error 111)": the outer
@@ -109,6 +115,9 @@ pub fn forbidden_apart<T>(
     }
     Ok((refused, others))
 }
+
+/// Pings more often than this would be a load of their own.
+const MIN_KEEPALIVE: Duration = Duration::from_secs(1);
 
 /// The largest answer read (tonic's default, 4 MiB, is below an event with the largest
 /// payload). The gateway bounds its answers by its own limits; this only needs to be above
@@ -319,6 +328,12 @@ fn endpoint(addr: &str, options: &ClientOptions) -> Result<Endpoint, ClientError
         .map_err(|e| bad(e.to_string()))?
         .connect_timeout(options.connect_timeout);
     if let Some(every) = options.keepalive {
+        if every < MIN_KEEPALIVE {
+            return Err(ClientError::Option {
+                field: "keepalive",
+                reason: "must be at least 1s, or None for no pings",
+            });
+        }
         endpoint = endpoint
             .http2_keep_alive_interval(every)
             .keep_alive_timeout(every)
@@ -332,7 +347,8 @@ fn endpoint(addr: &str, options: &ClientOptions) -> Result<Endpoint, ClientError
             false => Ok(endpoint),
         };
     }
-    let mut tls = ClientTlsConfig::new();
+    // The endpoint's own connect timeout covers TCP only.
+    let mut tls = ClientTlsConfig::new().timeout(options.connect_timeout);
     tls = match &options.ca_pem {
         Some(ca) => tls.ca_certificate(Certificate::from_pem(ca)),
         None => tls.with_enabled_roots(),
@@ -369,6 +385,21 @@ mod tests {
         let mut status = tonic::Status::permission_denied("items[1].queue: may not produce");
         cascade_proto::mark_refused_whole(&mut status, reason, forbidden);
         status
+    }
+
+    #[test]
+    fn pings_more_often_than_a_second_are_refused_naming_the_option() {
+        let options = |every: u64| ClientOptions {
+            keepalive: Some(Duration::from_millis(every)),
+            ..ClientOptions::default()
+        };
+        let refused = endpoint("http://127.0.0.1:7700", &options(0)).expect_err("0 s");
+        assert_eq!(
+            refused.to_string(),
+            "keepalive: must be at least 1s, or None for no pings"
+        );
+        assert!(endpoint("http://127.0.0.1:7700", &options(999)).is_err());
+        assert!(endpoint("http://127.0.0.1:7700", &options(1000)).is_ok());
     }
 
     #[test]

@@ -79,7 +79,7 @@ async fn latency_stalls_and_cut_connections_to_nats_lose_and_repeat_nothing() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_call_on_a_connection_gone_silent_fails_and_the_next_connects_again() {
     use cascade_client::{Client, ClientOptions, api};
-    use cascade_e2e::scenarios::{config, create, enqueue, item, seconds};
+    use cascade_e2e::scenarios::{config, create, item, seconds};
 
     let cluster = tokio::task::spawn_blocking(|| Cluster::start(Mode::Standalone))
         .await
@@ -110,7 +110,16 @@ async fn a_call_on_a_connection_gone_silent_fails_and_the_next_connects_again() 
     assert_eq!(status.code(), tonic::Code::Unavailable, "{status:?}");
 
     proxy.set(Condition::Pass);
-    enqueue(&client, item("silent", "after")).await;
+    // The first call may still meet the closed connection (CANCELLED) before the channel has
+    // seen it close; a call after it connects again.
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while let Err(status) = client.ingest().enqueue(item("silent", "after")).await {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "not connected again: {status:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
     assert!(proxy.accepted() >= 2, "connected again");
     tokio::task::spawn_blocking(move || cluster.stop())
         .await

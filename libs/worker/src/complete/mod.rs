@@ -17,23 +17,25 @@
 //! is logged and counted; its lease expires and the event is delivered again (at least once).
 //! Once the worker has stopped, nothing is tried past the flush it gets.
 
+mod retries;
 mod send;
 #[cfg(test)]
 mod tests;
 
-use std::collections::BTreeMap;
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
 use cascade_client::WorkerCalls;
 use cascade_proto::v1;
 use prost::Message;
-use tokio::sync::mpsc;
-use tokio::task::{JoinError, JoinSet};
+use tokio::sync::{mpsc, oneshot};
+use tokio::task::{self, JoinError, JoinSet};
 use tokio::time::Instant;
 use tracing::Instrument;
 
 use crate::stats::{Counter, Stats};
+use retries::Retries;
 
 pub(crate) use send::{fail_forbidden, fits_one_request, may_pass, record_results};
 
@@ -84,162 +86,183 @@ pub(crate) fn completions_of(pending: &[Pending]) -> Vec<v1::Completion> {
     pending.iter().map(|p| p.completion.clone()).collect()
 }
 
-/// Runs until every sender is dropped, the queue is empty and no completion waits for a
-/// retry. Completions that come back from a take's answer to be sent again
-/// ([`Pending::again`]) wait for their pause like the completer's own.
+/// Runs until every sender is dropped, the queue is empty, no request is out and no
+/// completion waits for a retry, or until the stop's deadline, once `stop` gives one (the
+/// worker has stopped): then what is left is counted as failed and given up. Completions
+/// that come back from a take's answer to be sent again ([`Pending::again`]) wait for their
+/// pause like the completer's own.
 pub(crate) async fn run_completer(
     client: WorkerCalls,
-    mut queued: mpsc::Receiver<Pending>,
+    queued: mpsc::Receiver<Pending>,
     max_batch: usize,
     stats: Arc<Stats>,
-    flush: Duration,
+    stop: oneshot::Receiver<Instant>,
 ) {
-    let mut retries = Retries::new(Arc::clone(&stats));
-    let mut carried: Option<Pending> = None;
-    let mut sending: JoinSet<Vec<Pending>> = JoinSet::new();
-    let mut open = true;
-    loop {
-        // While every slot is taken, completions gather in the queue for the next request.
-        while sending.len() >= COMPLETES_IN_FLIGHT {
-            if let Some(sent) = sending.join_next().await {
-                retries.schedule_all(sent);
+    Completer {
+        client,
+        queued,
+        open: true,
+        max_batch,
+        retries: Retries::new(Arc::clone(&stats)),
+        carried: None,
+        sending: JoinSet::new(),
+        in_flight: HashMap::new(),
+        stop: Some(stop),
+        deadline: None,
+        stats,
+    }
+    .run()
+    .await;
+}
+
+struct Completer {
+    client: WorkerCalls,
+    queued: mpsc::Receiver<Pending>,
+    /// Until every sender is dropped.
+    open: bool,
+    max_batch: usize,
+    retries: Retries,
+    /// Taken from the queue, left for the next request (the last one was full).
+    carried: Option<Pending>,
+    /// Each request's task gives back the completions to try again.
+    sending: JoinSet<Vec<Pending>>,
+    /// Completions in each request out, to count them if it is given up.
+    in_flight: HashMap<task::Id, usize>,
+    stop: Option<oneshot::Receiver<Instant>>,
+    deadline: Option<Instant>,
+    stats: Arc<Stats>,
+}
+
+impl Completer {
+    async fn run(mut self) {
+        loop {
+            if self
+                .deadline
+                .is_some_and(|deadline| Instant::now() >= deadline)
+            {
+                return self.give_up_the_rest();
+            }
+            // While every slot is taken, completions gather in the queue for the next request.
+            let slot_free = self.sending.len() < COMPLETES_IN_FLIGHT;
+            if slot_free && let Some(first) = self.next_to_send() {
+                self.send(first);
+                continue;
+            }
+            if !self.open
+                && self.carried.is_none()
+                && self.retries.is_empty()
+                && self.sending.is_empty()
+            {
+                return;
+            }
+            let due = self.retries.next_due().filter(|_| slot_free);
+            let deadline = self.deadline;
+            // Every branch is cancel-safe: joins, sleeps, and channel receives.
+            tokio::select! {
+                Some(sent) = self.sending.join_next_with_id() => self.on_sent(sent),
+                () = sleep_until(due), if due.is_some() => {}
+                at = stop_signal(&mut self.stop), if self.stop.is_some() => {
+                    self.stop = None;
+                    self.deadline = at;
+                    if let Some(at) = at {
+                        self.retries.stop_at(at);
+                    }
+                }
+                () = sleep_until(deadline), if deadline.is_some() => {}
+                next = self.queued.recv(), if self.open && slot_free => match next {
+                    Some(pending) if pending.tries > 0 => self.retries.schedule(pending),
+                    Some(pending) => self.carried = Some(pending),
+                    None => self.open = false,
+                },
             }
         }
-        let first = match carried.take().or_else(|| retries.take_due()) {
-            Some(first) => first,
-            None if !open && retries.is_empty() && sending.is_empty() => break,
-            None => {
-                let due = retries.next_due();
-                // Every branch is cancel-safe: joins, a sleep, and a channel receive.
-                tokio::select! {
-                    Some(sent) = sending.join_next() => {
-                        retries.schedule_all(sent);
-                        continue;
-                    }
-                    () = sleep_until(due), if due.is_some() => continue,
-                    next = queued.recv(), if open => match next {
-                        Some(pending) if pending.tries > 0 => {
-                            retries.schedule(pending);
-                            continue;
-                        }
-                        Some(pending) => pending,
-                        None => {
-                            open = false;
-                            retries.stop_at(Instant::now() + flush);
-                            continue;
-                        }
-                    },
-                }
+    }
+
+    /// What goes first in the next request: the completion left over, a retry whose pause
+    /// is over, or the next in the queue.
+    fn next_to_send(&mut self) -> Option<Pending> {
+        if let Some(carried) = self.carried.take() {
+            return Some(carried);
+        }
+        if let Some(due) = self.retries.take_due() {
+            return Some(due);
+        }
+        loop {
+            match self.queued.try_recv().ok()? {
+                pending if pending.tries > 0 => self.retries.schedule(pending),
+                pending => return Some(pending),
             }
-        };
+        }
+    }
+
+    /// Sends `first` and whatever else may go with it, within the request's bounds.
+    fn send(&mut self, first: Pending) {
         let mut bytes = first.completion.encoded_len();
         let mut batch = vec![first];
-        while batch.len() < max_batch {
-            let next = match retries.take_due() {
-                Some(due) => due,
-                None => match queued.try_recv() {
-                    Ok(next) if next.tries > 0 => {
-                        retries.schedule(next);
-                        continue;
-                    }
-                    Ok(next) => next,
-                    Err(_) => break,
-                },
+        while batch.len() < self.max_batch {
+            let Some(next) = self.next_to_send() else {
+                break;
             };
             let size = next.completion.encoded_len();
             if bytes + size > MAX_REQUEST_BYTES {
-                carried = Some(next);
+                self.carried = Some(next);
                 break;
             }
             bytes += size;
             batch.push(next);
         }
-        sending.spawn(send::send(client.clone(), batch, Arc::clone(&stats)).in_current_span());
-    }
-}
-
-/// Completions waiting to be tried again, by when their pause ends.
-struct Retries {
-    waiting: BTreeMap<(Instant, u64), Pending>,
-    /// Tells apart completions due at the same instant.
-    next_key: u64,
-    /// Once the worker has stopped: nothing is tried after it.
-    stop_at: Option<Instant>,
-    stats: Arc<Stats>,
-}
-
-impl Retries {
-    fn new(stats: Arc<Stats>) -> Retries {
-        Retries {
-            waiting: BTreeMap::new(),
-            next_key: 0,
-            stop_at: None,
-            stats,
-        }
+        let count = batch.len();
+        let request = send::send(self.client.clone(), batch, Arc::clone(&self.stats));
+        let task = self.sending.spawn(request.in_current_span());
+        self.in_flight.insert(task.id(), count);
     }
 
-    fn is_empty(&self) -> bool {
-        self.waiting.is_empty()
-    }
-
-    fn next_due(&self) -> Option<Instant> {
-        self.waiting.keys().next().map(|(due, _)| *due)
-    }
-
-    /// The first completion whose pause is over, counted as tried again.
-    fn take_due(&mut self) -> Option<Pending> {
-        let entry = self.waiting.first_entry()?;
-        if entry.key().0 > Instant::now() {
-            return None;
-        }
-        self.stats.add(Counter::CompleteRetries, 1);
-        Some(entry.remove())
-    }
-
-    /// What a request's task gave back to be sent again; a task that failed gave nothing.
-    fn schedule_all(&mut self, sent: Result<Vec<Pending>, JoinError>) {
+    /// A request's task ended: what it gave back waits for its retry; a task that failed
+    /// lost its completions.
+    fn on_sent(&mut self, sent: Result<(task::Id, Vec<Pending>), JoinError>) {
+        let id = sent.as_ref().map_or_else(JoinError::id, |(id, _)| *id);
+        let count = self.in_flight.remove(&id).unwrap_or(0);
         match sent {
-            Ok(again) => again.into_iter().for_each(|pending| self.schedule(pending)),
-            Err(err) => tracing::error!(error = %err, "worker.complete.panicked"),
+            Ok((_, again)) => again
+                .into_iter()
+                .for_each(|pending| self.retries.schedule(pending)),
+            Err(err) => {
+                tracing::error!(error = %err, count, "worker.complete.panicked");
+                self.stats.add(Counter::CompleteFailures, count as u64);
+            }
         }
     }
 
-    /// Waits out `pending`'s pause before its next try, unless its lease (or the worker's
-    /// flush) ends first: then it is counted as failed, since the gateway would refuse it
-    /// as stale by then.
-    fn schedule(&mut self, pending: Pending) {
-        let due = Instant::now() + pending.pause();
-        let until = self
-            .stop_at
-            .map_or(pending.until, |stop| stop.min(pending.until));
-        if due >= until {
-            self.give_up(&pending);
-            return;
+    /// The stop's deadline has come: what is still out, waiting or queued is counted as
+    /// failed; the gateway lets those leases expire.
+    fn give_up_the_rest(mut self) {
+        self.sending.abort_all();
+        let mut count: usize = self.in_flight.values().sum();
+        count += self.retries.len() + usize::from(self.carried.is_some());
+        while self.queued.try_recv().is_ok() {
+            count += 1;
         }
-        self.next_key += 1;
-        self.waiting.insert((due, self.next_key), pending);
-    }
-
-    /// The worker has stopped: what cannot be tried before `at` is given up now.
-    fn stop_at(&mut self, at: Instant) {
-        self.stop_at = Some(at);
-        let late = self.waiting.split_off(&(at, 0));
-        late.values().for_each(|pending| self.give_up(pending));
-    }
-
-    fn give_up(&self, pending: &Pending) {
-        tracing::error!(
-            id = %pending.completion.id,
-            tries = pending.tries,
-            "worker.complete.failed; not sent before its lease ended or the worker stopped, the event comes back"
-        );
-        self.stats.add(Counter::CompleteFailures, 1);
+        if count > 0 {
+            tracing::error!(
+                count,
+                "worker.complete.flush_timed_out; unsent leases will expire and the events come back"
+            );
+            self.stats.add(Counter::CompleteFailures, count as u64);
+        }
     }
 }
 
 async fn sleep_until(at: Option<Instant>) {
     match at {
         Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
+    }
+}
+
+/// The deadline the stop gives; `None` if the worker dropped its end without one.
+async fn stop_signal(stop: &mut Option<oneshot::Receiver<Instant>>) -> Option<Instant> {
+    match stop {
+        Some(stop) => stop.await.ok(),
         None => std::future::pending().await,
     }
 }

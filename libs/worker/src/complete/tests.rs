@@ -4,6 +4,7 @@
 use std::sync::atomic::{AtomicU32, Ordering};
 
 use cascade_proto::v1::worker_server::Worker;
+use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 use tonic::{Request, Response, Status};
 
@@ -101,35 +102,63 @@ impl Worker for StandIn {
     }
 }
 
-/// A completer of its own; the test sends through the sender and drops it to stop it.
-fn start(client: WorkerCalls) -> (mpsc::Sender<Pending>, Arc<Stats>, JoinHandle<()>) {
-    let stats = Arc::new(Stats::default());
-    let (queue, queued) = mpsc::channel(16);
-    let flush = Duration::from_secs(10);
-    let completer = tokio::spawn(run_completer(client, queued, 64, Arc::clone(&stats), flush));
-    (queue, stats, completer)
+/// A completer of its own, with the sender of its queue; [`Running::stop`] stops it as the
+/// worker does.
+struct Running {
+    queue: mpsc::Sender<Pending>,
+    stop: oneshot::Sender<Instant>,
+    completer: JoinHandle<()>,
 }
 
-/// Waits for the completer to end, bounded by an hour so that one that never ends fails
-/// the test instead of hanging it.
-async fn stopped(completer: JoinHandle<()>) {
-    tokio::time::timeout(Duration::from_secs(3600), completer)
-        .await
-        .expect("ended within an hour")
-        .expect("the completer");
+fn start(client: WorkerCalls) -> (Running, Arc<Stats>) {
+    let stats = Arc::new(Stats::default());
+    let (queue, queued) = mpsc::channel(16);
+    let (stop, stop_rx) = oneshot::channel();
+    let completer = tokio::spawn(run_completer(
+        client,
+        queued,
+        64,
+        Arc::clone(&stats),
+        stop_rx,
+    ));
+    (
+        Running {
+            queue,
+            stop,
+            completer,
+        },
+        stats,
+    )
+}
+
+impl Running {
+    async fn send(&self, pending: Pending) {
+        self.queue.send(pending).await.expect("sent");
+    }
+
+    /// Stops as the worker does: its queue closes, and its flush lasts 10 s. Waits for it
+    /// to end, bounded by an hour so that one that never ends fails the test instead of
+    /// hanging it.
+    async fn stop(self) {
+        drop(self.queue);
+        let _ = self.stop.send(Instant::now() + Duration::from_secs(10));
+        tokio::time::timeout(Duration::from_secs(3600), self.completer)
+            .await
+            .expect("ended within an hour")
+            .expect("the completer");
+    }
 }
 
 /// Completes one ack whose lease lasts `lease`, and stops once it is applied or given up
 /// (not before: a stop's flush would cut its retries short).
 async fn send_ack(client: WorkerCalls, lease: Duration) -> Arc<Stats> {
-    let (queue, stats, completer) = start(client);
-    queue.send(ack("a", lease)).await.expect("sent");
+    let (running, stats) = start(client);
+    running.send(ack("a", lease)).await;
     let settled = |s: WorkerStats| s.completed + s.complete_failures > 0;
     while !settled(stats.snapshot()) {
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
-    drop(queue);
-    stopped(completer).await;
+    running.stop().await;
     stats
 }
 
@@ -176,14 +205,14 @@ async fn a_completion_is_tried_again_while_its_lease_lasts() {
 #[tokio::test(start_paused = true)]
 async fn completions_waiting_for_a_retry_hold_up_no_other() {
     let (gateway, client) = StandIn::client(|_| Answer::Applied);
-    let (queue, stats, completer) = start(client);
+    let (running, stats) = start(client);
     let lease = Duration::from_secs(600);
     // One request each, as many as may be out at once.
     for id in ["stuck-1", "stuck-2"] {
-        queue.send(ack(id, lease)).await.expect("sent");
+        running.send(ack(id, lease)).await;
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
-    queue.send(ack("fine", lease)).await.expect("sent");
+    running.send(ack("fine", lease)).await;
     tokio::time::sleep(Duration::from_secs(5)).await;
     let now = stats.snapshot();
     assert_eq!((now.completed, now.complete_failures), (1, 0), "{now:?}");
@@ -193,8 +222,7 @@ async fn completions_waiting_for_a_retry_hold_up_no_other() {
     );
     // Stopped: the stuck ones are given up within the flush, not at their leases' end.
     let closed = Instant::now();
-    drop(queue);
-    stopped(completer).await;
+    running.stop().await;
     assert!(
         closed.elapsed() <= Duration::from_secs(10),
         "{:?}",
@@ -204,18 +232,39 @@ async fn completions_waiting_for_a_retry_hold_up_no_other() {
     assert_eq!((end.completed, end.complete_failures), (1, 2), "{end:?}");
 }
 
+/// Stopped while every request's place is taken by one the gateway never answers: the
+/// completer ends at the flush's end, counting what is out and what waits as failed.
+#[tokio::test(start_paused = true)]
+async fn a_stop_gives_up_what_is_left_at_the_flush_end() {
+    let (gateway, client) = StandIn::client(|_| Answer::Silent);
+    let (running, stats) = start(client);
+    let lease = Duration::from_secs(600);
+    for id in ["out-1", "out-2", "queued"] {
+        running.send(ack(id, lease)).await;
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert_eq!(gateway.calls(), 2, "both places taken");
+    let stopping = Instant::now();
+    running.stop().await;
+    assert!(
+        stopping.elapsed() <= Duration::from_secs(10),
+        "{:?}",
+        stopping.elapsed()
+    );
+    let end = stats.snapshot();
+    assert_eq!((end.completed, end.complete_failures), (0, 3), "{end:?}");
+}
+
 /// A completion a take's answer gave back (its shard away) waits for its pause, then goes.
 #[tokio::test(start_paused = true)]
 async fn a_completion_given_back_by_a_take_is_tried_again_after_its_pause() {
     let (gateway, client) = StandIn::client(|_| Answer::Applied);
-    let (queue, stats, completer) = start(client);
+    let (running, stats) = start(client);
     let started = Instant::now();
-    queue
+    running
         .send(ack("a", Duration::from_secs(60)).again())
-        .await
-        .expect("sent");
-    drop(queue);
-    stopped(completer).await;
+        .await;
+    running.stop().await;
     assert_eq!(started.elapsed(), FIRST_RETRY_PAUSE);
     assert_eq!(gateway.calls(), 1);
     let stats = stats.snapshot();

@@ -33,7 +33,7 @@ use cascade_core::Outcome;
 use cascade_proto::convert::completion_to_proto;
 use cascade_proto::v1;
 use cascade_telemetry::LOG_ONLY_TARGET;
-use tokio::sync::{Semaphore, mpsc, watch};
+use tokio::sync::{Semaphore, mpsc, oneshot, watch};
 use tokio::task::{JoinError, JoinHandle, JoinSet};
 use tokio::time::Instant;
 use tracing::Instrument;
@@ -60,6 +60,8 @@ const SLOW_FIRST_POLL: Duration = Duration::from_micros(250);
 /// Slow first polls in a row after which handlers run as tasks from their start: one alone
 /// may be the machine's hiccup.
 const SLOW_FIRST_POLLS: u32 = 4;
+/// Once handlers start as tasks, one start in this many is a first poll on the loop again.
+const RECHECK_FIRST_POLL_EVERY: u32 = 256;
 /// Pauses after failed takes double from the first to the last.
 const TAKE_PAUSE_FIRST: Duration = Duration::from_millis(100);
 const TAKE_PAUSE_MAX: Duration = Duration::from_secs(5);
@@ -83,13 +85,14 @@ pub(crate) async fn run<H: Handler>(ctx: Ctx<H>) -> Result<(), WorkerError> {
 
 async fn run_in_span<H: Handler>(ctx: Ctx<H>) -> Result<(), WorkerError> {
     let (completions, queued) = mpsc::channel(COMPLETION_QUEUE);
-    let mut completer = tokio::spawn(
+    let (stop_completer, completer_stop) = oneshot::channel();
+    let completer = tokio::spawn(
         run_completer(
             ctx.client.clone(),
             queued,
             ctx.config.completion_batch,
             Arc::clone(&ctx.shared.stats),
-            COMPLETER_FLUSH,
+            completer_stop,
         )
         .in_current_span(),
     );
@@ -98,17 +101,12 @@ async fn run_in_span<H: Handler>(ctx: Ctx<H>) -> Result<(), WorkerError> {
     state.run().await;
     let fatal = state.fatal.take();
     let stats = Arc::clone(&state.ctx.shared.stats);
-    // Dropping the state drops the last completion sender: the completer sends the rest.
+    // Dropping the state drops the last completion sender: the completer sends the rest,
+    // and gives up (counting) what it has not sent by the flush's end.
     drop(state);
-    // The completer gives up its retries at the flush's end; a request still out then is
-    // given up with it.
-    match tokio::time::timeout(COMPLETER_FLUSH, &mut completer).await {
-        Ok(Ok(())) => {}
-        Ok(Err(err)) => tracing::error!(error = %err, "worker.completer.died"),
-        Err(_) => {
-            completer.abort();
-            tracing::error!("worker.completer.flush_timed_out; unsent leases will expire");
-        }
+    let _ = stop_completer.send(Instant::now() + COMPLETER_FLUSH);
+    if let Err(err) = completer.await {
+        tracing::error!(error = %err, "worker.completer.died");
     }
     stats.set_gauges(0, 0);
     tracing::info!(stats = ?stats.snapshot(), "worker.stopped");
@@ -171,6 +169,8 @@ struct State<H> {
     handler_keys: HashMap<tokio::task::Id, u64>,
     /// Slow first polls on the loop in a row; at `SLOW_FIRST_POLLS`, handlers start as tasks.
     slow_first_polls: u32,
+    /// Handlers started as tasks since they began to.
+    starts_as_tasks: u32,
     extends: JoinSet<Extended>,
     extend_keys: HashMap<tokio::task::Id, u64>,
     extend_permits: Arc<Semaphore>,
@@ -206,6 +206,7 @@ impl<H: Handler> State<H> {
             handlers: JoinSet::new(),
             handler_keys: HashMap::new(),
             slow_first_polls: 0,
+            starts_as_tasks: 0,
             extends: JoinSet::new(),
             extend_keys: HashMap::new(),
             extend_permits: Arc::new(Semaphore::new(EXTENSIONS_IN_FLIGHT)),
@@ -303,9 +304,13 @@ impl<H: Handler> State<H> {
             self.ctx.config.handler_timeout,
         ));
         if self.slow_first_polls >= SLOW_FIRST_POLLS {
-            let task = self.handlers.spawn(call.in_current_span());
-            self.handler_keys.insert(task.id(), key);
-            return None;
+            self.starts_as_tasks = self.starts_as_tasks.wrapping_add(1);
+            // Now and then a first poll on the loop again: the slowness may have passed.
+            if !self.starts_as_tasks.is_multiple_of(RECHECK_FIRST_POLL_EVERY) {
+                let task = self.handlers.spawn(call.in_current_span());
+                self.handler_keys.insert(task.id(), key);
+                return None;
+            }
         }
         // The first poll runs here; the task polls again (with its own waker) only if the
         // handler waits, which every future re-registers for on each poll.
@@ -329,7 +334,11 @@ impl<H: Handler> State<H> {
 
     fn count_first_poll(&mut self, took: Duration) {
         if took <= SLOW_FIRST_POLL {
+            if self.slow_first_polls >= SLOW_FIRST_POLLS {
+                tracing::info!("worker.handler.fast_first_poll; its calls start on the loop again");
+            }
             self.slow_first_polls = 0;
+            self.starts_as_tasks = 0;
             return;
         }
         self.slow_first_polls += 1;

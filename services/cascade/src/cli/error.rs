@@ -88,6 +88,12 @@ impl CliError {
                 why: reason,
                 todo: Some("give a readable PEM file, or a token of printable characters".into()),
             },
+            ClientError::Option { field, reason } => CliError {
+                exit: Exit::Usage,
+                what: format!("client option {field}"),
+                why: reason.into(),
+                todo: None,
+            },
         }
     }
 
