@@ -143,7 +143,8 @@ pub struct ClientOptions {
     /// answers pings at any rate; other gRPC servers may not (grpc-go's and grpc-java's
     /// close connections that ping more often than every 5 minutes, by default).
     pub keepalive: Option<Duration>,
-    /// How long making the connection (TCP, and TLS) may take; default 10 s.
+    /// How long making the connection may take: TCP, then the TLS handshake, each; default
+    /// 10 s.
     pub connect_timeout: Duration,
 }
 

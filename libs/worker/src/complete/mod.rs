@@ -24,6 +24,7 @@ mod tests;
 
 use std::collections::HashMap;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use cascade_client::WorkerCalls;
@@ -87,8 +88,8 @@ pub(crate) fn completions_of(pending: &[Pending]) -> Vec<v1::Completion> {
 }
 
 /// Runs until every sender is dropped, the queue is empty, no request is out and no
-/// completion waits for a retry, or until the stop's deadline, once `stop` gives one (the
-/// worker has stopped): then what is left is counted as failed and given up. Completions
+/// completion waits for a retry, or until `flush` after `stop` fires (the worker has
+/// stopped): then what is left is counted as failed and given up. Completions
 /// that come back from a take's answer to be sent again ([`Pending::again`]) wait for their
 /// pause like the completer's own.
 pub(crate) async fn run_completer(
@@ -96,7 +97,8 @@ pub(crate) async fn run_completer(
     queued: mpsc::Receiver<Pending>,
     max_batch: usize,
     stats: Arc<Stats>,
-    stop: oneshot::Receiver<Instant>,
+    stop: oneshot::Receiver<()>,
+    flush: Duration,
 ) {
     Completer {
         client,
@@ -108,6 +110,7 @@ pub(crate) async fn run_completer(
         sending: JoinSet::new(),
         in_flight: HashMap::new(),
         stop: Some(stop),
+        flush,
         deadline: None,
         stats,
     }
@@ -126,9 +129,11 @@ struct Completer {
     carried: Option<Pending>,
     /// Each request's task gives back the completions to try again.
     sending: JoinSet<Vec<Pending>>,
-    /// Completions in each request out, to count them if it is given up.
-    in_flight: HashMap<task::Id, usize>,
-    stop: Option<oneshot::Receiver<Instant>>,
+    /// Each request's completions not settled yet, to count them if it is given up.
+    in_flight: HashMap<task::Id, Arc<AtomicUsize>>,
+    /// Fires (or is dropped) when the worker stops; what is left gets `flush` more.
+    stop: Option<oneshot::Receiver<()>>,
+    flush: Duration,
     deadline: Option<Instant>,
     stats: Arc<Stats>,
 }
@@ -161,12 +166,11 @@ impl Completer {
             tokio::select! {
                 Some(sent) = self.sending.join_next_with_id() => self.on_sent(sent),
                 () = sleep_until(due), if due.is_some() => {}
-                at = stop_signal(&mut self.stop), if self.stop.is_some() => {
+                () = stop_signal(&mut self.stop), if self.stop.is_some() => {
                     self.stop = None;
-                    self.deadline = at;
-                    if let Some(at) = at {
-                        self.retries.stop_at(at);
-                    }
+                    let deadline = Instant::now() + self.flush;
+                    self.deadline = Some(deadline);
+                    self.retries.stop_at(deadline);
                 }
                 () = sleep_until(deadline), if deadline.is_some() => {}
                 next = self.queued.recv(), if self.open && slot_free => match next {
@@ -211,17 +215,25 @@ impl Completer {
             bytes += size;
             batch.push(next);
         }
-        let count = batch.len();
-        let request = send::send(self.client.clone(), batch, Arc::clone(&self.stats));
+        let unsettled = Arc::new(AtomicUsize::new(batch.len()));
+        let request = send::send(
+            self.client.clone(),
+            batch,
+            Arc::clone(&self.stats),
+            Arc::clone(&unsettled),
+        );
         let task = self.sending.spawn(request.in_current_span());
-        self.in_flight.insert(task.id(), count);
+        self.in_flight.insert(task.id(), unsettled);
     }
 
     /// A request's task ended: what it gave back waits for its retry; a task that failed
     /// lost its completions.
     fn on_sent(&mut self, sent: Result<(task::Id, Vec<Pending>), JoinError>) {
         let id = sent.as_ref().map_or_else(JoinError::id, |(id, _)| *id);
-        let count = self.in_flight.remove(&id).unwrap_or(0);
+        let count = self
+            .in_flight
+            .remove(&id)
+            .map_or(0, |unsettled| unsettled.load(Ordering::Acquire));
         match sent {
             Ok((_, again)) => again
                 .into_iter()
@@ -236,8 +248,17 @@ impl Completer {
     /// The stop's deadline has come: what is still out, waiting or queued is counted as
     /// failed; the gateway lets those leases expire.
     fn give_up_the_rest(mut self) {
+        // Requests that have ended are settled as usual (what they give back is past the
+        // deadline, so given up); those still out are cut off.
+        while let Some(sent) = self.sending.try_join_next_with_id() {
+            self.on_sent(sent);
+        }
         self.sending.abort_all();
-        let mut count: usize = self.in_flight.values().sum();
+        let mut count: usize = self
+            .in_flight
+            .values()
+            .map(|unsettled| unsettled.load(Ordering::Acquire))
+            .sum();
         count += self.retries.len() + usize::from(self.carried.is_some());
         while self.queued.try_recv().is_ok() {
             count += 1;
@@ -259,10 +280,12 @@ async fn sleep_until(at: Option<Instant>) {
     }
 }
 
-/// The deadline the stop gives; `None` if the worker dropped its end without one.
-async fn stop_signal(stop: &mut Option<oneshot::Receiver<Instant>>) -> Option<Instant> {
+/// Once the worker stops: it says so, or drops its end (it was cancelled).
+async fn stop_signal(stop: &mut Option<oneshot::Receiver<()>>) {
     match stop {
-        Some(stop) => stop.await.ok(),
+        Some(stop) => {
+            let _ = stop.await;
+        }
         None => std::future::pending().await,
     }
 }

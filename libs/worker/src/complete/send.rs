@@ -2,6 +2,7 @@
 //! answers say of each completion (done, refused, or to be tried again).
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use cascade_client::{WorkerCalls, forbidden_apart, is_refused_whole};
@@ -20,24 +21,34 @@ const COMPLETE_TIMEOUT: Duration = Duration::from_secs(30);
 /// it lists as outside the worker's grants (they fail here), or, when it lists none (more or
 /// larger than its limits), in halves down to single completions: one completion at fault
 /// does not fail the others.
+///
+/// `unsettled` counts the completions neither counted in `stats` yet nor given back, so that
+/// the completer can count them if it cuts the task off.
 pub(super) async fn send(
     client: WorkerCalls,
     batch: Vec<Pending>,
     stats: Arc<Stats>,
+    unsettled: Arc<AtomicUsize>,
 ) -> Vec<Pending> {
     let mut again = Vec::new();
     // Requests still to send, the next one last.
     let mut to_send = vec![batch];
     while let Some(batch) = to_send.pop() {
+        let sent = batch.len();
+        // Counted in `stats` as they are settled, with no wait before `unsettled` follows.
         let refused = match send_one(&client, batch, &stats).await {
             Sent::Answered { mut retry } => {
+                unsettled.fetch_sub(sent - retry.len(), Ordering::AcqRel);
                 again.append(&mut retry);
                 continue;
             }
             Sent::RefusedWhole(refused, status) => fail_forbidden(refused, &status, &stats),
         };
         match refused {
-            Ok(others) => to_send.extend(Some(others).filter(|others| !others.is_empty())),
+            Ok(others) => {
+                unsettled.fetch_sub(sent - others.len(), Ordering::AcqRel);
+                to_send.extend(Some(others).filter(|others| !others.is_empty()));
+            }
             Err(mut refused) => {
                 let second = refused.split_off(refused.len() / 2);
                 to_send.extend([second, refused]);

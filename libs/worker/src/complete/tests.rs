@@ -3,6 +3,7 @@
 
 use std::sync::atomic::{AtomicU32, Ordering};
 
+use cascade_proto::RefusedWhole;
 use cascade_proto::v1::worker_server::Worker;
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
@@ -18,6 +19,8 @@ enum Answer {
     Silent,
     /// UNAVAILABLE for the whole request, as while the gateway restarts.
     Unavailable,
+    /// Refused whole for holding more than the gateway's limits allow, changing nothing.
+    TooMany,
     /// OK, with UNAVAILABLE for each completion, as while its shard restarts.
     ItemsUnavailable,
     /// OK, each completion applied.
@@ -71,6 +74,11 @@ impl Worker for StandIn {
         let code = match (self.answers)(self.calls.fetch_add(1, Ordering::Relaxed)) {
             Answer::Silent => std::future::pending().await,
             Answer::Unavailable => return Err(Status::unavailable("restarting")),
+            Answer::TooMany => {
+                let mut status = Status::resource_exhausted("completions: too many");
+                cascade_proto::mark_refused_whole(&mut status, RefusedWhole::TooLarge, &[]);
+                return Err(status);
+            }
             Answer::ItemsUnavailable => tonic::Code::Unavailable,
             Answer::Applied => tonic::Code::Ok,
         };
@@ -106,7 +114,7 @@ impl Worker for StandIn {
 /// worker does.
 struct Running {
     queue: mpsc::Sender<Pending>,
-    stop: oneshot::Sender<Instant>,
+    stop: oneshot::Sender<()>,
     completer: JoinHandle<()>,
 }
 
@@ -114,12 +122,14 @@ fn start(client: WorkerCalls) -> (Running, Arc<Stats>) {
     let stats = Arc::new(Stats::default());
     let (queue, queued) = mpsc::channel(16);
     let (stop, stop_rx) = oneshot::channel();
+    let flush = Duration::from_secs(10);
     let completer = tokio::spawn(run_completer(
         client,
         queued,
         64,
         Arc::clone(&stats),
         stop_rx,
+        flush,
     ));
     (
         Running {
@@ -136,12 +146,12 @@ impl Running {
         self.queue.send(pending).await.expect("sent");
     }
 
-    /// Stops as the worker does: its queue closes, and its flush lasts 10 s. Waits for it
+    /// Stops as the worker does: its queue closes, then it says so. Waits for it
     /// to end, bounded by an hour so that one that never ends fails the test instead of
     /// hanging it.
     async fn stop(self) {
         drop(self.queue);
-        let _ = self.stop.send(Instant::now() + Duration::from_secs(10));
+        let _ = self.stop.send(());
         tokio::time::timeout(Duration::from_secs(3600), self.completer)
             .await
             .expect("ended within an hour")
@@ -253,6 +263,27 @@ async fn a_stop_gives_up_what_is_left_at_the_flush_end() {
     );
     let end = stats.snapshot();
     assert_eq!((end.completed, end.complete_failures), (0, 3), "{end:?}");
+}
+
+/// Stopped while a request refused whole goes again in halves: the half applied counts as
+/// completed, only the half still out when the flush ends as failed.
+#[tokio::test(start_paused = true)]
+async fn a_stop_counts_only_what_a_request_cut_off_had_not_settled() {
+    let (gateway, client) = StandIn::client(|n| match n {
+        0 => Answer::TooMany,
+        1 => Answer::Applied,
+        _ => Answer::Silent,
+    });
+    let (running, stats) = start(client);
+    let lease = Duration::from_secs(600);
+    // Queued before the completer first runs, so that they go in one request.
+    running.send(ack("a", lease)).await;
+    running.send(ack("b", lease)).await;
+    tokio::time::sleep(Duration::from_millis(10)).await;
+    assert_eq!(gateway.calls(), 3, "whole, then each half");
+    running.stop().await;
+    let end = stats.snapshot();
+    assert_eq!((end.completed, end.complete_failures), (1, 1), "{end:?}");
 }
 
 /// A completion a take's answer gave back (its shard away) waits for its pause, then goes.

@@ -93,6 +93,7 @@ async fn run_in_span<H: Handler>(ctx: Ctx<H>) -> Result<(), WorkerError> {
             ctx.config.completion_batch,
             Arc::clone(&ctx.shared.stats),
             completer_stop,
+            COMPLETER_FLUSH,
         )
         .in_current_span(),
     );
@@ -104,7 +105,7 @@ async fn run_in_span<H: Handler>(ctx: Ctx<H>) -> Result<(), WorkerError> {
     // Dropping the state drops the last completion sender: the completer sends the rest,
     // and gives up (counting) what it has not sent by the flush's end.
     drop(state);
-    let _ = stop_completer.send(Instant::now() + COMPLETER_FLUSH);
+    let _ = stop_completer.send(());
     if let Err(err) = completer.await {
         tracing::error!(error = %err, "worker.completer.died");
     }
@@ -306,7 +307,10 @@ impl<H: Handler> State<H> {
         if self.slow_first_polls >= SLOW_FIRST_POLLS {
             self.starts_as_tasks = self.starts_as_tasks.wrapping_add(1);
             // Now and then a first poll on the loop again: the slowness may have passed.
-            if !self.starts_as_tasks.is_multiple_of(RECHECK_FIRST_POLL_EVERY) {
+            if !self
+                .starts_as_tasks
+                .is_multiple_of(RECHECK_FIRST_POLL_EVERY)
+            {
                 let task = self.handlers.spawn(call.in_current_span());
                 self.handler_keys.insert(task.id(), key);
                 return None;
@@ -341,7 +345,7 @@ impl<H: Handler> State<H> {
             self.starts_as_tasks = 0;
             return;
         }
-        self.slow_first_polls += 1;
+        self.slow_first_polls = self.slow_first_polls.saturating_add(1);
         if self.slow_first_polls == SLOW_FIRST_POLLS {
             tracing::info!(
                 took = ?took,
