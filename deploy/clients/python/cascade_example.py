@@ -19,7 +19,14 @@ from cascade.v1 import cascade_pb2_grpc as rpc
 def main() -> None:
     addr = os.environ.get("CASCADE_ADDR", "127.0.0.1:7700").removeprefix("http://")
     queue = sys.argv[1] if len(sys.argv) > 1 else "python-example"
-    with grpc.insecure_channel(addr) as channel:
+    # Pings while a call waits (a long poll): a connection to a gateway whose machine is gone
+    # fails within 40 s instead of when TCP gives up. The gateway answers pings at any rate.
+    keepalive = [
+        ("grpc.keepalive_time_ms", 20_000),
+        ("grpc.keepalive_timeout_ms", 20_000),
+        ("grpc.http2.max_pings_without_data", 0),
+    ]
+    with grpc.insecure_channel(addr, options=keepalive) as channel:
         admin = rpc.AdminStub(channel)
         ingest = rpc.IngestStub(channel)
         worker = rpc.WorkerStub(channel)

@@ -6,6 +6,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use cascade_client::{WorkerCalls, forbidden_apart, is_refused_whole};
+use cascade_proto::convert::completion_to_proto;
 use cascade_proto::v1;
 use prost::Message;
 
@@ -163,6 +164,7 @@ pub(crate) fn record_results(
                     message,
                     "worker.complete.refused"
                 );
+                again.extend(answer.and_then(|result| retry_instead(&pending, result)));
             }
         }
     }
@@ -170,6 +172,46 @@ pub(crate) fn record_results(
     stats.add(Counter::Released, released);
     stats.add(Counter::CompleteFailures, refused);
     again
+}
+
+/// An advance or a reschedule the gateway refused for what it says (a target that does not
+/// exist, a time out of range) would be refused again each time the event came back, which
+/// would wait out its lease each time and be dead-lettered for that. The event is retried
+/// instead, with the refusal as its reason: it comes back after the queue's backoff and, once
+/// its attempts run out, is dead-lettered saying why.
+fn retry_instead(pending: &Pending, result: &v1::CompletionResult) -> Option<Pending> {
+    use v1::completion::Outcome as Sent;
+    let refused = &pending.completion;
+    let kind = match refused.outcome {
+        Some(Sent::Advance(_)) => "advance",
+        Some(Sent::Reschedule(_)) => "reschedule",
+        _ => return None,
+    };
+    let for_what_it_is = matches!(
+        tonic::Code::from_i32(result.code),
+        tonic::Code::InvalidArgument | tonic::Code::NotFound | tonic::Code::OutOfRange
+    );
+    if !for_what_it_is {
+        return None;
+    }
+    let reason = format!(
+        "the gateway refused the handler's {kind}: {}",
+        result.message
+    );
+    tracing::warn!(id = %refused.id, "worker.complete.retrying_instead");
+    let completion = completion_to_proto(
+        &refused.queue,
+        &refused.id,
+        &refused.lease_token,
+        crate::call::retry(reason),
+    );
+    Some(
+        Pending {
+            completion,
+            ..pending.clone()
+        }
+        .again(),
+    )
 }
 
 /// Whether `completions` may go with a take: within the completer's own batch bounds.

@@ -364,3 +364,43 @@ fn only_accepted_releases_count_as_released_and_a_missing_result_as_a_failure() 
     let again: Vec<_> = again.iter().map(|p| p.completion.id.as_str()).collect();
     assert_eq!(again, ["c"], "to be sent again");
 }
+
+#[test]
+fn an_advance_refused_for_what_it_is_goes_again_as_a_retry_saying_why() {
+    let advance = v1::completion::Outcome::Advance(v1::Advance {
+        to: "nowhere".into(),
+        ..v1::Advance::default()
+    });
+    let ack = v1::completion::Outcome::Ack(v1::Ack {});
+    let until = Instant::now();
+    let completions = vec![
+        pending(completion("a", advance.clone()), until),
+        pending(completion("b", ack), until),
+        pending(completion("c", advance), until),
+    ];
+    let invalid = v1::CompletionResult {
+        code: tonic::Code::InvalidArgument as i32,
+        message: "advance.to: must name a stage".into(),
+        ..v1::CompletionResult::default()
+    };
+    let stale = v1::CompletionResult {
+        code: tonic::Code::FailedPrecondition as i32,
+        message: "lease of c is not current".into(),
+        ..v1::CompletionResult::default()
+    };
+    let stats = Stats::default();
+    let again = record_results(completions, &[invalid.clone(), invalid, stale], &stats);
+    // The ack refused alike has nothing else to say; a stale lease is no one's to retry.
+    assert_eq!(again.len(), 1, "{again:?}");
+    assert_eq!(again[0].completion.id, "a");
+    assert_eq!(again[0].completion.lease_token, "token-a");
+    assert_eq!(again[0].tries, 1);
+    let Some(v1::completion::Outcome::Retry(retry)) = &again[0].completion.outcome else {
+        panic!("a retry: {:?}", again[0].completion.outcome);
+    };
+    assert_eq!(
+        retry.reason,
+        "the gateway refused the handler's advance: advance.to: must name a stage"
+    );
+    assert_eq!(stats.snapshot().complete_failures, 3);
+}

@@ -279,3 +279,68 @@ async fn a_handler_error_longer_than_a_reason_may_be_still_retries_and_is_record
     running.await.expect("worker task").expect("a clean stop");
     cascade.stop().await;
 }
+
+/// A handler's advance the gateway refuses for what it is (to no stage of the pipeline and
+/// no queue) is retried instead, with the refusal as its reason: the event comes back after
+/// the queue's backoff and, its attempts used up, is dead-lettered saying why, not for leases
+/// that ran out.
+#[tokio::test]
+async fn an_advance_refused_for_what_it_is_is_retried_then_dead_lettered_saying_why() {
+    use cascade_proto::v1;
+
+    let cascade = Cascade::start().await;
+    let seconds = |s: f64| {
+        Some(prost_types::Duration::try_from(Duration::from_secs_f64(s)).expect("duration"))
+    };
+    let stage = |name: &str| v1::Stage {
+        name: name.into(),
+        queue: Some(v1::QueueConfig {
+            lease: seconds(60.0),
+            max_attempts: 2,
+            backoff_initial: seconds(0.1),
+            backoff_max: seconds(0.1),
+            ..Default::default()
+        }),
+        handler: Some(v1::HandlerSpec {
+            kind: Some(v1::handler_spec::Kind::Builtin("noop".into())),
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    let pipeline = v1::Pipeline {
+        name: "route".into(),
+        stages: vec![stage("first"), stage("second")],
+    };
+    cascade
+        .client
+        .admin()
+        .apply_pipeline(pipeline)
+        .await
+        .expect("apply the pipeline");
+    let handler = handler_fn(|_event, _attempt| async move {
+        Ok(Outcome::Advance {
+            to: Some("nowhere".into()),
+            payload: None,
+            headers: Default::default(),
+            delay: None,
+        })
+    });
+    let (handle, running) = sdk_worker(&cascade, "route.first", handler).await;
+    cascade.enqueue("route.first", b"lost?", &[]).await;
+
+    wait_until("dead-lettered", 30, || async {
+        !cascade.dead_letters("route.first.dlq").await.is_empty()
+    })
+    .await;
+    let dead = cascade.dead_letters("route.first.dlq").await.remove(0);
+    let reason = &dead.headers[cascade_core::event::DEAD_LETTER_REASON];
+    assert!(
+        reason.contains("the gateway refused the handler's advance")
+            && reason.contains("must name a stage of pipeline 'route'"),
+        "{reason}"
+    );
+    assert_eq!(handle.stats().started, 2, "once per attempt");
+    handle.shutdown();
+    running.await.expect("join").expect("a clean stop");
+    cascade.stop().await;
+}
