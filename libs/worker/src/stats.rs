@@ -34,8 +34,9 @@ pub struct WorkerStats {
     pub released: u64,
     /// Completions the gateway refused (a stale lease) or that could not be sent.
     pub complete_failures: u64,
-    /// Completions sent again after a failure that may pass (the gateway, or the event's
-    /// shard, away for a moment); each try counts.
+    /// Completions sent again: after a failure that may pass (the gateway, or the event's
+    /// shard, away for a moment), each try; and a retry sent in place of an advance or a
+    /// reschedule the gateway refused for what it is.
     pub complete_retries: u64,
     /// Successful lease extensions.
     pub extended: u64,

@@ -175,7 +175,8 @@ pub(crate) fn record_results(
 }
 
 /// An advance or a reschedule the gateway refused for what it says (a target that does not
-/// exist, a time out of range) would be refused again each time the event came back, which
+/// exist or already holds the event's ID, a time out of range) would be refused again each
+/// time the event came back, which
 /// would wait out its lease each time and be dead-lettered for that. The event is retried
 /// instead, with the refusal as its reason: it comes back after the queue's backoff and, once
 /// its attempts run out, is dead-lettered saying why.
@@ -189,7 +190,7 @@ fn retry_instead(pending: &Pending, result: &v1::CompletionResult) -> Option<Pen
     };
     let for_what_it_is = matches!(
         tonic::Code::from_i32(result.code),
-        tonic::Code::InvalidArgument | tonic::Code::NotFound | tonic::Code::OutOfRange
+        tonic::Code::InvalidArgument | tonic::Code::NotFound | tonic::Code::AlreadyExists
     );
     if !for_what_it_is {
         return None;

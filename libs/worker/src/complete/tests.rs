@@ -388,9 +388,13 @@ fn an_advance_refused_for_what_it_is_goes_again_as_a_retry_saying_why() {
         message: "lease of c is not current".into(),
         ..v1::CompletionResult::default()
     };
+    let retry = v1::completion::Outcome::Retry(v1::Retry::default());
+    let completions = [completions, vec![pending(completion("d", retry), until)]].concat();
     let stats = Stats::default();
-    let again = record_results(completions, &[invalid.clone(), invalid, stale], &stats);
-    // The ack refused alike has nothing else to say; a stale lease is no one's to retry.
+    let results = [invalid.clone(), invalid.clone(), stale, invalid];
+    let again = record_results(completions, &results, &stats);
+    // The ack refused alike has nothing else to say; a stale lease is no one's to retry; a
+    // retry refused is not sent again in any form.
     assert_eq!(again.len(), 1, "{again:?}");
     assert_eq!(again[0].completion.id, "a");
     assert_eq!(again[0].completion.lease_token, "token-a");
@@ -402,5 +406,5 @@ fn an_advance_refused_for_what_it_is_goes_again_as_a_retry_saying_why() {
         retry.reason,
         "the gateway refused the handler's advance: advance.to: must name a stage"
     );
-    assert_eq!(stats.snapshot().complete_failures, 3);
+    assert_eq!(stats.snapshot().complete_failures, 4);
 }
