@@ -116,6 +116,29 @@ impl Cascade {
             .unwrap_or_else(|e| panic!("create queue {name}: {e}"));
     }
 
+    /// Applies pipeline `name` with `stages`, each a no-op stage with the queue's default
+    /// config or the one given.
+    pub async fn apply_pipeline(&self, name: &str, stages: &[(&str, Option<QueueConfig>)]) {
+        let stage = |(stage, queue): &(&str, Option<QueueConfig>)| v1::Stage {
+            name: (*stage).into(),
+            queue: queue.as_ref().map(queue_config_to_proto),
+            handler: Some(v1::HandlerSpec {
+                kind: Some(v1::handler_spec::Kind::Builtin("noop".into())),
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        let pipeline = v1::Pipeline {
+            name: name.into(),
+            stages: stages.iter().map(stage).collect(),
+        };
+        self.client
+            .admin()
+            .apply_pipeline(pipeline)
+            .await
+            .unwrap_or_else(|e| panic!("apply pipeline {name}: {e}"));
+    }
+
     pub async fn enqueue(&self, queue: &str, payload: &[u8], headers: &[(&str, &str)]) -> String {
         let headers: HashMap<String, String> = headers
             .iter()

@@ -8,17 +8,6 @@ use cascade_service::shutdown_channel;
 
 use crate::harness::{Cascade, stage_config, wait_until};
 
-fn noop_stage(name: &str) -> v1::Stage {
-    v1::Stage {
-        name: name.into(),
-        handler: Some(v1::HandlerSpec {
-            kind: Some(v1::handler_spec::Kind::Builtin("noop".into())),
-            ..Default::default()
-        }),
-        ..Default::default()
-    }
-}
-
 #[tokio::test]
 async fn a_stage_named_as_a_queue_advances_its_events() {
     let cascade = Cascade::start().await;
@@ -36,16 +25,9 @@ async fn a_stage_named_as_a_queue_advances_its_events() {
         let config = stage_config(&cascade, queue, "builtin:noop");
         workers.spawn(cascade_stage_worker::run(config, shutdown.clone()));
     }
-    let pipeline = v1::Pipeline {
-        name: "orders".into(),
-        stages: vec![noop_stage("check"), noop_stage("ship")],
-    };
     cascade
-        .client
-        .admin()
-        .apply_pipeline(pipeline)
-        .await
-        .expect("apply the pipeline");
+        .apply_pipeline("orders", &[("check", None), ("ship", None)])
+        .await;
     cascade
         .client
         .ingest()

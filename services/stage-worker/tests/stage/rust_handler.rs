@@ -286,37 +286,18 @@ async fn a_handler_error_longer_than_a_reason_may_be_still_retries_and_is_record
 /// that ran out.
 #[tokio::test]
 async fn an_advance_refused_for_what_it_is_is_retried_then_dead_lettered_saying_why() {
-    use cascade_proto::v1;
-
     let cascade = Cascade::start().await;
-    let seconds = |s: f64| {
-        Some(prost_types::Duration::try_from(Duration::from_secs_f64(s)).expect("duration"))
-    };
-    let stage = |name: &str| v1::Stage {
-        name: name.into(),
-        queue: Some(v1::QueueConfig {
-            lease: seconds(60.0),
-            max_attempts: 2,
-            backoff_initial: seconds(0.1),
-            backoff_max: seconds(0.1),
-            ..Default::default()
-        }),
-        handler: Some(v1::HandlerSpec {
-            kind: Some(v1::handler_spec::Kind::Builtin("noop".into())),
-            ..Default::default()
-        }),
-        ..Default::default()
-    };
-    let pipeline = v1::Pipeline {
-        name: "route".into(),
-        stages: vec![stage("first"), stage("second")],
+    let config = QueueConfig {
+        lease: Duration::from_secs(60),
+        max_attempts: 2,
+        ..quick_retries()
     };
     cascade
-        .client
-        .admin()
-        .apply_pipeline(pipeline)
-        .await
-        .expect("apply the pipeline");
+        .apply_pipeline(
+            "route",
+            &[("first", Some(config.clone())), ("second", Some(config))],
+        )
+        .await;
     let handler = handler_fn(|_event, _attempt| async move {
         Ok(Outcome::Advance {
             to: Some("nowhere".into()),
