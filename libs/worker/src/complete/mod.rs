@@ -35,6 +35,7 @@ use tokio::task::{self, JoinError, JoinSet};
 use tokio::time::Instant;
 use tracing::Instrument;
 
+use crate::run_loop::sleep_until;
 use crate::stats::{Counter, Stats};
 use retries::Retries;
 
@@ -270,13 +271,6 @@ impl Completer {
             );
             self.stats.add(Counter::CompleteFailures, count as u64);
         }
-    }
-}
-
-async fn sleep_until(at: Option<Instant>) {
-    match at {
-        Some(at) => tokio::time::sleep_until(at).await,
-        None => std::future::pending().await,
     }
 }
 

@@ -311,8 +311,7 @@ impl<H: Handler> State<H> {
                 .starts_as_tasks
                 .is_multiple_of(RECHECK_FIRST_POLL_EVERY)
             {
-                let task = self.handlers.spawn(call.in_current_span());
-                self.handler_keys.insert(task.id(), key);
+                self.spawn_handler(key, call);
                 return None;
             }
         }
@@ -325,8 +324,7 @@ impl<H: Handler> State<H> {
         match polled {
             Ok(Poll::Ready(outcome)) => Some(outcome),
             Ok(Poll::Pending) => {
-                let task = self.handlers.spawn(call.in_current_span());
-                self.handler_keys.insert(task.id(), key);
+                self.spawn_handler(key, call);
                 None
             }
             Err(_) => {
@@ -334,6 +332,12 @@ impl<H: Handler> State<H> {
                 Some(crate::call::retry("the handler panicked".into()))
             }
         }
+    }
+
+    /// Runs `key`'s handler call on a task of its own.
+    fn spawn_handler(&mut self, key: u64, call: impl Future<Output = Outcome> + Send + 'static) {
+        let task = self.handlers.spawn(call.in_current_span());
+        self.handler_keys.insert(task.id(), key);
     }
 
     fn count_first_poll(&mut self, took: Duration) {
@@ -478,7 +482,8 @@ async fn join_take(take: &mut Option<JoinHandle<Took>>) -> Result<Took, JoinErro
     }
 }
 
-async fn sleep_until(at: Option<Instant>) {
+/// Sleeps until `at`; with none, forever (a `select!` branch that never fires).
+pub(crate) async fn sleep_until(at: Option<Instant>) {
     match at {
         Some(at) => tokio::time::sleep_until(at).await,
         None => std::future::pending().await,
