@@ -3,7 +3,8 @@
 //! advertises its stream limit in its HTTP/2 `SETTINGS`; connections past
 //! `grpc.max_connections` are closed at once while the admin port keeps answering, and once
 //! the hoarded places are given back a real client is served again; a connection that sends
-//! nothing is closed after `grpc.handshake_timeout`.
+//! nothing is closed after `grpc.handshake_timeout`. With `grpc.max_connections_per_peer`, one
+//! address cannot take every place: a client from another address is served.
 
 use std::io::{ErrorKind, Read, Write};
 use std::net::TcpStream;
@@ -173,6 +174,71 @@ async fn hoarded_and_silent_connections_cannot_keep_clients_out() {
         }
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
+    tokio::task::spawn_blocking(move || cluster.stop())
+        .await
+        .expect("stop");
+}
+
+/// A connection that has spoken HTTP/2 from the loopback address `local` (all of 127/8 is
+/// loopback, so each is a client address of its own), with the server's SETTINGS read: it
+/// was served.
+async fn served_from(local: &str, addr: &str) -> bool {
+    let socket = tokio::net::TcpSocket::new_v4().expect("socket");
+    socket
+        .bind(format!("{local}:0").parse().expect("address"))
+        .expect("bind");
+    let stream = socket
+        .connect(addr.parse().expect("address"))
+        .await
+        .expect("connect");
+    let mut stream = stream.into_std().expect("a std stream");
+    stream.set_nonblocking(false).expect("blocking");
+    tokio::task::block_in_place(|| {
+        stream.write_all(PREFACE).expect("preface");
+        stream.write_all(&EMPTY_SETTINGS).expect("settings");
+        stream.set_read_timeout(Some(WITHIN)).expect("timeout");
+        let mut header = [0u8; 9];
+        stream.read_exact(&mut header).is_ok() && header[3] == 4
+    })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_address_cannot_take_every_place() {
+    let cluster = tokio::task::spawn_blocking(|| {
+        Cluster::start_with(
+            Mode::Standalone,
+            None,
+            &[
+                ("CASCADE__STANDALONE__STAGE_WORKERS", "false"),
+                ("CASCADE__GRPC__MAX_CONNECTIONS_PER_PEER", "2"),
+            ],
+        )
+    })
+    .await
+    .expect("start");
+    let addr = cluster.gateway().to_owned();
+    let held = tokio::task::block_in_place(|| {
+        // 127.0.0.1's two places taken by connections that spoke HTTP/2 (and so stay).
+        let mut held: Vec<TcpStream> = (0..2).map(|_| speaking(&addr)).collect();
+        for stream in &mut held {
+            server_settings(stream);
+        }
+        // A third from the same address is closed at once, unread.
+        let mut extra = TcpStream::connect(&addr).expect("connect");
+        let _ = extra.write_all(PREFACE);
+        let _ = extra.write_all(&EMPTY_SETTINGS);
+        assert!(
+            closed_unread(&mut extra),
+            "a third connection from one address is closed"
+        );
+        held
+    });
+    // Another address has places of its own.
+    assert!(
+        served_from("127.0.0.2", &addr).await,
+        "a client from another address is served"
+    );
+    drop(held);
     tokio::task::spawn_blocking(move || cluster.stop())
         .await
         .expect("stop");

@@ -98,6 +98,10 @@ pub struct GrpcSettings {
     /// Client connections at once at most (fewer if the process's file descriptor limit
     /// would not leave room for everything else); a connection past them is closed at once.
     pub max_connections: u32,
+    /// Client connections at once from one IP address at most (0: no limit of its own), so
+    /// that one client cannot take every place under `max_connections`; a connection past
+    /// it is closed at once.
+    pub max_connections_per_peer: u32,
     /// Concurrent requests (HTTP/2 streams) per connection, advertised to clients.
     pub max_concurrent_streams: u32,
     /// A connection that sends nothing for this long after it opens is closed.
@@ -337,6 +341,7 @@ impl Default for GrpcSettings {
         GrpcSettings {
             addr: "127.0.0.1:7700".into(),
             max_connections: 1024,
+            max_connections_per_peer: 0,
             max_concurrent_streams: 64,
             handshake_timeout: Duration::from_secs(10),
             keepalive_interval: Duration::from_secs(30),

@@ -5,6 +5,8 @@
 //!   its hard maximum at start), which leaves the admin port (health checks, metrics), the
 //!   bus and the store theirs. A connection past the cap is closed at once, rather than left
 //!   waiting in the kernel's queue where it would only time out;
+//! - when `grpc.max_connections_per_peer` is set, at most that many from one IP address,
+//!   closed at once likewise ([`PeerSlots`]);
 //! - a connection that sends nothing within `grpc.handshake_timeout` (not even the HTTP/2
 //!   preface) is closed, so idle sockets cannot hold the places; with TLS, its handshake
 //!   must end within that time too, and runs on a task of its own;
@@ -35,6 +37,7 @@ use tonic::transport::server::Connected;
 
 use crate::in_process::InProcessListener;
 use crate::peer::Peer;
+use crate::peer_slots::{PeerSlot, PeerSlots};
 
 /// File descriptors kept for everything but client connections.
 pub(crate) const FD_RESERVE: u64 = 256;
@@ -49,6 +52,8 @@ pub(crate) const ACCEPTED_QUEUE: usize = 64;
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct ConnectionLimits {
     pub max_connections: usize,
+    /// 0: none of its own.
+    pub max_per_peer: usize,
     pub handshake_timeout: Duration,
     pub idle_timeout: Duration,
 }
@@ -58,6 +63,7 @@ impl ConnectionLimits {
     /// to its hard maximum).
     pub fn new(
         wanted: u32,
+        per_peer: u32,
         handshake_timeout: Duration,
         idle_timeout: Duration,
     ) -> ConnectionLimits {
@@ -74,6 +80,7 @@ impl ConnectionLimits {
         }
         ConnectionLimits {
             max_connections: usize::try_from(max_connections).unwrap_or(usize::MAX),
+            max_per_peer: usize::try_from(per_peer).unwrap_or(usize::MAX),
             handshake_timeout,
             idle_timeout,
         }
@@ -130,7 +137,8 @@ async fn accept_tcp(
     accepted: mpsc::Sender<Connection>,
 ) {
     let permits = Arc::new(Semaphore::new(limits.max_connections));
-    let mut refused: u64 = 0;
+    let peer_slots = (limits.max_per_peer > 0).then(|| PeerSlots::new(limits.max_per_peer));
+    let (mut refused, mut refused_per_peer): (u64, u64) = (0, 0);
     loop {
         let stream = tokio::select! {
             () = accepted.closed() => return,
@@ -155,8 +163,26 @@ async fn accept_tcp(
             refused += 1;
             continue;
         };
+        let slot = match (&peer_slots, stream.peer_addr()) {
+            (Some(slots), Ok(addr)) => match slots.take(addr.ip()) {
+                Some(slot) => Some(slot),
+                None => {
+                    if refused_per_peer.is_multiple_of(WARN_EVERY) {
+                        tracing::warn!(
+                            max_connections_per_peer = slots.max(),
+                            peer = %addr.ip(),
+                            refused = refused_per_peer + 1,
+                            "ingest.connections.peer_full: closing a new connection"
+                        );
+                    }
+                    refused_per_peer += 1;
+                    continue;
+                }
+            },
+            _ => None,
+        };
         let _ = stream.set_nodelay(true);
-        let guarded = Guarded::new(stream, permit, limits.handshake_timeout);
+        let guarded = Guarded::new(stream, permit, slot, limits.handshake_timeout);
         match &tls {
             None => {
                 let peer = Peer::remote(guarded.stream.peer_addr().ok(), Vec::new());
@@ -317,15 +343,22 @@ impl AsyncWrite for Connection {
 pub(crate) struct Guarded {
     stream: TcpStream,
     _permit: OwnedSemaphorePermit,
+    _peer_slot: Option<PeerSlot>,
     /// Until the first bytes arrive.
     handshake: Option<Pin<Box<Sleep>>>,
 }
 
 impl Guarded {
-    fn new(stream: TcpStream, permit: OwnedSemaphorePermit, timeout: Duration) -> Guarded {
+    fn new(
+        stream: TcpStream,
+        permit: OwnedSemaphorePermit,
+        peer_slot: Option<PeerSlot>,
+        timeout: Duration,
+    ) -> Guarded {
         Guarded {
             stream,
             _permit: permit,
+            _peer_slot: peer_slot,
             handshake: Some(Box::pin(tokio::time::sleep_until(Instant::now() + timeout))),
         }
     }

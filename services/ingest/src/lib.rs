@@ -27,6 +27,7 @@ mod ingest;
 mod limits;
 mod list;
 mod peer;
+mod peer_slots;
 mod pipelines;
 mod route;
 mod server;

@@ -128,6 +128,7 @@ pub async fn serve(
     let grpc = &settings.grpc;
     let limits = ConnectionLimits::new(
         grpc.max_connections,
+        grpc.max_connections_per_peer,
         grpc.handshake_timeout,
         grpc.idle_timeout,
     );
