@@ -44,6 +44,24 @@ fn speaking(addr: &str) -> TcpStream {
     stream
 }
 
+/// Takes `places` with connections that spoke HTTP/2 (and so stay), and checks that one more
+/// is closed at once, unread. Its writes may already meet the closed socket (a broken pipe),
+/// so they are not checked.
+fn fill_places(addr: &str, places: usize) -> Vec<TcpStream> {
+    let mut held: Vec<TcpStream> = (0..places).map(|_| speaking(addr)).collect();
+    for stream in &mut held {
+        server_settings(stream);
+    }
+    let mut extra = TcpStream::connect(addr).expect("connect");
+    let _ = extra.write_all(PREFACE);
+    let _ = extra.write_all(&EMPTY_SETTINGS);
+    assert!(
+        closed_unread(&mut extra),
+        "a connection past {places} places is closed"
+    );
+    held
+}
+
 /// Whether the server closed `stream` (end of file or a reset) before it sent anything.
 fn closed_unread(stream: &mut TcpStream) -> bool {
     stream.set_read_timeout(Some(WITHIN)).expect("timeout");
@@ -130,20 +148,8 @@ async fn hoarded_and_silent_connections_cannot_keep_clients_out() {
     let addr = cluster.gateway().to_owned();
     let http = cluster.http().to_owned();
     tokio::task::block_in_place(|| {
-        // Every place taken by connections that spoke HTTP/2 (and so stay).
-        let mut held: Vec<TcpStream> = (0..3).map(|_| speaking(&addr)).collect();
-        for stream in &mut held {
-            server_settings(stream);
-        }
-        // One more is closed at once, unread; the admin port still answers. Its writes may
-        // already meet the closed socket (a broken pipe), so they are not checked.
-        let mut extra = TcpStream::connect(&addr).expect("connect");
-        let _ = extra.write_all(PREFACE);
-        let _ = extra.write_all(&EMPTY_SETTINGS);
-        assert!(
-            closed_unread(&mut extra),
-            "a connection past the cap is closed"
-        );
+        // Every place taken; one more is closed at once, and the admin port still answers.
+        let mut held = fill_places(&addr, 3);
         assert_eq!(
             http_get(&http, "/healthz").map(|(code, _)| code),
             Some(200),
@@ -217,22 +223,8 @@ async fn one_address_cannot_take_every_place() {
     .await
     .expect("start");
     let addr = cluster.gateway().to_owned();
-    let held = tokio::task::block_in_place(|| {
-        // 127.0.0.1's two places taken by connections that spoke HTTP/2 (and so stay).
-        let mut held: Vec<TcpStream> = (0..2).map(|_| speaking(&addr)).collect();
-        for stream in &mut held {
-            server_settings(stream);
-        }
-        // A third from the same address is closed at once, unread.
-        let mut extra = TcpStream::connect(&addr).expect("connect");
-        let _ = extra.write_all(PREFACE);
-        let _ = extra.write_all(&EMPTY_SETTINGS);
-        assert!(
-            closed_unread(&mut extra),
-            "a third connection from one address is closed"
-        );
-        held
-    });
+    // 127.0.0.1's two places taken; a third from that address is closed at once.
+    let held = tokio::task::block_in_place(|| fill_places(&addr, 2));
     // Another address has places of its own.
     assert!(
         served_from("127.0.0.2", &addr).await,
