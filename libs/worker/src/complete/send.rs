@@ -206,10 +206,12 @@ fn retry_instead(pending: &Pending, result: &v1::CompletionResult) -> Option<Pen
         &refused.lease_token,
         crate::call::retry(reason),
     );
+    // Only the lease's end and the tries carry over; the refused payload is not copied.
     Some(
         Pending {
             completion,
-            ..pending.clone()
+            until: pending.until,
+            tries: pending.tries,
         }
         .again(),
     )
