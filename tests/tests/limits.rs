@@ -2,14 +2,20 @@
 //! with too many stages, one pipeline too many and one queue too many are refused with
 //! INVALID_ARGUMENT naming the limit (per-user queues of a template are not counted);
 //! `/metrics` labels at most `telemetry.max_queue_series` queues apart and sums the rest
-//! under `(other)`, and a deleted queue's series go, its place taken by a summed one.
+//! under `(other)`, and a deleted queue's series go, its place taken by a summed one. Over a
+//! NATS server of small messages, a batch whose failures outweigh its items still gets every
+//! item's own outcome.
 
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
 use cascade_client::{Client, api};
+use cascade_core::{QueueName, shard_of};
+use cascade_e2e::cluster::SHARDS;
 use cascade_e2e::process::http_get;
-use cascade_e2e::scenarios::{attempts, complete, config, create, enqueue, item, seconds, take_n};
+use cascade_e2e::scenarios::{
+    attempts, complete, config, create, enqueue, item, seconds, stats, take_n,
+};
 use cascade_e2e::{Cluster, Mode};
 use tonic::Code;
 
@@ -237,6 +243,68 @@ async fn the_largest_event_can_be_retried_and_taken_again() {
     let event = again[0].event.as_ref().expect("event");
     assert_eq!(event.payload.len(), largest);
     assert_eq!(event.headers["cascade-last-failure"], "x".repeat(1000));
+    tokio::task::spawn_blocking(move || cluster.stop())
+        .await
+        .expect("stop");
+}
+
+/// A shard's failure of an item can say more than the item did (a missing queue's message
+/// names it twice), so a bus request's reply can outgrow the request. The gateway sizes
+/// its requests for the largest results, and the shard cuts a failure's message to the size
+/// kept for it: over a NATS server of 64 KiB messages, each of 1,000 items gets its own
+/// outcome, and those enqueued are there. Before, the reply was over `max_payload` and every
+/// item was answered RESOURCE_EXHAUSTED, the enqueued ones too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_batch_whose_failures_outweigh_it_gets_each_outcome_over_small_bus_messages() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let nats_config = dir.path().join("nats.conf");
+    std::fs::write(&nats_config, "max_payload: 65536\n").expect("write");
+    let cluster = tokio::task::spawn_blocking(move || {
+        Cluster::start_with_nats_config(None, &[], &nats_config)
+    })
+    .await
+    .expect("start");
+    let c = cluster.client().await;
+    let shard = |name: &str| shard_of(&QueueName::parse(name).expect("name"), SHARDS);
+    let present = format!("present-{}", "x".repeat(188));
+    let missing = (0..100)
+        .map(|i| format!("missing-{i:03}-{}", "y".repeat(188)))
+        .find(|name| shard(name) == shard(&present))
+        .expect("a name on the same shard");
+    create(&c, &present, config(30.0, 3)).await;
+
+    let items = (0..1000)
+        .map(|i| api::EnqueueRequest {
+            id: format!("e{i}"),
+            ..item(if i % 2 == 0 { &present } else { &missing }, "p")
+        })
+        .collect();
+    let results = c
+        .ingest()
+        .enqueue_batch(api::EnqueueBatchRequest { items })
+        .await
+        .expect("a batch of the default size")
+        .into_inner()
+        .results;
+    assert_eq!(results.len(), 1000);
+    for (i, result) in results.iter().enumerate() {
+        if i % 2 == 0 {
+            assert_eq!(result.code, 0, "items[{i}]: {}", result.message);
+            assert_eq!(
+                result.ok.as_ref().map(|ok| ok.id.as_str()),
+                Some(format!("e{i}").as_str())
+            );
+        } else {
+            assert_eq!(
+                result.code,
+                Code::NotFound as i32,
+                "items[{i}]: {}",
+                result.message
+            );
+            assert!(result.message.contains(&missing), "{}", result.message);
+        }
+    }
+    assert_eq!(stats(&c, &present).await.ready, 500);
     tokio::task::spawn_blocking(move || cluster.stop())
         .await
         .expect("stop");

@@ -21,6 +21,8 @@ const ENCODED_LEN: usize = 26;
 const RANDOM_BITS: u32 = 80;
 const RANDOM_MASK: u128 = (1 << RANDOM_BITS) - 1;
 const MAX_MILLIS: u64 = (1 << 48) - 1;
+/// The longest event ID (or idempotency key) a client may give.
+pub const MAX_ID_BYTES: usize = 128;
 const ID_RULE: &str = "must be 1-128 bytes of [A-Za-z0-9._:-]";
 
 /// The last id generated: (milliseconds, random part).
@@ -63,7 +65,7 @@ impl EventId {
 
     /// Validates a client-given id (server ids are valid client ids too).
     pub fn parse(input: &str) -> Result<EventId, Error> {
-        check_token(input, "id", 128, is_queue_char, ID_RULE)?;
+        check_token(input, "id", MAX_ID_BYTES, is_queue_char, ID_RULE)?;
         Ok(EventId(input.to_owned()))
     }
 
@@ -104,7 +106,7 @@ impl TryFrom<String> for EventId {
     type Error = Error;
 
     fn try_from(input: String) -> Result<EventId, Error> {
-        check_token(&input, "id", 128, is_queue_char, ID_RULE)?;
+        check_token(&input, "id", MAX_ID_BYTES, is_queue_char, ID_RULE)?;
         Ok(EventId(input))
     }
 }

@@ -30,7 +30,7 @@ pub use error::{Code, Error};
 pub use event::{
     Event, EventState, MAX_HEADER_NAME_BYTES, MAX_HEADER_VALUE_BYTES, MAX_HEADERS, validate_headers,
 };
-pub use id::{EventId, IdempotencyKey};
+pub use id::{EventId, IdempotencyKey, MAX_ID_BYTES};
 pub use outcome::Outcome;
 pub use pipeline::{HandlerKind, HandlerSpec, Pipeline, Stage};
 pub use queue::{QueueName, queue_family};

@@ -17,7 +17,10 @@ pub mod bus {
 }
 
 pub mod convert;
+mod item_result;
 mod refused;
+
+pub use item_result::{ITEM_FIELD_BYTES, ITEM_MESSAGE_BYTES, ITEM_RESULT_BYTES};
 
 pub use refused::{
     FORBIDDEN_ITEMS_KEY, REFUSED_WHOLE_KEY, RefusedWhole, item_list, mark_refused_whole,

@@ -2,8 +2,10 @@
 //! request failed. Each variant maps to one status code (`DispatcherError::code`).
 
 use cascade_core::Code;
+use cascade_core::error::cut_to;
 use cascade_proto::bus::v1 as bus;
 use cascade_proto::convert::{self, ConvertError};
+use cascade_proto::{ITEM_FIELD_BYTES, ITEM_MESSAGE_BYTES};
 use cascade_service::ShardError;
 use cascade_store::StoreError;
 use cascade_store::error::with_causes;
@@ -75,6 +77,19 @@ impl DispatcherError {
         }
     }
 
+    /// One item's failure as a batch reply carries it: its code, message and field, cut to
+    /// `ITEM_MESSAGE_BYTES` and `ITEM_FIELD_BYTES` so that the reply fits the request the
+    /// gateway sized for it (`cascade_proto::ITEM_RESULT_BYTES`).
+    pub fn item_failure(&self) -> (i32, String, String) {
+        let mut status = self.to_status();
+        status.message = cut(status.message, ITEM_MESSAGE_BYTES);
+        (
+            status.code,
+            status.message,
+            cut(self.field().to_owned(), ITEM_FIELD_BYTES),
+        )
+    }
+
     /// The status a requester receives.
     pub fn to_status(&self) -> bus::Status {
         match self {
@@ -90,6 +105,16 @@ impl DispatcherError {
     }
 }
 
+/// `text` cut to at most `max` bytes, on a character boundary, ending in "…" if cut.
+fn cut(mut text: String, max: usize) -> String {
+    if text.len() > max {
+        let ellipsis = '…';
+        text.truncate(cut_to(&text, max - ellipsis.len_utf8()).len());
+        text.push(ellipsis);
+    }
+    text
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -103,6 +128,31 @@ mod tests {
         let sent = stale.to_status();
         assert_eq!(sent.code, 9);
         assert!(sent.message.contains("not current"), "{}", sent.message);
+    }
+
+    #[test]
+    fn an_item_failure_is_cut_to_its_bounds_on_a_character_boundary() {
+        let long = DispatcherError::from(StoreError::EventNotFound {
+            queue: "jobs".into(),
+            id: "é".repeat(ITEM_MESSAGE_BYTES),
+        });
+        let (code, message, field) = long.item_failure();
+        assert_eq!(code, Code::NotFound.grpc_code());
+        assert!(message.len() <= ITEM_MESSAGE_BYTES, "{}", message.len());
+        assert!(
+            message.starts_with("event 'éé") && message.ends_with("é…"),
+            "{message}"
+        );
+        assert_eq!(field, "");
+
+        let short = DispatcherError::from(StoreError::EventNotFound {
+            queue: "jobs".into(),
+            id: "a".into(),
+        });
+        assert_eq!(
+            short.item_failure().1,
+            "event 'a' not found in queue 'jobs'"
+        );
     }
 
     #[test]

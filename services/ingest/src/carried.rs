@@ -5,6 +5,7 @@
 //! poll. So a take that fails has applied none of them, and one that answers has applied
 //! them all, each with its own result, placed in the client's request.
 
+use cascade_proto::ITEM_RESULT_BYTES;
 use cascade_proto::convert::CompletionItem;
 use cascade_proto::v1::CompletionResult;
 
@@ -12,10 +13,6 @@ use crate::IngestError;
 use crate::coalesce::{Batch, Coalescer, Sized};
 use crate::gateway::{Prepared, scatter};
 use crate::worker::CompleteBatch;
-
-/// Bytes a completion's result may take in a reply: a failure's message names at most the
-/// queue and the event, in a sentence.
-const RESULT_ROOM: usize = 1024;
 
 pub(crate) struct Carried {
     /// For the take's shard, with its first poll, and their bytes; `at_take` their places
@@ -45,7 +42,7 @@ impl Carried {
         for (index, item) in prepared.into_iter().enumerate() {
             // Its result comes back in the take's reply, which has the same room: a failure's
             // message may be longer than the completion.
-            let cost = |sized: &Sized<CompletionItem>| sized.bytes.max(RESULT_ROOM);
+            let cost = |sized: &Sized<CompletionItem>| sized.bytes.max(ITEM_RESULT_BYTES);
             match item {
                 Ok((owner, sized)) if owner == shard && cost(&sized) <= room => {
                     room -= cost(&sized);

@@ -5,8 +5,9 @@
 //! `ingest.requests_in_flight` of its requests are unanswered: under load batches grow by
 //! themselves, the shard applies the next batch while the previous one is made durable, and
 //! an idle gateway adds no delay (no timers). A request is capped by item count
-//! (`ingest.max_batch_items`) and by bytes (what one bus message carries); a job that does
-//! not fit waits for the next request, so jobs for a shard leave in the order they arrived.
+//! (`ingest.max_batch_items`, and no more than one bus message holds the results of) and by
+//! bytes (what one bus message carries); a job that does not fit waits for the next request,
+//! so jobs for a shard leave in the order they arrived.
 //! Requests in flight together may be applied in either order: they carry independent
 //! callers (the shard's writer still assigns sequence numbers one at a time). The parts of
 //! one caller's items (a batch too large for one bus message) are handed over one after the
@@ -90,7 +91,7 @@ impl<B: Batch> Coalescer<B> {
     /// Starts one sender task per shard in `tasks`. The tasks end once the coalescer is
     /// dropped and every job taken has been answered.
     pub fn start(shards: &Arc<Shards>, limits: &Limits, tasks: &mut JoinSet<()>) -> Coalescer<B> {
-        let max_items = limits.max_batch_items.max(1);
+        let max_items = limits.bus_items();
         let max_bytes = limits.bus_room;
         let in_flight = limits.requests_in_flight.max(1);
         let inboxes = (0..shards.count())

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use cascade_core::event::EVENT_ROOM;
 use cascade_core::{MAX_HEADER_NAME_BYTES, MAX_HEADER_VALUE_BYTES, MAX_HEADERS};
-use cascade_proto::RefusedWhole;
+use cascade_proto::{ITEM_RESULT_BYTES, RefusedWhole};
 use cascade_service::Settings;
 
 use crate::IngestError;
@@ -73,6 +73,15 @@ impl Limits {
             request_timeout: settings.bus.request_timeout,
             max_take_wait: settings.dispatcher.max_take_wait,
         }
+    }
+
+    /// Items one coalesced bus request carries at most: `ingest.max_batch_items`, and no
+    /// more than the bus message has room for the results of (`ITEM_RESULT_BYTES` each),
+    /// so that its reply fits one bus message whatever each item's outcome.
+    pub fn bus_items(&self) -> usize {
+        self.max_batch_items
+            .min(self.bus_room / ITEM_RESULT_BYTES)
+            .max(1)
     }
 
     /// INVALID_ARGUMENT when a request carries more than `ingest.max_batch_items` items.
@@ -165,6 +174,26 @@ mod tests {
             request_timeout: Duration::from_secs(2),
             max_take_wait: Duration::from_secs(30),
         }
+    }
+
+    #[test]
+    fn a_bus_request_carries_no_more_items_than_its_reply_has_room_for() {
+        assert_eq!(
+            limits().bus_items(),
+            1,
+            "2,000 bytes hold one result of 1,024"
+        );
+        let roomy = Limits {
+            bus_room: 1 << 20,
+            ..limits()
+        };
+        assert_eq!(roomy.bus_items(), 3, "ingest.max_batch_items");
+        let middle = Limits {
+            bus_room: 10 * ITEM_RESULT_BYTES,
+            max_batch_items: 1000,
+            ..limits()
+        };
+        assert_eq!(middle.bus_items(), 10);
     }
 
     #[test]

@@ -63,12 +63,12 @@ pub(super) async fn enqueue(
                 }
             }
             Err(e) => {
-                let status = e.to_status();
+                let (code, message, field) = e.item_failure();
                 v1::EnqueueResult {
                     ok: None,
-                    code: status.code,
-                    message: status.message,
-                    field: e.field().to_owned(),
+                    code,
+                    message,
+                    field,
                 }
             }
         };

@@ -80,11 +80,11 @@ pub(crate) fn apply_completions(
                 v1::CompletionResult::default()
             }
             Err(e) => {
-                let status = e.to_status();
+                let (code, message, field) = e.item_failure();
                 v1::CompletionResult {
-                    code: status.code,
-                    message: status.message,
-                    field: e.field().to_owned(),
+                    code,
+                    message,
+                    field,
                 }
             }
         };
