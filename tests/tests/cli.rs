@@ -657,6 +657,54 @@ fn config_check_fails_on_what_would_stop_a_service_telemetry_included() {
     );
 }
 
+/// Every service binary stops on a bad setting with one line that lists what is valid,
+/// and no backtrace (which would name the build's source paths) even with
+/// `RUST_BACKTRACE=1`.
+#[test]
+fn a_bad_setting_stops_every_service_with_one_line() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let services = [
+        (
+            "cascade-dispatcher",
+            "CASCADE__STORE__DURABILITY",
+            "fsync, interval, none",
+        ),
+        (
+            "cascade-activation-timer",
+            "CASCADE__STORE__DURABILITY",
+            "fsync, interval, none",
+        ),
+        ("cascade-ingest", "CASCADE__BUS__KIND", "local, nats"),
+        (
+            "cascade-resource-manager",
+            "CASCADE__TELEMETRY__LOG_FORMAT",
+            "text, json",
+        ),
+        (
+            "cascade-stage-worker",
+            "CASCADE__STAGE_WORKER__TELEMETRY__LOG_FORMAT",
+            "text, json",
+        ),
+    ];
+    for (service, key, choices) in services {
+        let out = std::process::Command::new(cascade_e2e::process::binary(service))
+            .env(key, "sometimes")
+            .env("RUST_BACKTRACE", "1")
+            .env("CASCADE__DATA__DIR", dir.path())
+            .env("CASCADE__HTTP__ADDR", "127.0.0.1:0")
+            .output()
+            .expect("run");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{service}: {stderr}");
+        let said = format!("must be one of {choices}, got \"sometimes\"");
+        assert!(
+            stderr.starts_with("error: ") && stderr.contains(&said),
+            "{service}: {stderr}"
+        );
+        assert_eq!(stderr.lines().count(), 1, "{service}: {stderr}");
+    }
+}
+
 /// A reader that closed the output early (`cascade … | head`) ends the command quietly
 /// with 141, as a command ended by SIGPIPE, not with a panic (101) and its message.
 #[test]

@@ -1,5 +1,6 @@
 //! Durations and sizes written with units (`250ms`, `5m`, `4MiB`), as config files and the
-//! environment carry them, plus `serde(with = ...)` helpers that read and write them as strings.
+//! environment carry them, plus `serde(with = ...)` helpers that read and write them as strings,
+//! and settings that are one of a few words (`one_of`).
 
 use std::time::Duration;
 
@@ -16,6 +17,21 @@ pub fn parse_duration(input: &str) -> Result<Duration, Error> {
             ),
         )
     })
+}
+
+/// The value of a setting that is one of a few words, for a `TryFrom<String>` its
+/// `serde(try_from = "String")` reads it with: the refusal lists the words, where the
+/// config crate's own message names only the Rust type that has no such variant.
+pub fn one_of<T: Copy>(given: &str, choices: &[(&str, T)]) -> Result<T, String> {
+    if let Some((_, value)) = choices.iter().find(|(word, _)| *word == given) {
+        return Ok(*value);
+    }
+    let words: Vec<&str> = choices.iter().map(|(word, _)| *word).collect();
+    Err(format!(
+        "must be one of {}, got {}",
+        words.join(", "),
+        excerpt(given)
+    ))
 }
 
 /// Writes a duration in its largest exact unit: `250ms`, `90s`, `5m`, `24h` → `1d`.
@@ -189,6 +205,16 @@ pub mod serde_size {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_word_not_among_the_choices_is_refused_naming_them() {
+        let choices = [("fsync", 1), ("none", 2)];
+        assert_eq!(super::one_of("none", &choices), Ok(2));
+        assert_eq!(
+            super::one_of("fsycn", &choices),
+            Err("must be one of fsync, none, got \"fsycn\"".to_owned())
+        );
+    }
+
     use super::*;
     use serde::de::IntoDeserializer;
     use serde::de::value::{Error as DeError, StrDeserializer, U64Deserializer};

@@ -75,3 +75,56 @@ impl ShardError {
         }
     }
 }
+
+/// An error and its causes on one line, `what: why: …`, each said once: most messages here
+/// already end with their cause's text, which a plain walk of the chain would repeat.
+pub fn describe(error: &(dyn std::error::Error + 'static)) -> String {
+    let mut text = error.to_string();
+    let mut cause = error.source();
+    while let Some(next) = cause {
+        let said = next.to_string();
+        if !text.contains(&said) {
+            text.push_str(": ");
+            text.push_str(&said);
+        }
+        cause = next.source();
+    }
+    text
+}
+
+/// How a service binary ends after `error`: one line on standard error, its causes said
+/// once, and never a backtrace whatever `RUST_BACKTRACE` says (it would name the build's
+/// source paths, and an operator needs the reason, not the frames).
+pub fn exit_failure(error: &(dyn std::error::Error + 'static)) -> std::process::ExitCode {
+    eprintln!("error: {}", describe(error));
+    std::process::ExitCode::FAILURE
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_cause_already_in_the_message_is_said_once() {
+        let listen = ServiceError::Listen {
+            addr: "127.0.0.1:7700".into(),
+            source: std::io::Error::from(std::io::ErrorKind::AddrInUse),
+        };
+        assert_eq!(
+            describe(&listen),
+            format!(
+                "cannot listen on 127.0.0.1:7700: {}",
+                std::io::Error::from(std::io::ErrorKind::AddrInUse)
+            )
+        );
+    }
+
+    #[test]
+    fn a_cause_the_message_leaves_out_follows_it() {
+        #[derive(Debug, thiserror::Error)]
+        #[error("dispatcher")]
+        struct Context(#[source] ServiceError);
+        let error = Context(ServiceError::setting("bus.url", "must be set"));
+        assert_eq!(describe(&error), "dispatcher: setting bus.url: must be set");
+    }
+}

@@ -25,32 +25,61 @@ fn of_a_tree_within(key: &str, prefix: &str) -> bool {
 /// `("data.dir", "/var/lib/cascade")`). Not validated: that is `T`'s own step.
 ///
 /// Errors: a missing or unreadable file, or one with a bad value, is `SettingsFile`; a bad
-/// override or (without a file) a bad environment variable is `Setting` naming the key.
+/// override is `Setting` naming the key; a bad environment variable is `Setting` saying the
+/// value came from the environment (even with a file, which alone reads well then).
 pub fn load_layers<T: DeserializeOwned>(
     file: Option<&Path>,
     env_prefix: &str,
     overrides: &[(&str, String)],
     env: impl IntoIterator<Item = (String, String)>,
 ) -> Result<T, ServiceError> {
-    let mut builder = config::Config::builder();
-    if let Some(path) = file {
-        if !path.is_file() {
-            return Err(ServiceError::SettingsFile {
-                path: path.to_path_buf(),
-                reason: "no such file".into(),
-            });
-        }
-        let format = match path.extension().is_some_and(|e| e == "json") {
-            true => config::FileFormat::Json,
-            false => config::FileFormat::Toml,
-        };
-        builder = builder.add_source(config::File::from(path).format(format).required(true));
+    if let Some(path) = file
+        && !path.is_file()
+    {
+        return Err(ServiceError::SettingsFile {
+            path: path.to_path_buf(),
+            reason: "no such file".into(),
+        });
     }
     let prefix = format!("{env_prefix}__");
     let env: config::Map<String, String> = env
         .into_iter()
         .filter(|(key, _)| key.starts_with(&prefix) && !of_a_tree_within(key, &prefix))
         .collect();
+    let failed = match build(file, env_prefix, overrides, env) {
+        Ok(built) => {
+            return built
+                .try_deserialize()
+                .map_err(|e| blame::<T>(file, e, env_prefix));
+        }
+        Err(e) => e,
+    };
+    Err(match failed {
+        Layered::Override(key, e) => ServiceError::setting(key, e.to_string()),
+        Layered::Config(e) => blame::<T>(file, e, env_prefix),
+    })
+}
+
+enum Layered<'a> {
+    /// A flag's value that is no setting's.
+    Override(&'a str, config::ConfigError),
+    Config(config::ConfigError),
+}
+
+fn build<'a>(
+    file: Option<&Path>,
+    env_prefix: &str,
+    overrides: &[(&'a str, String)],
+    env: config::Map<String, String>,
+) -> Result<config::Config, Layered<'a>> {
+    let mut builder = config::Config::builder();
+    if let Some(path) = file {
+        let format = match path.extension().is_some_and(|e| e == "json") {
+            true => config::FileFormat::Json,
+            false => config::FileFormat::Toml,
+        };
+        builder = builder.add_source(config::File::from(path).format(format).required(true));
+    }
     // Values stay text, each read as its field's type: parsing them first would rewrite a
     // secret that looks like a number or a boolean (`0123` became `123`, `TRUE` `true`).
     builder = builder.add_source(
@@ -62,16 +91,32 @@ pub fn load_layers<T: DeserializeOwned>(
     for (key, value) in overrides {
         builder = builder
             .set_override(*key, value.as_str())
-            .map_err(|e| ServiceError::setting(*key, e.to_string()))?;
+            .map_err(|e| Layered::Override(key, e))?;
     }
-    builder
-        .build()
-        .and_then(config::Config::try_deserialize)
-        .map_err(|e| match file {
-            Some(path) => ServiceError::SettingsFile {
-                path: path.to_path_buf(),
-                reason: e.to_string(),
-            },
-            None => ServiceError::setting("environment", e.to_string()),
-        })
+    builder.build().map_err(Layered::Config)
+}
+
+/// Where a refused value came from: the file, unless the file alone reads well, and then an
+/// environment variable (or a flag) gave it, which the message says rather than sending the
+/// reader to a file that is fine.
+fn blame<T: DeserializeOwned>(
+    file: Option<&Path>,
+    error: config::ConfigError,
+    env_prefix: &str,
+) -> ServiceError {
+    let file_alone_reads = |path: &Path| {
+        build(Some(path), env_prefix, &[], config::Map::new())
+            .ok()
+            .is_some_and(|built| built.try_deserialize::<T>().is_ok())
+    };
+    match file {
+        Some(path) if !file_alone_reads(path) => ServiceError::SettingsFile {
+            path: path.to_path_buf(),
+            reason: error.to_string(),
+        },
+        _ => ServiceError::setting(
+            format!("from the environment ({env_prefix}__… variables) or flags"),
+            error.to_string(),
+        ),
+    }
 }

@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use cascade_bus::{NatsConnect, NatsCredentials};
-use cascade_core::units::{format_duration, format_size, serde_duration, serde_size};
+use cascade_core::units::{format_duration, format_size, one_of, serde_duration, serde_size};
 use cascade_store::ShardLimits;
 use cascade_store::durable::Watermark;
 use serde::{Deserialize, Serialize};
@@ -63,11 +63,22 @@ pub struct ClusterSettings {
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
+#[serde(rename_all = "lowercase", try_from = "String")]
 pub enum BusKind {
     /// In-process: every service in one process (`cascade standalone`).
     Local,
     Nats,
+}
+
+impl TryFrom<String> for BusKind {
+    type Error = String;
+
+    fn try_from(given: String) -> Result<BusKind, String> {
+        one_of(
+            &given,
+            &[("local", BusKind::Local), ("nats", BusKind::Nats)],
+        )
+    }
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -154,7 +165,7 @@ pub struct DataSettings {
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
+#[serde(rename_all = "lowercase", try_from = "String")]
 pub enum DurabilityKind {
     /// Answer after the write-ahead log's fdatasync (the default).
     Fsync,
@@ -162,6 +173,19 @@ pub enum DurabilityKind {
     Interval,
     /// Never fdatasync (tests, benchmarks).
     None,
+}
+
+impl TryFrom<String> for DurabilityKind {
+    type Error = String;
+
+    fn try_from(given: String) -> Result<DurabilityKind, String> {
+        let choices = [
+            ("fsync", DurabilityKind::Fsync),
+            ("interval", DurabilityKind::Interval),
+            ("none", DurabilityKind::None),
+        ];
+        one_of(&given, &choices)
+    }
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]

@@ -13,17 +13,28 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use cascade_core::units::serde_duration;
+use cascade_core::units::{one_of, serde_duration};
 use serde::{Deserialize, Serialize};
 
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
+#[serde(rename_all = "lowercase", try_from = "String")]
 pub enum LogFormat {
     /// Human-readable lines.
     #[default]
     Text,
     /// One JSON object per line, for log collectors.
     Json,
+}
+
+impl TryFrom<String> for LogFormat {
+    type Error = String;
+
+    fn try_from(given: String) -> Result<LogFormat, String> {
+        one_of(
+            &given,
+            &[("text", LogFormat::Text), ("json", LogFormat::Json)],
+        )
+    }
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

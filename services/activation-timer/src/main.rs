@@ -1,5 +1,7 @@
 //! `cascade-activation-timer`: serves the timer shards of `timer.shards` over NATS.
 
+use std::process::ExitCode;
+
 use anyhow::Context;
 use cascade_service::{DataFlags, Process, ServiceFlags, Settings};
 use clap::Parser;
@@ -20,7 +22,14 @@ struct Flags {
 }
 
 #[tokio::main]
-async fn main() -> anyhow::Result<()> {
+async fn main() -> ExitCode {
+    match serve().await {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => cascade_service::exit_failure(e.as_ref()),
+    }
+}
+
+async fn serve() -> anyhow::Result<()> {
     let flags = Flags::parse();
     let overrides = [flags.service.overrides(), flags.data.overrides()].concat();
     let settings = Settings::load(flags.service.config.as_deref(), &overrides)?;

@@ -53,12 +53,29 @@ struct Moved<'a> {
 const LOCKED: &str = "could not acquire lock";
 
 pub fn run(args: DataArgs) -> anyhow::Result<()> {
-    run_command(args).map_err(|e| match format!("{e:#}") {
-        told if told.contains(LOCKED) => anyhow::anyhow!(
-            "{told}; a running service has the store open: stop its shard's service first"
-        ),
-        _ => e,
+    let store = args.command.store_dir().to_path_buf();
+    run_command(args).map_err(|e| {
+        // sled's own words for it carry the OS error's debug form: said plainly instead.
+        match cascade_service::describe(e.as_ref()).contains(LOCKED) {
+            true => anyhow::anyhow!(
+                "{}: a running service has the store open (sled {LOCKED} on it): stop its shard's service first",
+                store.display()
+            ),
+            false => e,
+        }
     })
+}
+
+impl DataCommand {
+    /// The store directory the command reads or writes.
+    fn store_dir(&self) -> &Path {
+        match self {
+            DataCommand::Verify { dir }
+            | DataCommand::Repair { dir, .. }
+            | DataCommand::Export { dir, .. }
+            | DataCommand::Import { dir, .. } => dir,
+        }
+    }
 }
 
 fn run_command(args: DataArgs) -> anyhow::Result<()> {

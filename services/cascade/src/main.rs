@@ -92,7 +92,7 @@ fn run(command: Command) -> Result<(), cli::CliError> {
     let told = |result: anyhow::Result<()>| {
         result.map_err(|e| {
             e.downcast::<cli::CliError>()
-                .unwrap_or_else(|e| cli::CliError::message(format!("{e:#}")))
+                .unwrap_or_else(|e| cli::CliError::message(cascade_service::describe(e.as_ref())))
         })
     };
     match command {

@@ -323,7 +323,7 @@ async fn show(
                     previous = totals_of(&status);
                     frame
                 }
-                Err(e) => format!("cascade top — {source}\n\ncannot read the status: {e:#}\n"),
+                Err(e) => format!("cascade top — {source}\n\ncannot read the status: {}\n", cascade_service::describe(e.as_ref())),
             },
             _ = &mut ctrl_c => return Ok(()),
         };

@@ -1,6 +1,8 @@
 //! `cascade-ingest`: the gateway alone, reaching its dispatcher shards over NATS.
 //! Flags override `CASCADE__…` environment variables, which override the config file.
 
+use std::process::ExitCode;
+
 use anyhow::Context;
 use cascade_service::{Process, ServiceFlags, Settings};
 use clap::Parser;
@@ -22,7 +24,14 @@ struct Args {
 }
 
 #[tokio::main]
-async fn main() -> anyhow::Result<()> {
+async fn main() -> ExitCode {
+    match serve().await {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => cascade_service::exit_failure(e.as_ref()),
+    }
+}
+
+async fn serve() -> anyhow::Result<()> {
     let args = Args::parse();
     let mut overrides = args.service.overrides();
     if let Some(addr) = args.grpc_addr {

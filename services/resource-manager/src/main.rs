@@ -4,6 +4,8 @@
 //! decide and publish only). Serves `/metrics`, `/healthz`, `/readyz` and `/rm/explain` on
 //! its admin port (`http.addr`).
 
+use std::process::ExitCode;
+
 use anyhow::Context;
 use cascade_resource_manager::{Board, ServeDeps};
 use cascade_service::{Process, ServiceFlags, Settings};
@@ -23,7 +25,14 @@ struct Flags {
 }
 
 #[tokio::main]
-async fn main() -> anyhow::Result<()> {
+async fn main() -> ExitCode {
+    match serve().await {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => cascade_service::exit_failure(e.as_ref()),
+    }
+}
+
+async fn serve() -> anyhow::Result<()> {
     let flags = Flags::parse();
     let settings = Settings::load(flags.service.config.as_deref(), &flags.service.overrides())?;
     let board = Board::new();

@@ -1,6 +1,8 @@
 //! `cascade-stage-worker`: runs the worker of one stage (or queue) with its handler until
 //! SIGTERM or ctrl-c, then drains within `drain_grace` and exits 0.
 
+use std::process::ExitCode;
+
 use std::path::PathBuf;
 
 use anyhow::Context;
@@ -41,7 +43,14 @@ struct Flags {
 }
 
 #[tokio::main]
-async fn main() -> anyhow::Result<()> {
+async fn main() -> ExitCode {
+    match serve().await {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => cascade_service::exit_failure(e.as_ref()),
+    }
+}
+
+async fn serve() -> anyhow::Result<()> {
     let flags = Flags::parse();
     let mut overrides = Vec::new();
     let given = [

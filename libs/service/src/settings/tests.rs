@@ -133,6 +133,24 @@ fn error_of(text: &str, env_pairs: &[(&str, &str)]) -> String {
 }
 
 #[test]
+fn a_bad_value_from_the_environment_is_not_blamed_on_a_good_file() {
+    let e = error_of(
+        "[store]\ndurability = \"none\"\n",
+        &[("CASCADE__BUS__KIND", "kafka")],
+    );
+    assert!(
+        e.starts_with("setting from the environment (CASCADE__… variables)")
+            && e.contains("must be one of local, nats, got \"kafka\""),
+        "{e}"
+    );
+    let e = error_of("", &[("CASCADE__STORE__DURABILTY", "none")]);
+    assert!(
+        e.starts_with("setting from the environment") && e.contains("durabilty"),
+        "{e}"
+    );
+}
+
+#[test]
 fn errors_name_the_key() {
     let e = error_of("[store]\ndurabilty = \"none\"\n", &[]);
     assert!(e.contains("durabilty"), "{e}");
@@ -150,7 +168,11 @@ fn errors_name_the_key() {
     let e = error_of("[cluster]\nname = \"a.b\"\n", &[]);
     assert!(e.contains("cluster.name"), "{e}");
     let e = error_of("[store]\ndurability = \"sometimes\"\n", &[]);
-    assert!(e.contains("sometimes"), "{e}");
+    assert!(
+        e.starts_with("settings file")
+            && e.contains("must be one of fsync, interval, none, got \"sometimes\""),
+        "{e}"
+    );
     let e = error_of("[store]\nreopen_bytes = \"100MiB\"\n", &[]);
     assert!(
         e.contains("store.reopen_bytes") && e.contains("at least store.checkpoint_bytes"),

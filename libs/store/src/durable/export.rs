@@ -57,10 +57,7 @@ pub fn export(dir: &Path, file: &Path) -> Result<Contents, StoreError> {
 
 /// The store in `dir` as its next open would see it, read without changing it, and its format.
 fn read_stopped(dir: &Path) -> Result<(Kv, u64), StoreError> {
-    let state_dir = dir.join("state");
-    if !state_dir.is_dir() {
-        return Err(StoreError::tool(dir, "no store here: state/ is missing"));
-    }
+    let state_dir = super::tool_state_dir(dir)?;
     let mut kv = Kv::open(&state_dir, TOOL_CACHE_BYTES)?;
     let format = kv
         .get(&keys::meta("format"))?

@@ -83,6 +83,20 @@ fn check_format(kv: &Kv) -> Result<(), StoreError> {
     }
 }
 
+/// The `state/` directory of the store in `dir`, for an offline tool; refused when there is
+/// none, saying where a shard's store is (its parent, the data directory, is a common slip).
+fn tool_state_dir(dir: &Path) -> Result<std::path::PathBuf, StoreError> {
+    let state_dir = dir.join("state");
+    if state_dir.is_dir() {
+        return Ok(state_dir);
+    }
+    Err(StoreError::tool(
+        dir,
+        "no store here (it has no state/ directory): a shard's store is \
+         <data.dir>/dispatcher-<shard> or <data.dir>/timer-<shard>",
+    ))
+}
+
 /// Refuses a store written by a later build: an offline tool of this build would take its
 /// newer records for damage, and `repair` would drop them. A format that is missing or does
 /// not decode is left to the tool's own checks (it is damage).

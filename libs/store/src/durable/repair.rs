@@ -70,10 +70,7 @@ pub fn repair(dir: &Path, force: bool) -> Result<Option<RepairReport>, StoreErro
     if !force && verify::verify(dir)?.is_healthy() {
         return Ok(None);
     }
-    let state_dir = dir.join("state");
-    if !state_dir.is_dir() {
-        return Err(StoreError::tool(dir, "no store here: state/ is missing"));
-    }
+    let state_dir = super::tool_state_dir(dir)?;
     let mut kv = Kv::open(&state_dir, TOOL_CACHE_BYTES)?;
     super::refuse_later_format(kv.db(), &state_dir)?;
     let checkpoint_lsn = checkpoint::lsn(kv.db(), &state_dir)?;

@@ -30,14 +30,8 @@ impl VerifyReport {
 const VERIFY_CACHE_BYTES: u64 = 16 << 20;
 
 pub fn verify(dir: &Path) -> Result<VerifyReport, StoreError> {
-    let state_dir = dir.join("state");
+    let state_dir = super::tool_state_dir(dir)?;
     let wal_dir = dir.join("wal");
-    if !state_dir.is_dir() {
-        return Err(StoreError::corrupt(
-            dir,
-            "no store here: state/ is missing".into(),
-        ));
-    }
     let db = crate::kv::open_sled(&state_dir, VERIFY_CACHE_BYTES)?;
     super::refuse_later_format(&db, &state_dir)?;
     let mut report = VerifyReport::default();
