@@ -17,7 +17,11 @@ use crate::ResourceManagerError;
 pub struct StageStats {
     /// The stage's queue, `<pipeline>.<stage>`.
     pub stage: QueueName,
+    /// When the shard took it, by the shard's clock: rates come from differences of these.
     pub at: Timestamp,
+    /// When the manager received it, by the manager's clock: staleness is judged by this,
+    /// since the shard's clock may be off from the manager's by any amount.
+    pub received: Timestamp,
     pub ready: u64,
     /// Taken by a handler and not yet completed: work in flight.
     pub leased: u64,
@@ -42,11 +46,12 @@ pub struct DueBucket {
 }
 
 impl StageStats {
-    /// A sample with every count at zero.
+    /// A sample with every count at zero, received when it was taken (one clock).
     pub fn empty(stage: QueueName, at: Timestamp) -> StageStats {
         StageStats {
             stage,
             at,
+            received: at,
             ready: 0,
             leased: 0,
             due: Vec::new(),

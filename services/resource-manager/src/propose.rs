@@ -16,8 +16,10 @@
 //!   (0 allowed). Short of that, a stage with handlers keeps at least one, so idleness — not
 //!   the shorter scale-down window — decides when a stage goes to zero. Ready events at a
 //!   stage with no handler ask for one at once.
-//! - Stats missing or older than three intervals: the current count is kept (clamped to the
-//!   bounds): no decision on data that may no longer be true.
+//! - Stats missing or received more than three intervals ago: the current count is kept
+//!   (clamped to the bounds): no decision on data that may no longer be true. The age is
+//!   from when the manager received the stats, by its own clock, not from the shard's `at`:
+//!   a shard whose clock is off would otherwise make its stages stale for good.
 
 use std::collections::VecDeque;
 use std::time::Duration;
@@ -29,7 +31,7 @@ use crate::measure::{self, Rates};
 use crate::model::{Inputs, Reason, StageSpec, Throughput, ThroughputSource};
 use crate::settings::ResourceManagerSettings;
 
-/// Stats older than this many intervals are stale.
+/// Stats received longer ago than this many intervals are stale.
 const STALE_AFTER_INTERVALS: u32 = 3;
 
 /// A stage's request before the budget.
@@ -144,8 +146,10 @@ pub(crate) fn propose(
     };
     let stats = &latest.stats;
     let stale_after = settings.interval.saturating_mul(STALE_AFTER_INTERVALS);
-    if now.duration_since(stats.at) > stale_after {
-        let reason = Reason::StaleStats { since: stats.at };
+    if now.duration_since(stats.received) > stale_after {
+        let reason = Reason::StaleStats {
+            since: stats.received,
+        };
         return kept(memory, spec, current, settings, reason);
     }
     let rates = measure::rates(history.samples(&spec.stage));
@@ -350,6 +354,39 @@ mod tests {
         assert_eq!(batch_size(19.9, &settings), 64);
         assert_eq!(batch_size(20.0, &settings), 100);
         assert_eq!(batch_size(f64::INFINITY, &settings), 100);
+    }
+
+    #[test]
+    fn staleness_is_judged_by_when_the_manager_received_the_stats() {
+        let settings = ResourceManagerSettings::default();
+        let stage = cascade_core::QueueName::parse("p.s").expect("valid name");
+        let spec = StageSpec {
+            stage: stage.clone(),
+            priority: 1,
+            min_handlers: 0,
+            max_handlers: 4,
+        };
+        let now = Timestamp::from_millis(1_714_564_800_000);
+        // The shard's clock is an hour behind; the manager received the sample just now.
+        let hour = Duration::from_secs(3_600);
+        let mut stats = crate::model::StageStats::empty(stage, now.saturating_sub(hour));
+        stats.received = now;
+        stats.ready = 10;
+        let mut history = History::new(settings.throughput_window);
+        assert!(history.record(stats, 1));
+        let fresh = propose(&mut Memory::new(now), &history, &spec, 1, &settings, now);
+        assert!(
+            !fresh
+                .reasons
+                .iter()
+                .any(|reason| matches!(reason, Reason::StaleStats { .. })),
+            "{:?}",
+            fresh.reasons
+        );
+        // Nothing received for more than three intervals: stale, whatever the shard says.
+        let later = now.saturating_add(settings.interval * (STALE_AFTER_INTERVALS + 1));
+        let stale = propose(&mut Memory::new(now), &history, &spec, 1, &settings, later);
+        assert_eq!(stale.reasons, vec![Reason::StaleStats { since: now }]);
     }
 
     #[test]

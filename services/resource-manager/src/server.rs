@@ -6,7 +6,10 @@
 //! only). `local` belongs to `cascade standalone`, which owns the stage workers.
 //!
 //! Failure policy: a bad executor setting or Kubernetes configuration fails the start (the
-//! error names the key); a pipeline list that fails is logged, and the last list is kept.
+//! error names the key); a pipeline list that fails is logged, and the last list is kept; a
+//! shard that answers with an error is passed over for the next; a pipeline that cannot be
+//! read is logged and left out, and the others are still managed. The process reports ready
+//! once the first list has come: before that it manages no stage at all.
 
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
@@ -17,7 +20,7 @@ use cascade_proto::bus::v1::{
     DispatcherReply, DispatcherRequest, dispatcher_reply, dispatcher_request,
 };
 use cascade_proto::convert::pipeline_from_proto;
-use cascade_proto::v1::ListPipelinesRequest;
+use cascade_proto::v1::{self, ListPipelinesRequest};
 use cascade_service::{Readiness, Settings, Shutdown};
 use cascade_telemetry::Metrics;
 
@@ -34,7 +37,8 @@ pub struct ServeDeps {
     pub metrics: Metrics,
     /// Posted each round; the admin port serves it as `/rm/explain`.
     pub board: Board,
-    /// Set once the loop runs, cleared when it stops.
+    /// Set once the first pipeline list has come (the loop runs by then), cleared when it
+    /// stops.
     pub readiness: Readiness,
 }
 
@@ -72,9 +76,9 @@ pub async fn serve(
         deps.bus.clone(),
         settings.clone(),
         feed,
+        deps.readiness.clone(),
         shutdown.clone(),
     ));
-    deps.readiness.set(true);
     let loop_deps = Deps {
         bus: deps.bus,
         stages,
@@ -89,8 +93,10 @@ pub async fn serve(
         stopping.wait().await
     })
     .await;
-    deps.readiness.set(false);
+    // The follower first, and waited for: once it is gone, nothing can set ready again.
     follower.abort();
+    let _cancelled = follower.await;
+    deps.readiness.set(false);
     ran
 }
 
@@ -102,8 +108,9 @@ async fn kubernetes_executor(
     let mut config = kube::Config::infer().await.map_err(|e| {
         ResourceManagerError::setting("executor", format!("no Kubernetes configuration: {e}"))
     })?;
-    // A hung API server must not hold the loop for minutes: a round's apply gives up and
-    // the next round tries again.
+    // A hung or unreachable API server must not hold the loop for minutes: a round's
+    // apply gives up and the next round tries again.
+    config.connect_timeout = Some(KUBE_TIMEOUT);
     config.read_timeout = Some(KUBE_TIMEOUT);
     config.write_timeout = Some(KUBE_TIMEOUT);
     let namespace = match rm.kubernetes.namespace.is_empty() {
@@ -181,12 +188,24 @@ impl Executor for DryRun {
 }
 
 /// Feeds `feed` with the stages of the pipelines the dispatcher shards hold, every
-/// `resource_manager.interval`, until `shutdown`.
-async fn follow_pipelines(bus: Bus, settings: Settings, feed: StagesFeed, shutdown: Shutdown) {
+/// `resource_manager.interval`, until `shutdown`. Sets `readiness` once a list has come:
+/// until then no stage is managed, whatever the loop does.
+async fn follow_pipelines(
+    bus: Bus,
+    settings: Settings,
+    feed: StagesFeed,
+    readiness: Readiness,
+    shutdown: Shutdown,
+) {
     let every = settings.resource_manager.interval;
     loop {
         match list_pipelines(&bus, &settings).await {
-            Ok(pipelines) => feed.set_pipelines(&pipelines),
+            Ok(pipelines) => {
+                feed.set_pipelines(&pipelines);
+                // Ready from the first list on: a later failure keeps the last list, so it
+                // does not make the process less ready.
+                readiness.set(true);
+            }
             Err(e) => tracing::warn!(error = %e, "resource_manager.list_pipelines"),
         }
         tokio::select! {
@@ -196,7 +215,9 @@ async fn follow_pipelines(bus: Bus, settings: Settings, feed: StagesFeed, shutdo
     }
 }
 
-/// Every pipeline, from the first shard that answers (each shard holds every pipeline).
+/// Every pipeline the manager can read, from the first shard that lists them (each shard
+/// holds every pipeline). A shard that cannot be reached or answers with an error is passed
+/// over for the next.
 async fn list_pipelines(bus: &Bus, settings: &Settings) -> Result<Vec<Pipeline>, String> {
     let request = DispatcherRequest {
         op: Some(dispatcher_request::Op::ListPipelines(
@@ -207,27 +228,82 @@ async fn list_pipelines(bus: &Bus, settings: &Settings) -> Result<Vec<Pipeline>,
     let mut last_error = String::from("no shard");
     for shard in 0..settings.cluster.shards {
         let subject = subject::dispatcher(&settings.cluster.name, shard);
-        let reply: DispatcherReply = match bus
-            .call_as("list_pipelines", &subject, request.clone(), timeout)
-            .await
-        {
-            Ok(reply) => reply,
+        match listed_by_shard(bus, &subject, &request, timeout).await {
+            Ok(listed) => return Ok(readable_pipelines(&listed)),
             Err(e) => {
+                // Only the last shard's error is returned; the others would be lost.
+                tracing::debug!(shard, error = %e, "resource_manager.list_pipelines.shard");
                 last_error = format!("shard {shard}: {e}");
-                continue;
             }
-        };
-        return match reply.result {
-            Some(dispatcher_reply::Result::Pipelines(listed)) => listed
-                .pipelines
-                .iter()
-                .map(|p| pipeline_from_proto(p).map_err(|e| format!("pipeline {}: {e}", p.name)))
-                .collect(),
-            Some(dispatcher_reply::Result::Error(status)) => {
-                Err(format!("shard {shard}: {}", status.message))
-            }
-            other => Err(format!("shard {shard}: unexpected reply {other:?}")),
-        };
+        }
     }
     Err(last_error)
+}
+
+/// The pipelines, as sent, of the dispatcher shard at `subject`, or why it gave none.
+async fn listed_by_shard(
+    bus: &Bus,
+    subject: &str,
+    request: &DispatcherRequest,
+    timeout: Duration,
+) -> Result<Vec<v1::Pipeline>, String> {
+    let reply: DispatcherReply = bus
+        .call_as("list_pipelines", subject, request.clone(), timeout)
+        .await
+        .map_err(|e| e.to_string())?;
+    match reply.result {
+        Some(dispatcher_reply::Result::Pipelines(listed)) => Ok(listed.pipelines),
+        Some(dispatcher_reply::Result::Error(status)) => Err(status.message),
+        other => Err(format!("unexpected reply {other:?}")),
+    }
+}
+
+/// The pipelines of `listed` that convert. One that does not is logged and left out, so
+/// that it cannot keep the others, and every pipeline applied after it, unmanaged.
+fn readable_pipelines(listed: &[v1::Pipeline]) -> Vec<Pipeline> {
+    listed
+        .iter()
+        .filter_map(|pipeline| match pipeline_from_proto(pipeline) {
+            Ok(read) => Some(read),
+            Err(e) => {
+                tracing::warn!(pipeline = %pipeline.name, error = %e, "resource_manager.list_pipelines.skipped");
+                None
+            }
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use cascade_proto::v1::handler_spec::Kind;
+
+    use super::*;
+
+    fn pipeline(name: &str, handler: Option<Kind>) -> v1::Pipeline {
+        v1::Pipeline {
+            name: name.into(),
+            stages: vec![v1::Stage {
+                name: "charge".into(),
+                handler: Some(v1::HandlerSpec {
+                    kind: handler,
+                    ..v1::HandlerSpec::default()
+                }),
+                ..v1::Stage::default()
+            }],
+        }
+    }
+
+    #[test]
+    fn a_pipeline_that_does_not_convert_is_left_out_and_the_others_kept() {
+        let listed = [
+            pipeline("orders", Some(Kind::Builtin("noop".into()))),
+            pipeline("broken", None),
+            pipeline("emails", Some(Kind::Builtin("noop".into()))),
+        ];
+        let names: Vec<String> = readable_pipelines(&listed)
+            .into_iter()
+            .map(|p| p.name)
+            .collect();
+        assert_eq!(names, ["orders", "emails"]);
+    }
 }

@@ -1,6 +1,7 @@
 //! The service loop over a real in-process bus: from published `ShardStats` it decides every
 //! interval, applies each round through the executor, sets both gauges, posts the round for
-//! `cascade rm explain` and publishes it on `cascade.<cluster>.rm.decisions`.
+//! `cascade rm explain` and publishes it on `cascade.<cluster>.rm.decisions`. A shard whose
+//! clock is off from the manager's does not make its stats stale.
 
 mod common;
 
@@ -9,12 +10,12 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use cascade_bus::{Bus, subject};
-use cascade_core::{Clock, SystemClock};
+use cascade_core::{Clock, SystemClock, Timestamp};
 use cascade_proto::bus::v1::ShardStats;
 use cascade_proto::convert::timestamp_to_proto;
 use cascade_proto::v1::QueueStats;
 use cascade_resource_manager::{
-    Board, Current, Decision, DecisionsMessage, Deps, Executor, ResourceManagerError,
+    Board, Current, Decision, DecisionsMessage, Deps, Executor, Reason, ResourceManagerError,
     ResourceManagerSettings, Stages, run,
 };
 use cascade_telemetry::Metrics;
@@ -66,7 +67,28 @@ fn settings() -> ResourceManagerSettings {
     }
 }
 
-/// A backlog of 100 at `orders.charge` that nobody works off, and a queue that is no stage.
+/// How far the manager's clock is off from the shard's in the skew tests: far beyond the
+/// three intervals after which stats are stale.
+const SKEW: Duration = Duration::from_secs(3_600);
+
+/// The wall clock moved by [`SKEW`], ahead or behind: a manager whose clock is off from the
+/// shards' (which stamp their stats by the wall clock here).
+struct Skewed {
+    ahead: bool,
+}
+
+impl Clock for Skewed {
+    fn now(&self) -> Timestamp {
+        let wall = SystemClock.now();
+        match self.ahead {
+            true => wall.saturating_add(SKEW),
+            false => wall.saturating_sub(SKEW),
+        }
+    }
+}
+
+/// A backlog of 100 at `orders.charge` that nobody works off, and a queue that is no stage,
+/// taken now by the wall clock.
 fn backlog() -> Bytes {
     let queue = |name: &str, ready| QueueStats {
         name: name.to_owned(),
@@ -178,6 +200,74 @@ async fn the_loop_decides_applies_and_reports_every_interval() {
         .expect("the manager stops")
         .expect("the manager task does not panic");
     assert_eq!(ended, Ok(()));
+}
+
+/// Runs the loop with `clock` as the manager's over one shard that publishes [`backlog`]
+/// every 50 ms, and waits until `orders.charge` (1 handler running, max 4) gets its max:
+/// only fresh stats scale it up; stale ones keep its count.
+async fn scales_up_with_the_manager_clock(clock: Skewed) {
+    let bus = Bus::local();
+    let executor = FakeExecutor::default();
+    executor
+        .0
+        .lock()
+        .expect("not poisoned")
+        .running
+        .set(stage("orders.charge"), 1);
+    let deps = Deps {
+        bus: bus.clone(),
+        stages: Stages::fixed(vec![spec("orders.charge", 1, 0, 4)]),
+        executor: executor.clone(),
+        metrics: Metrics::new(),
+        board: Board::new(),
+        clock: Arc::new(clock),
+        timer_shards: 0,
+    };
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let manager = tokio::spawn(run(CLUSTER.to_owned(), settings(), deps, async move {
+        let _ = stopped.await;
+    }));
+    let stats_subject = subject::stats(CLUSTER, 0);
+    let shard = tokio::spawn(async move {
+        loop {
+            bus.publish(&stats_subject, backlog())
+                .await
+                .expect("publish stats");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    });
+
+    let charge = |round: &Vec<Decision>| round.iter().map(|d| d.handlers).collect::<Vec<_>>();
+    wait_for("fresh stats scale the stage up to its max of 4", || {
+        executor.rounds().iter().any(|round| charge(round) == [4])
+    })
+    .await;
+    let stale = executor.rounds().iter().flatten().any(|decision| {
+        decision
+            .explanation
+            .reasons
+            .iter()
+            .any(|reason| matches!(reason, Reason::StaleStats { .. }))
+    });
+    assert!(!stale, "no round took the stats for stale");
+
+    shard.abort();
+    stop.send(()).expect("the manager runs");
+    let ended = tokio::time::timeout(DEADLINE, manager)
+        .await
+        .expect("the manager stops")
+        .expect("the manager task does not panic");
+    assert_eq!(ended, Ok(()));
+}
+
+#[tokio::test]
+async fn a_shard_clock_far_behind_the_managers_does_not_make_its_stats_stale() {
+    scales_up_with_the_manager_clock(Skewed { ahead: true }).await;
+}
+
+#[tokio::test]
+async fn a_shard_clock_far_ahead_of_the_managers_does_not_make_its_stats_stale() {
+    scales_up_with_the_manager_clock(Skewed { ahead: false }).await;
 }
 
 #[tokio::test]

@@ -63,11 +63,12 @@ pub struct ResourceManagerSettings {
     #[serde(with = "serde_duration")]
     pub target_drain: Duration,
     /// A stage keeps its handlers until its need has stayed lower for this long; then it
-    /// goes to the highest need seen in that time.
+    /// goes to the highest need seen in that time. At least `interval`.
     #[serde(with = "serde_duration")]
     pub scale_down_after: Duration,
     /// A stage with nothing ready, leased, due soon or arriving for this long goes to its
-    /// `min_handlers` (0 allowed: scale to zero; new arrivals wake it).
+    /// `min_handlers` (0 allowed: scale to zero; new arrivals wake it). At least
+    /// `scale_down_after`.
     #[serde(with = "serde_duration")]
     pub idle_after: Duration,
     /// Events one take may ask for at most.
@@ -196,6 +197,30 @@ impl ResourceManagerSettings {
                 ),
             ));
         }
+        // A hold shorter than one round is over before the next decision sees it: the
+        // count would follow every dip of the need, down and back up.
+        if self.scale_down_after < self.interval {
+            return Err(setting(
+                "scale_down_after",
+                format!(
+                    "must be at least resource_manager.interval ({}), got {}",
+                    format_duration(self.interval),
+                    format_duration(self.scale_down_after)
+                ),
+            ));
+        }
+        // Idleness, not the shorter scale-down hold, decides when a stage goes to its
+        // minimum (0 allowed): a stage with handlers keeps one until it is idle.
+        if self.idle_after < self.scale_down_after {
+            return Err(setting(
+                "idle_after",
+                format!(
+                    "must be at least resource_manager.scale_down_after ({}), got {}",
+                    format_duration(self.scale_down_after),
+                    format_duration(self.idle_after)
+                ),
+            ));
+        }
         let min_window = self.interval.saturating_mul(RATE_INTERVALS);
         if self.throughput_window < min_window {
             return Err(setting(
@@ -293,6 +318,39 @@ mod tests {
     }
 
     #[test]
+    fn the_scale_down_hold_and_idleness_may_equal_their_lower_bounds() {
+        let settings = ResourceManagerSettings {
+            interval: Duration::from_secs(10),
+            scale_down_after: Duration::from_secs(10),
+            idle_after: Duration::from_secs(10),
+            throughput_window: Duration::from_secs(30),
+            target_drain: Duration::from_secs(10),
+            ..ResourceManagerSettings::default()
+        };
+        settings
+            .validate()
+            .expect("a hold of one interval and idleness as long as the hold are valid");
+    }
+
+    #[test]
+    fn idleness_is_checked_against_the_scale_down_hold_given() {
+        // Each is fine against the defaults; together, idleness would come before the hold.
+        let settings = ResourceManagerSettings {
+            scale_down_after: Duration::from_secs(600),
+            idle_after: Duration::from_secs(300),
+            ..ResourceManagerSettings::default()
+        };
+        let err = settings
+            .validate()
+            .expect_err("idle_after below scale_down_after");
+        assert_eq!(
+            err.to_string(),
+            "setting resource_manager.idle_after: must be at least \
+             resource_manager.scale_down_after (10m), got 5m"
+        );
+    }
+
+    #[test]
     fn durations_are_read_as_human_strings_over_the_defaults() {
         let settings = from_strings(&[("interval", "10s"), ("scale_down_after", "5m")])
             .expect("valid settings");
@@ -334,6 +392,22 @@ mod tests {
                 },
                 "resource_manager.target_drain",
                 "at least resource_manager.interval (5s)",
+            ),
+            (
+                ResourceManagerSettings {
+                    scale_down_after: Duration::from_secs(1),
+                    ..base.clone()
+                },
+                "resource_manager.scale_down_after",
+                "at least resource_manager.interval (5s), got 1s",
+            ),
+            (
+                ResourceManagerSettings {
+                    idle_after: Duration::from_secs(60),
+                    ..base.clone()
+                },
+                "resource_manager.idle_after",
+                "at least resource_manager.scale_down_after (2m), got 1m",
             ),
             (
                 ResourceManagerSettings {

@@ -4,9 +4,11 @@
 //! not kept at all.
 //!
 //! Each sample is taken at the shard's `at`, so rates come from the shard's clock, not from
-//! when the message happened to arrive. Due buckets stay empty here: the dispatcher has no
-//! index of delayed events by due time, so the service loop asks the timer shards for them
-//! each round (`due.rs`) and adds them to the sample it records.
+//! when the message happened to arrive. It is also stamped with when it arrived, by the
+//! manager's clock: staleness is judged by that, since a shard's clock may be off from the
+//! manager's by more than the few intervals staleness allows. Due buckets stay empty here:
+//! the dispatcher has no index of delayed events by due time, so the service loop asks the
+//! timer shards for them each round (`due.rs`) and adds them to the sample it records.
 //!
 //! Failure policy: a message that cannot be decoded or has no time is dropped and logged;
 //! a queue entry that cannot be read is skipped and logged. Neither stops the loop.
@@ -14,7 +16,7 @@
 use std::collections::BTreeMap;
 
 use cascade_bus::Message;
-use cascade_core::QueueName;
+use cascade_core::{QueueName, Timestamp};
 use cascade_proto::bus::v1::ShardStats;
 use cascade_proto::convert::{queue_stats_from_proto, timestamp_from_proto};
 
@@ -26,8 +28,14 @@ pub(crate) struct Inbox {
 }
 
 impl Inbox {
-    /// Reads one `ShardStats` message, keeping the queues for which `managed` says yes.
-    pub(crate) fn receive(&mut self, message: &Message, managed: impl Fn(&QueueName) -> bool) {
+    /// Reads one `ShardStats` message, received `now` by the manager's clock, keeping the
+    /// queues for which `managed` says yes.
+    pub(crate) fn receive(
+        &mut self,
+        message: &Message,
+        now: Timestamp,
+        managed: impl Fn(&QueueName) -> bool,
+    ) {
         let stats: ShardStats = match message.decode() {
             Ok(stats) => stats,
             Err(e) => {
@@ -64,6 +72,7 @@ impl Inbox {
             let sample = StageStats {
                 stage: name.clone(),
                 at,
+                received: now,
                 ready: counts.ready,
                 leased: counts.leased,
                 due: Vec::new(),

@@ -126,7 +126,9 @@ struct Manager<E> {
 impl<E: Executor> Manager<E> {
     fn receive(&mut self, message: &cascade_bus::Message) {
         let specs = self.deps.stages.get();
-        self.inbox.receive(message, |queue| {
+        // Stamped by the manager's own clock: staleness must not depend on the shard's.
+        let now = self.deps.clock.now();
+        self.inbox.receive(message, now, |queue| {
             specs.iter().any(|spec| spec.stage == *queue)
         });
     }

@@ -51,9 +51,11 @@ impl Counters {
         }
     }
 
-    /// Records the counters as of `secs`, worked by `handlers`.
+    /// Records the counters as of `secs`, worked by `handlers`; the manager receives them
+    /// at once (one clock for shard and manager).
     pub fn record(&mut self, history: &mut History, secs: u64, handlers: u32) {
         self.stats.at = at(secs);
+        self.stats.received = at(secs);
         assert!(
             history.record(self.stats.clone(), handlers),
             "samples in order"
