@@ -5,6 +5,7 @@
 use std::net::TcpListener;
 use std::time::{Duration, Instant};
 
+use cascade_core::error::excerpt;
 use cascade_e2e::cli::{self, json, json_with, refused, run, text};
 use cascade_e2e::handler_server::{FAILURE_BODY, HandlerServer};
 use cascade_e2e::{Cluster, Mode};
@@ -264,8 +265,10 @@ fn lines_fit_a_gateway_with_small_batch_limits() {
     );
     let error = cli::failed(out, &args, 1);
     assert!(
-        error.contains(&format!("cannot enqueue line '{}' to jobs", lines[8]))
-            && error.contains("over the limit of 1500 bytes (ingest.max_payload)"),
+        error.contains(&format!(
+            "cannot enqueue line 9 ({}) to jobs",
+            excerpt(&lines[8])
+        )) && error.contains("over the limit of 1500 bytes (ingest.max_payload)"),
         "{error}"
     );
     assert_eq!(
@@ -276,6 +279,20 @@ fn lines_fit_a_gateway_with_small_batch_limits() {
     let taken = json(&c, &["take", "jobs", "--max", "10"]);
     let payloads: Vec<&str> = taken.iter().map(|t| field(t, "payload")).collect();
     assert_eq!(payloads, lines[..8], "every other line, in order");
+
+    // Into a queue that does not exist every line would be refused: the first refusal
+    // stops the command, which says from which line on none went.
+    let input = "x\n".repeat(7);
+    let args = ["enqueue", "nosuch", "--lines"];
+    let out = run(&c, &args, Some(&input));
+    assert!(out.stdout.contains("enqueued 0 events"), "{}", out.stdout);
+    let error = cli::failed(out, &args, 1);
+    assert!(
+        error.contains("cannot enqueue lines 1 to 7 of 7 to nosuch")
+            && error.contains("does not exist"),
+        "{error}"
+    );
+    assert_eq!(error.lines().count(), 1, "one refusal: {error}");
     c.stop();
 }
 
@@ -316,7 +333,9 @@ fn each_command_in_its_other_output_mode() {
     let nacked = text(&c, &["nack", "jobs", &id, &token, "--delay", "100ms"]);
     assert_eq!(
         nacked.trim(),
-        format!("'{id}' in jobs will be retried in 100ms")
+        format!(
+            "'{id}' in jobs will be retried in 100ms, or dead-lettered if that was its last attempt"
+        )
     );
     let (_, token) = take_one(&c, "jobs");
     let extended = text(&c, &["extend", "jobs", &id, &token, "--by", "1h"]);
@@ -431,7 +450,9 @@ handler = { kind = { http = { url = "http://127.0.0.1:9/ship" } }, timeout = "5s
     );
     assert_eq!(
         advanced.trim(),
-        format!("advanced '{id}' from orders.check to its next stage")
+        format!(
+            "advanced '{id}' from orders.check to its next stage (acked, at a pipeline's last stage or on a plain queue)"
+        )
     );
     let at_ship = json(&c, &["take", "orders.ship", "--wait", "10s"]);
     assert_eq!(at_ship[0]["payload"], "checked");

@@ -97,8 +97,9 @@ async fn top_shows_a_live_view_in_a_terminal_and_quits_on_ctrl_c() {
     let tmux = Tmux {
         socket: &dir.path().join("tmux.sock"),
     };
+    // The admin address as `--addr` takes the gateway's, with its scheme.
     let command = format!(
-        "{} top --http-addr {} --interval 2s; echo \"top exited $?\"; sleep 600",
+        "{} top --http-addr http://{}/ --interval 2s; echo \"top exited $?\"; sleep 600",
         binary("cascade").display(),
         cluster.http()
     );

@@ -12,10 +12,10 @@ use crate::wal::WalError;
 pub enum StoreError {
     #[error(transparent)]
     Invalid(#[from] cascade_core::Error),
-    #[error(
-        "queue '{queue}' does not exist; create it with CreateQueue, or create a template such as '{hint}*' that matches it"
-    )]
-    QueueNotFound { queue: String, hint: String },
+    /// `or_template`: how the message goes on, naming a template that would match the queue
+    /// (empty for a template's own name).
+    #[error("queue '{queue}' does not exist; create it with CreateQueue{or_template}")]
+    QueueNotFound { queue: String, or_template: String },
     #[error("pipeline '{name}' does not exist; apply it with ApplyPipeline")]
     PipelineNotFound { name: String },
     #[error("queue '{queue}' already exists with another config")]

@@ -71,11 +71,19 @@ pub async fn rm(command: RmCommand) -> anyhow::Result<()> {
 
 /// `GET path` from `addr` (`host:port`), with `token` (checked by [`AdminToken::get`]) as a
 /// bearer token if given: the status code and the body as text.
+/// The `host:port` of an admin address given with or without `http://` (as `--addr` takes
+/// the gateway's) and a trailing slash.
+pub fn admin_host_port(given: &str) -> &str {
+    let addr = given.strip_prefix("http://").unwrap_or(given);
+    addr.strip_suffix('/').unwrap_or(addr)
+}
+
 pub async fn http_get(
     addr: &str,
     path: &str,
     token: Option<&str>,
 ) -> anyhow::Result<(u16, String)> {
+    let addr = admin_host_port(addr);
     let authorization = match token {
         Some(token) => format!("Authorization: Bearer {token}\r\n"),
         None => String::new(),

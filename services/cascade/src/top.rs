@@ -272,7 +272,10 @@ pub async fn top(args: TopArgs) -> anyhow::Result<()> {
                 "not a duration of at least 100ms, such as 2s",
             )
         })?;
-    let source = format!("http://{}", args.http_addr);
+    let source = format!(
+        "http://{}",
+        crate::rm_client::admin_host_port(&args.http_addr)
+    );
     let page = StatusPage {
         addr: &args.http_addr,
         token: args.token.get()?,

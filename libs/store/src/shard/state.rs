@@ -614,9 +614,15 @@ impl State {
 
 pub fn not_found(name: &QueueName) -> StoreError {
     let s = name.as_str();
-    let hint = s.rfind([':', '.']).map_or(s, |i| &s[..=i]).to_string();
+    let or_template = match name.is_template() {
+        true => String::new(),
+        false => {
+            let prefix = s.rfind([':', '.']).map_or(s, |i| &s[..=i]);
+            format!(", or create a template such as '{prefix}*' that matches it")
+        }
+    };
     StoreError::QueueNotFound {
         queue: s.to_string(),
-        hint,
+        or_template,
     }
 }

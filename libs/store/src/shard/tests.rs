@@ -1227,3 +1227,22 @@ fn a_take_lost_in_a_crash_never_sees_its_lease_token_handed_out_again() {
     )
     .expect("the new lease completes");
 }
+
+#[test]
+fn a_missing_queue_is_named_with_a_template_that_would_match_it() {
+    let (_d, s) = with_queue(QueueConfig::default());
+    let said = |name: &str| {
+        s.get_queue(&q(name))
+            .map(drop)
+            .expect_err("no such queue")
+            .to_string()
+    };
+    assert_eq!(
+        said("inbox:bob"),
+        "queue 'inbox:bob' does not exist; create it with CreateQueue, or create a template such as 'inbox:*' that matches it"
+    );
+    assert_eq!(
+        said("inbox:*"),
+        "queue 'inbox:*' does not exist; create it with CreateQueue"
+    );
+}

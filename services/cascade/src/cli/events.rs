@@ -6,6 +6,7 @@ use std::ops::Range;
 use bytes::Bytes;
 
 use cascade_client::{RefusedWhole, api, refused_whole_reason};
+use cascade_core::error::excerpt;
 use cascade_proto::convert;
 
 use super::output::{Record, Value};
@@ -198,20 +199,34 @@ async fn enqueue_lines(
                 break;
             }
         };
-        for (result, line) in results.iter().zip(chunk) {
-            match (&result.ok, result.code) {
-                (Some(ok), 0) => {
-                    sent += 1;
-                    if s.out.is_json() {
-                        s.out.record(&enqueued_record(ok));
-                    }
+        let mut stopped = false;
+        for ((result, line), number) in results.iter().zip(chunk).zip(range.start + 1..) {
+            if let (Some(ok), 0) = (&result.ok, result.code) {
+                sent += 1;
+                if s.out.is_json() {
+                    s.out.record(&enqueued_record(ok));
                 }
-                _ => refused.push(CliError::refused(
-                    &s.addr,
-                    format!("cannot enqueue line '{line}' to {target}"),
-                    tonic::Status::new(result.code.into(), result.message.clone()),
-                )),
+                continue;
             }
+            let status = tonic::Status::new(result.code.into(), result.message.clone());
+            // Every line goes to the same queue: a missing queue or a refused caller is
+            // every later line's answer too.
+            if about_every_line(&status) {
+                let count = lines.len();
+                let what =
+                    format!("cannot enqueue lines {number} to {count} of {count} to {target}");
+                refused.push(CliError::refused(&s.addr, what, status));
+                stopped = true;
+                break;
+            }
+            let what = format!(
+                "cannot enqueue line {number} ({}) to {target}",
+                excerpt(line)
+            );
+            refused.push(CliError::refused(&s.addr, what, status));
+        }
+        if stopped {
+            break;
         }
     }
     if !s.out.is_json() {

@@ -215,8 +215,9 @@ pub async fn nack(args: NackArgs) -> Result<(), CliError> {
         Some(d) => format!("in {d}"),
         None => "after the queue's backoff".into(),
     };
+    // The answer does not say which: the queue's max_attempts decides.
     let sentence = format!(
-        "'{}' in {} will be retried {after}",
+        "'{}' in {} will be retried {after}, or dead-lettered if that was its last attempt",
         args.lease.id, args.lease.queue
     );
     let retry = api::Retry {
@@ -276,9 +277,10 @@ pub async fn advance(args: AdvanceArgs) -> Result<(), CliError> {
             .map(|d| super::duration_proto("delay", d))
             .transpose()?,
     });
-    let to = args
-        .to
-        .map_or("its next stage".into(), |s| format!("stage {s}"));
+    let to = args.to.map_or(
+        "its next stage (acked, at a pipeline's last stage or on a plain queue)".into(),
+        |s| format!("stage {s}"),
+    );
     let sentence = format!(
         "advanced '{}' from {} to {to}",
         args.lease.id, args.lease.queue
