@@ -109,6 +109,23 @@ pub fn cut_to(text: &str, max_bytes: usize) -> &str {
     &text[..end]
 }
 
+/// An error and every error under it on one line, `what: why: …`, down to the operating
+/// system's word for it, each said once: a message that already includes its cause's text
+/// (as many do) is not followed by it again.
+pub fn describe(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut cause = error.source();
+    while let Some(next) = cause {
+        let said = next.to_string();
+        if !text.contains(&said) {
+            text.push_str(": ");
+            text.push_str(&said);
+        }
+        cause = next.source();
+    }
+    text
+}
+
 /// Quotes user input for an error message: escaped, and cut after 40 characters.
 pub fn excerpt(input: &str) -> String {
     const MAX_CHARS: usize = 40;

@@ -76,32 +76,27 @@ impl ShardError {
     }
 }
 
-/// An error and its causes on one line, `what: why: …`, each said once: most messages here
-/// already end with their cause's text, which a plain walk of the chain would repeat.
-pub fn describe(error: &(dyn std::error::Error + 'static)) -> String {
-    let mut text = error.to_string();
-    let mut cause = error.source();
-    while let Some(next) = cause {
-        let said = next.to_string();
-        if !text.contains(&said) {
-            text.push_str(": ");
-            text.push_str(&said);
+/// How a service binary ends: at once on success; after an error, with one line on standard
+/// error, its causes said once, and never a backtrace whatever `RUST_BACKTRACE` says (it
+/// would name the build's source paths; an operator needs the reason, not the frames).
+/// `E` is a binary's error type (anyhow's).
+pub fn exit_code<E>(served: Result<(), E>) -> std::process::ExitCode
+where
+    E: std::ops::Deref<Target = dyn std::error::Error + Send + Sync + 'static>,
+{
+    match served {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(error) => {
+            eprintln!("error: {}", cascade_core::error::describe(&*error));
+            std::process::ExitCode::FAILURE
         }
-        cause = next.source();
     }
-    text
-}
-
-/// How a service binary ends after `error`: one line on standard error, its causes said
-/// once, and never a backtrace whatever `RUST_BACKTRACE` says (it would name the build's
-/// source paths, and an operator needs the reason, not the frames).
-pub fn exit_failure(error: &(dyn std::error::Error + 'static)) -> std::process::ExitCode {
-    eprintln!("error: {}", describe(error));
-    std::process::ExitCode::FAILURE
 }
 
 #[cfg(test)]
 mod tests {
+    use cascade_core::error::describe;
+
     use super::*;
 
     #[test]

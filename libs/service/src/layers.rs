@@ -96,25 +96,24 @@ fn build<'a>(
     builder.build().map_err(Layered::Config)
 }
 
-/// Where a refused value came from: the file, unless the file alone reads well, and then an
-/// environment variable (or a flag) gave it, which the message says rather than sending the
-/// reader to a file that is fine.
+/// Where a refused value came from: the file, when the file alone does not read (and then
+/// with what is wrong in it, whatever else is); else an environment variable (or a flag)
+/// gave it, which the message says rather than sending the reader to a file that is fine.
 fn blame<T: DeserializeOwned>(
     file: Option<&Path>,
     error: config::ConfigError,
     env_prefix: &str,
 ) -> ServiceError {
-    let file_alone_reads = |path: &Path| {
-        build(Some(path), env_prefix, &[], config::Map::new())
-            .ok()
-            .is_some_and(|built| built.try_deserialize::<T>().is_ok())
+    let file_alone = |path: &Path| match build(Some(path), env_prefix, &[], config::Map::new()) {
+        Ok(built) => built.try_deserialize::<T>().err(),
+        Err(Layered::Config(e) | Layered::Override(_, e)) => Some(e),
     };
-    match file {
-        Some(path) if !file_alone_reads(path) => ServiceError::SettingsFile {
+    match file.and_then(|path| Some((path, file_alone(path)?))) {
+        Some((path, wrong)) => ServiceError::SettingsFile {
             path: path.to_path_buf(),
-            reason: error.to_string(),
+            reason: wrong.to_string(),
         },
-        _ => ServiceError::setting(
+        None => ServiceError::setting(
             format!("from the environment ({env_prefix}__… variables) or flags"),
             error.to_string(),
         ),

@@ -29,7 +29,7 @@ pub mod watch;
 
 pub use admin::{Readiness, serve_admin};
 pub use deps::Deps;
-pub use error::{ServiceError, ShardError, describe, exit_failure};
+pub use error::{ServiceError, ShardError, exit_code};
 pub use flags::{DataFlags, ServiceFlags};
 pub use layers::load_layers;
 pub use process::Process;

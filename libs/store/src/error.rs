@@ -196,16 +196,3 @@ fn checkpoint_room(reserve: u64) -> String {
         bytes => format!(" plus {} kept for its next checkpoint", format_size(bytes)),
     }
 }
-
-/// `e` and every error under it, `: `-separated: the whole reason a store stopped, down to
-/// the operating system's word for it.
-pub fn with_causes(e: &dyn std::error::Error) -> String {
-    let mut text = e.to_string();
-    let mut source = e.source();
-    while let Some(cause) = source {
-        text.push_str(": ");
-        text.push_str(&cause.to_string());
-        source = cause.source();
-    }
-    text
-}

@@ -5,7 +5,6 @@ use cascade_proto::bus::v1 as bus;
 use cascade_proto::convert::{self, ConvertError};
 use cascade_service::ShardError;
 use cascade_store::StoreError;
-use cascade_store::error::with_causes;
 
 #[derive(Debug, thiserror::Error)]
 pub enum TimerError {
@@ -42,7 +41,7 @@ impl TimerError {
     pub fn to_status(&self) -> bus::Status {
         match self {
             // A store error's message carries every cause, down to the OS's word for it.
-            TimerError::Store(e) => convert::status(e.code(), with_causes(e)),
+            TimerError::Store(e) => convert::status(e.code(), cascade_core::error::describe(e)),
             other => convert::status(other.code(), other.to_string()),
         }
     }

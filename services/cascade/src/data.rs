@@ -56,7 +56,7 @@ pub fn run(args: DataArgs) -> anyhow::Result<()> {
     let store = args.command.store_dir().to_path_buf();
     run_command(args).map_err(|e| {
         // sled's own words for it carry the OS error's debug form: said plainly instead.
-        match cascade_service::describe(e.as_ref()).contains(LOCKED) {
+        match cascade_core::error::describe(e.as_ref()).contains(LOCKED) {
             true => anyhow::anyhow!(
                 "{}: a running service has the store open (sled {LOCKED} on it): stop its shard's service first",
                 store.display()

@@ -91,8 +91,9 @@ fn run(command: Command) -> Result<(), cli::CliError> {
     // are a client command's kind of error (bad usage, nothing to connect to) keep its code.
     let told = |result: anyhow::Result<()>| {
         result.map_err(|e| {
-            e.downcast::<cli::CliError>()
-                .unwrap_or_else(|e| cli::CliError::message(cascade_service::describe(e.as_ref())))
+            e.downcast::<cli::CliError>().unwrap_or_else(|e| {
+                cli::CliError::message(cascade_core::error::describe(e.as_ref()))
+            })
         })
     };
     match command {

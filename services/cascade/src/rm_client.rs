@@ -59,7 +59,8 @@ pub async fn rm(command: RmCommand) -> anyhow::Result<()> {
             let (status, body) = http_get(&http_addr, EXPLAIN_PATH, token.get()?).await?;
             if status != 200 {
                 bail!(
-                    "{http_addr}{EXPLAIN_PATH} answered {status}: {}",
+                    "{}{EXPLAIN_PATH} answered {status}: {}",
+                    admin_host_port(&http_addr),
                     body.trim_end()
                 );
             }
@@ -69,15 +70,15 @@ pub async fn rm(command: RmCommand) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// `GET path` from `addr` (`host:port`), with `token` (checked by [`AdminToken::get`]) as a
-/// bearer token if given: the status code and the body as text.
 /// The `host:port` of an admin address given with or without `http://` (as `--addr` takes
-/// the gateway's) and a trailing slash.
+/// the gateway's) and a trailing slash. The admin port speaks plain HTTP only.
 pub fn admin_host_port(given: &str) -> &str {
     let addr = given.strip_prefix("http://").unwrap_or(given);
     addr.strip_suffix('/').unwrap_or(addr)
 }
 
+/// `GET path` from `addr` (`host:port`, or `http://host:port`), with `token` (checked by
+/// [`AdminToken::get`]) as a bearer token if given: the status code and the body as text.
 pub async fn http_get(
     addr: &str,
     path: &str,

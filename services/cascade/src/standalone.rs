@@ -179,7 +179,7 @@ pub async fn run_with(
     stop.trigger();
     while let Some(ended) = services.join_next().await {
         if let Err(e) = ended? {
-            tracing::error!(error = %cascade_service::describe(e.as_ref()), "cascade.standalone.service_failed");
+            tracing::error!(error = %cascade_core::error::describe(e.as_ref()), "cascade.standalone.service_failed");
             failure.get_or_insert(e);
         }
     }

@@ -326,7 +326,7 @@ async fn show(
                     previous = totals_of(&status);
                     frame
                 }
-                Err(e) => format!("cascade top — {source}\n\ncannot read the status: {}\n", cascade_service::describe(e.as_ref())),
+                Err(e) => format!("cascade top — {source}\n\ncannot read the status: {}\n", cascade_core::error::describe(e.as_ref())),
             },
             _ = &mut ctrl_c => return Ok(()),
         };

@@ -8,7 +8,6 @@ use cascade_proto::convert::{self, ConvertError};
 use cascade_proto::{ITEM_FIELD_BYTES, ITEM_MESSAGE_BYTES};
 use cascade_service::ShardError;
 use cascade_store::StoreError;
-use cascade_store::error::with_causes;
 
 #[derive(Debug, thiserror::Error)]
 pub enum DispatcherError {
@@ -99,7 +98,9 @@ impl DispatcherError {
                 convert::status(e.code(), STORE_FAILED.to_owned())
             }
             // A store error's message carries every cause, down to the OS's word for it.
-            DispatcherError::Store(e) => convert::status(e.code(), with_causes(e)),
+            DispatcherError::Store(e) => {
+                convert::status(e.code(), cascade_core::error::describe(e))
+            }
             other => convert::status(other.code(), other.to_string()),
         }
     }

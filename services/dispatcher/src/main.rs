@@ -23,10 +23,7 @@ struct Flags {
 
 #[tokio::main]
 async fn main() -> ExitCode {
-    match serve().await {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => cascade_service::exit_failure(e.as_ref()),
-    }
+    cascade_service::exit_code(serve().await)
 }
 
 async fn serve() -> anyhow::Result<()> {

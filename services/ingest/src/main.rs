@@ -25,10 +25,7 @@ struct Args {
 
 #[tokio::main]
 async fn main() -> ExitCode {
-    match serve().await {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => cascade_service::exit_failure(e.as_ref()),
-    }
+    cascade_service::exit_code(serve().await)
 }
 
 async fn serve() -> anyhow::Result<()> {

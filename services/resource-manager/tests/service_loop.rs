@@ -15,7 +15,7 @@ use cascade_proto::bus::v1::ShardStats;
 use cascade_proto::convert::timestamp_to_proto;
 use cascade_proto::v1::QueueStats;
 use cascade_resource_manager::{
-    Board, Current, Decision, DecisionsMessage, Deps, Executor, Reason, ResourceManagerError,
+    Board, Current, Decision, DecisionsMessage, Deps, Executor, ResourceManagerError,
     ResourceManagerSettings, Stages, run,
 };
 use cascade_telemetry::Metrics;
@@ -204,7 +204,10 @@ async fn the_loop_decides_applies_and_reports_every_interval() {
 
 /// Runs the loop with `clock` as the manager's over one shard that publishes [`backlog`]
 /// every 50 ms, and waits until `orders.charge` (1 handler running, max 4) gets its max:
-/// only fresh stats scale it up; stale ones keep its count.
+/// only fresh stats scale it up; stale ones keep its count, so with every round's stats
+/// taken for stale (by the shard's time against the manager's clock) it never gets there.
+/// (Whether some round on a slow machine saw stale stats is not asserted: one pause of three
+/// intervals makes it so, rightly.)
 async fn scales_up_with_the_manager_clock(clock: Skewed) {
     let bus = Bus::local();
     let executor = FakeExecutor::default();
@@ -242,15 +245,6 @@ async fn scales_up_with_the_manager_clock(clock: Skewed) {
         executor.rounds().iter().any(|round| charge(round) == [4])
     })
     .await;
-    let stale = executor.rounds().iter().flatten().any(|decision| {
-        decision
-            .explanation
-            .reasons
-            .iter()
-            .any(|reason| matches!(reason, Reason::StaleStats { .. }))
-    });
-    assert!(!stale, "no round took the stats for stale");
-
     shard.abort();
     stop.send(()).expect("the manager runs");
     let ended = tokio::time::timeout(DEADLINE, manager)

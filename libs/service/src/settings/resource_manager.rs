@@ -28,7 +28,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use cascade_core::Pipeline;
-use cascade_core::units::{format_duration, serde_duration};
+use cascade_core::units::{format_duration, one_of, serde_duration};
 use serde::{Deserialize, Serialize};
 
 use crate::ServiceError;
@@ -86,7 +86,7 @@ pub struct ResourceManagerSettings {
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
+#[serde(rename_all = "lowercase", try_from = "String")]
 pub enum ExecutorKind {
     /// The stage workers of `cascade standalone`, in its process.
     Local,
@@ -94,6 +94,19 @@ pub enum ExecutorKind {
     Kubernetes,
     /// Decide, show and publish only; nothing is changed.
     None,
+}
+
+impl TryFrom<String> for ExecutorKind {
+    type Error = String;
+
+    fn try_from(given: String) -> Result<ExecutorKind, String> {
+        let choices = [
+            ("local", ExecutorKind::Local),
+            ("kubernetes", ExecutorKind::Kubernetes),
+            ("none", ExecutorKind::None),
+        ];
+        one_of(&given, &choices)
+    }
 }
 
 /// The `kubernetes` executor's Deployments: one per stage, in one namespace.
@@ -357,6 +370,18 @@ mod tests {
         assert_eq!(settings.interval, Duration::from_secs(10));
         assert_eq!(settings.scale_down_after, Duration::from_secs(300));
         assert_eq!(settings.total_handlers, 16);
+    }
+
+    #[test]
+    fn an_executor_that_is_none_of_them_is_refused_naming_them() {
+        let err = from_strings(&[("executor", "kubernets")]).expect_err("misspelt");
+        assert!(
+            err.to_string()
+                .contains("must be one of local, kubernetes, none, got \"kubernets\""),
+            "{err}"
+        );
+        let read = from_strings(&[("executor", "kubernetes")]).expect("valid");
+        assert_eq!(read.executor, ExecutorKind::Kubernetes);
     }
 
     #[test]

@@ -143,6 +143,15 @@ fn a_bad_value_from_the_environment_is_not_blamed_on_a_good_file() {
             && e.contains("must be one of local, nats, got \"kafka\""),
         "{e}"
     );
+    // Both wrong: the file is named, with what is wrong in it.
+    let e = error_of(
+        "[store]\ndurability = \"sometimes\"\n",
+        &[("CASCADE__BUS__KIND", "kafka")],
+    );
+    assert!(
+        e.starts_with("settings file") && e.contains("\"sometimes\"") && !e.contains("kafka"),
+        "{e}"
+    );
     let e = error_of("", &[("CASCADE__STORE__DURABILTY", "none")]);
     assert!(
         e.starts_with("setting from the environment") && e.contains("durabilty"),

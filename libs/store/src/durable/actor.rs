@@ -32,7 +32,9 @@ use cascade_core::{Clock, Timestamp};
 use super::backpressure::active_allowance;
 use super::disk::{self, DiskWatch};
 use super::{Durability, StoreOptions};
-use crate::error::{StoreError, with_causes};
+use cascade_core::error::describe;
+
+use crate::error::StoreError;
 use crate::kv::checkpoint::{self, Progress};
 use crate::kv::{Kv, Layer};
 use crate::observe::CommitObserver;
@@ -214,7 +216,7 @@ impl<S: Maintenance> Store<S> {
                         reason: reason.clone(),
                     }),
                     Some(e) => Err(StoreError::Stopped {
-                        reason: with_causes(e),
+                        reason: describe(e),
                     }),
                 };
                 // The caller may have given up waiting; the operation stands.
@@ -598,7 +600,7 @@ impl<S: Maintenance> Writer<S> {
             }
             Err(e) => self
                 .shared
-                .set_fatal(format!("checkpoint failed: {}", with_causes(&e))),
+                .set_fatal(format!("checkpoint failed: {}", describe(&e))),
         }
     }
 
@@ -624,7 +626,7 @@ impl<S: Maintenance> Writer<S> {
             ),
             Err(e) => self
                 .shared
-                .set_fatal(format!("reopening the store failed: {}", with_causes(&e))),
+                .set_fatal(format!("reopening the store failed: {}", describe(&e))),
         }
     }
 }
@@ -666,7 +668,7 @@ impl Syncer {
                 msgs.push(msg);
             }
             if let Err(e) = self.handle(&mut msgs) {
-                self.shared.set_fatal(with_causes(&e));
+                self.shared.set_fatal(describe(&e));
                 fail_all(msgs, &e);
                 // Nothing more is acknowledged; answer what arrives until the writer stops.
                 while let Ok(msg) = rx.recv() {
@@ -748,7 +750,7 @@ impl Syncer {
             if let Err(e) = covered.remove() {
                 shared.set_fatal(format!(
                     "deleting log segments a checkpoint covers failed: {}",
-                    with_causes(&e)
+                    describe(&e)
                 ));
             }
         }));

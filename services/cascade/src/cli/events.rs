@@ -167,6 +167,11 @@ async fn enqueue_lines(
         ..template.clone()
     };
     let (mut sent, mut refused) = (0u64, Vec::new());
+    let count = lines.len();
+    let none_from = |first: usize, status| {
+        let what = format!("cannot enqueue lines {first} to {count} of {count} to {target}");
+        CliError::refused(&s.addr, what, status)
+    };
     // The ranges of lines still to send, the next one last.
     let mut to_send: Vec<Range<usize>> = (0..lines.len())
         .step_by(LINES_PER_BATCH)
@@ -192,14 +197,13 @@ async fn enqueue_lines(
                 continue;
             }
             Err(status) => {
-                let (first, count) = (range.start + 1, lines.len());
-                let what =
-                    format!("cannot enqueue lines {first} to {count} of {count} to {target}");
-                refused.push(CliError::refused(&s.addr, what, status));
+                refused.push(none_from(range.start + 1, status));
                 break;
             }
         };
-        let mut stopped = false;
+        // Every line goes to the same queue: one refused for the queue or the caller is
+        // every later line's answer too, and ends the command once this batch is read.
+        let mut queue_refused = None;
         for ((result, line), number) in results.iter().zip(chunk).zip(range.start + 1..) {
             if let (Some(ok), 0) = (&result.ok, result.code) {
                 sent += 1;
@@ -209,15 +213,9 @@ async fn enqueue_lines(
                 continue;
             }
             let status = tonic::Status::new(result.code.into(), result.message.clone());
-            // Every line goes to the same queue: a missing queue or a refused caller is
-            // every later line's answer too.
-            if about_every_line(&status) {
-                let count = lines.len();
-                let what =
-                    format!("cannot enqueue lines {number} to {count} of {count} to {target}");
-                refused.push(CliError::refused(&s.addr, what, status));
-                stopped = true;
-                break;
+            if about_the_queue(&status) {
+                queue_refused.get_or_insert((number, status));
+                continue;
             }
             let what = format!(
                 "cannot enqueue line {number} ({}) to {target}",
@@ -225,7 +223,8 @@ async fn enqueue_lines(
             );
             refused.push(CliError::refused(&s.addr, what, status));
         }
-        if stopped {
+        if let Some((number, status)) = queue_refused {
+            refused.push(none_from(number, status));
             break;
         }
     }
@@ -261,14 +260,19 @@ async fn enqueue_alone(
 fn about_every_line(status: &tonic::Status) -> bool {
     use tonic::Code;
     std::error::Error::source(status).is_some()
-        || matches!(
-            status.code(),
-            Code::Unauthenticated
-                | Code::PermissionDenied
-                | Code::Unavailable
-                | Code::DeadlineExceeded
-                | Code::NotFound
-        )
+        || about_the_queue(status)
+        || matches!(status.code(), Code::Unavailable | Code::DeadlineExceeded)
+}
+
+/// Whether a line's refusal is the queue's or the caller's (no such queue, no grant), which
+/// every line meets. A line's own UNAVAILABLE inside a batch is not: the rest of the batch
+/// may have gone, over another bus request.
+fn about_the_queue(status: &tonic::Status) -> bool {
+    use tonic::Code;
+    matches!(
+        status.code(),
+        Code::Unauthenticated | Code::PermissionDenied | Code::NotFound
+    )
 }
 
 /// Whether a batch refused whole would pass in smaller ones. One refused for a line outside
