@@ -272,38 +272,3 @@ fn readable_pipelines(listed: &[v1::Pipeline]) -> Vec<Pipeline> {
         })
         .collect()
 }
-
-#[cfg(test)]
-mod tests {
-    use cascade_proto::v1::handler_spec::Kind;
-
-    use super::*;
-
-    fn pipeline(name: &str, handler: Option<Kind>) -> v1::Pipeline {
-        v1::Pipeline {
-            name: name.into(),
-            stages: vec![v1::Stage {
-                name: "charge".into(),
-                handler: Some(v1::HandlerSpec {
-                    kind: handler,
-                    ..v1::HandlerSpec::default()
-                }),
-                ..v1::Stage::default()
-            }],
-        }
-    }
-
-    #[test]
-    fn a_pipeline_that_does_not_convert_is_left_out_and_the_others_kept() {
-        let listed = [
-            pipeline("orders", Some(Kind::Builtin("noop".into()))),
-            pipeline("broken", None),
-            pipeline("emails", Some(Kind::Builtin("noop".into()))),
-        ];
-        let names: Vec<String> = readable_pipelines(&listed)
-            .into_iter()
-            .map(|p| p.name)
-            .collect();
-        assert_eq!(names, ["orders", "emails"]);
-    }
-}

@@ -9,8 +9,8 @@ use std::time::Duration;
 use cascade_bus::{Bus, subject};
 use cascade_proto::bus::v1::{DispatcherReply, Status, dispatcher_reply};
 use cascade_proto::v1::{self, ListPipelinesResponse, handler_spec};
-use cascade_resource_manager::{Board, ExecutorKind, ServeDeps, serve};
-use cascade_service::{Readiness, Settings, shutdown_channel};
+use cascade_resource_manager::{Board, ExecutorKind, ResourceManagerError, ServeDeps, serve};
+use cascade_service::{Readiness, Settings, ShutdownTrigger, shutdown_channel};
 use cascade_telemetry::Metrics;
 use tokio::task::JoinHandle;
 
@@ -80,6 +80,16 @@ async fn play_shard(
     })
 }
 
+/// Stops `serve` and checks that it ended well.
+async fn shut_down(trigger: ShutdownTrigger, served: JoinHandle<Result<(), ResourceManagerError>>) {
+    trigger.trigger();
+    let ended = tokio::time::timeout(PATIENCE, served)
+        .await
+        .expect("stops after shutdown")
+        .expect("no panic");
+    assert_eq!(ended, Ok(()));
+}
+
 /// Waits until `done` says yes, polling; panics after [`PATIENCE`] with `what`.
 async fn wait_for(what: &str, mut done: impl FnMut() -> bool) {
     let give_up = tokio::time::Instant::now() + PATIENCE;
@@ -114,12 +124,7 @@ async fn with_no_executor_it_serves_until_shutdown() {
         shutdown,
     ));
     wait_for("ready", || readiness.is_ready()).await;
-    trigger.trigger();
-    let ended = tokio::time::timeout(PATIENCE, served)
-        .await
-        .expect("stops after shutdown")
-        .expect("no panic");
-    assert_eq!(ended, Ok(()));
+    shut_down(trigger, served).await;
     assert!(!readiness.is_ready(), "not ready once stopped");
     shard.abort();
 }
@@ -139,12 +144,7 @@ async fn it_is_not_ready_until_a_shard_has_listed_the_pipelines() {
     assert!(!readiness.is_ready(), "ready before any pipeline list");
     let shard = play_shard(&bus, &settings, 0, listed(Vec::new())).await;
     wait_for("ready once a shard answers", || readiness.is_ready()).await;
-    trigger.trigger();
-    let ended = tokio::time::timeout(PATIENCE, served)
-        .await
-        .expect("stops after shutdown")
-        .expect("no panic");
-    assert_eq!(ended, Ok(()));
+    shut_down(trigger, served).await;
     assert!(!readiness.is_ready(), "not ready once stopped");
     shard.abort();
 }
@@ -164,12 +164,7 @@ async fn a_pipeline_that_cannot_be_read_does_not_keep_the_others_unmanaged() {
     .await;
     let table = board.render();
     assert!(!table.contains("broken.charge"), "{table}");
-    trigger.trigger();
-    let ended = tokio::time::timeout(PATIENCE, served)
-        .await
-        .expect("stops after shutdown")
-        .expect("no panic");
-    assert_eq!(ended, Ok(()));
+    shut_down(trigger, served).await;
     shard.abort();
 }
 
@@ -188,12 +183,7 @@ async fn a_shard_that_answers_with_an_error_is_passed_over_for_the_next() {
     })
     .await;
     assert!(readiness.is_ready(), "shard 1's list makes it ready");
-    trigger.trigger();
-    let ended = tokio::time::timeout(PATIENCE, served)
-        .await
-        .expect("stops after shutdown")
-        .expect("no panic");
-    assert_eq!(ended, Ok(()));
+    shut_down(trigger, served).await;
     first.abort();
     second.abort();
 }

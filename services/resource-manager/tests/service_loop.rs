@@ -21,6 +21,7 @@ use cascade_resource_manager::{
 use cascade_telemetry::Metrics;
 use common::{spec, stage};
 use prost::Message as _;
+use tokio::task::JoinHandle;
 
 const CLUSTER: &str = "rmtest";
 const DEADLINE: Duration = Duration::from_secs(20);
@@ -114,51 +115,105 @@ async fn wait_for(what: &str, mut done: impl FnMut() -> bool) {
     }
 }
 
+/// The manager's loop, with `clock` as its own, over `orders.charge` (1 handler running, max
+/// 4) and one shard that publishes [`backlog`] every 50 ms.
+struct Running {
+    executor: FakeExecutor,
+    metrics: Metrics,
+    board: Board,
+    stop: tokio::sync::oneshot::Sender<()>,
+    manager: JoinHandle<Result<(), ResourceManagerError>>,
+    shard: JoinHandle<()>,
+}
+
+impl Running {
+    fn start(bus: &Bus, clock: Arc<dyn Clock>) -> Running {
+        let executor = FakeExecutor::default();
+        executor
+            .0
+            .lock()
+            .expect("not poisoned")
+            .running
+            .set(stage("orders.charge"), 1);
+        let (metrics, board) = (Metrics::new(), Board::new());
+        let deps = Deps {
+            bus: bus.clone(),
+            stages: Stages::fixed(vec![spec("orders.charge", 1, 0, 4)]),
+            executor: executor.clone(),
+            metrics: metrics.clone(),
+            board: board.clone(),
+            clock,
+            timer_shards: 0,
+        };
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let manager = tokio::spawn(run(CLUSTER.to_owned(), settings(), deps, async move {
+            let _ = stopped.await;
+        }));
+        let (bus, stats_subject) = (bus.clone(), subject::stats(CLUSTER, 0));
+        let shard = tokio::spawn(async move {
+            loop {
+                bus.publish(&stats_subject, backlog())
+                    .await
+                    .expect("publish stats");
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        });
+        Running {
+            executor,
+            metrics,
+            board,
+            stop,
+            manager,
+            shard,
+        }
+    }
+
+    /// Waits until a round gives `orders.charge` its max of 4.
+    async fn scaled_to_max(&self, what: &str) {
+        wait_for(what, || {
+            self.executor
+                .rounds()
+                .iter()
+                .any(|round| charge(round) == [4])
+        })
+        .await;
+    }
+
+    async fn stop(self) {
+        self.shard.abort();
+        self.stop.send(()).expect("the manager runs");
+        let ended = tokio::time::timeout(DEADLINE, self.manager)
+            .await
+            .expect("the manager stops")
+            .expect("the manager task does not panic");
+        assert_eq!(ended, Ok(()));
+    }
+}
+
+/// The handlers of each stage decided in `round`.
+fn charge(round: &[Decision]) -> Vec<u32> {
+    round.iter().map(|d| d.handlers).collect()
+}
+
 #[tokio::test]
 async fn the_loop_decides_applies_and_reports_every_interval() {
     let bus = Bus::local();
-    let executor = FakeExecutor::default();
-    executor
-        .0
-        .lock()
-        .expect("not poisoned")
-        .running
-        .set(stage("orders.charge"), 1);
-    let (metrics, board) = (Metrics::new(), Board::new());
     let mut published = bus
         .subscribe(&cascade_bus::subject::rm_decisions(CLUSTER))
         .await
         .expect("subscribe to the decisions");
-    let deps = Deps {
-        bus: bus.clone(),
-        stages: Stages::fixed(vec![spec("orders.charge", 1, 0, 4)]),
-        executor: executor.clone(),
-        metrics: metrics.clone(),
-        board: board.clone(),
-        clock: Arc::new(SystemClock),
-        timer_shards: 0,
-    };
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let manager = tokio::spawn(run(CLUSTER.to_owned(), settings(), deps, async move {
-        let _ = stopped.await;
-    }));
-    let stats_subject = subject::stats(CLUSTER, 0);
-    let shard = tokio::spawn(async move {
-        loop {
-            bus.publish(&stats_subject, backlog())
-                .await
-                .expect("publish stats");
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-    });
+    let running = Running::start(&bus, Arc::new(SystemClock));
+    let (executor, metrics, board) = (&running.executor, &running.metrics, &running.board);
 
     // Never measured, the stage doubles per interval up to its max: 1, 2, 4.
-    let charge = |round: &Vec<Decision>| round.iter().map(|d| d.handlers).collect::<Vec<_>>();
-    wait_for("the stage reaches its max of 4", || {
-        executor.rounds().iter().any(|round| charge(round) == [4])
-    })
-    .await;
-    let seen: Vec<Vec<u32>> = executor.rounds().iter().map(charge).collect();
+    running
+        .scaled_to_max("the stage reaches its max of 4")
+        .await;
+    let seen: Vec<Vec<u32>> = executor
+        .rounds()
+        .iter()
+        .map(|round| charge(round))
+        .collect();
     assert!(seen.contains(&vec![2]), "one doubling at a time: {seen:?}");
     assert!(
         executor.rounds().iter().all(|round| round.len() == 1),
@@ -192,66 +247,20 @@ async fn the_loop_decides_applies_and_reports_every_interval() {
     assert_eq!(round.total_handlers, 16);
     assert_eq!(round.stages.len(), 1);
     assert_eq!(round.stages[0].stage, "orders.charge");
-
-    shard.abort();
-    stop.send(()).expect("the manager runs");
-    let ended = tokio::time::timeout(DEADLINE, manager)
-        .await
-        .expect("the manager stops")
-        .expect("the manager task does not panic");
-    assert_eq!(ended, Ok(()));
+    running.stop().await;
 }
 
-/// Runs the loop with `clock` as the manager's over one shard that publishes [`backlog`]
-/// every 50 ms, and waits until `orders.charge` (1 handler running, max 4) gets its max:
-/// only fresh stats scale it up; stale ones keep its count, so with every round's stats
-/// taken for stale (by the shard's time against the manager's clock) it never gets there.
-/// (Whether some round on a slow machine saw stale stats is not asserted: one pause of three
-/// intervals makes it so, rightly.)
+/// With `clock` as the manager's, `orders.charge` gets its max: only fresh stats scale it
+/// up, stale ones keep its count, so with every round's stats taken for stale (by the
+/// shard's time against the manager's clock) it never gets there. (Whether some round on a
+/// slow machine saw stale stats is not asserted: one pause of three intervals makes it so,
+/// rightly.)
 async fn scales_up_with_the_manager_clock(clock: Skewed) {
-    let bus = Bus::local();
-    let executor = FakeExecutor::default();
-    executor
-        .0
-        .lock()
-        .expect("not poisoned")
-        .running
-        .set(stage("orders.charge"), 1);
-    let deps = Deps {
-        bus: bus.clone(),
-        stages: Stages::fixed(vec![spec("orders.charge", 1, 0, 4)]),
-        executor: executor.clone(),
-        metrics: Metrics::new(),
-        board: Board::new(),
-        clock: Arc::new(clock),
-        timer_shards: 0,
-    };
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let manager = tokio::spawn(run(CLUSTER.to_owned(), settings(), deps, async move {
-        let _ = stopped.await;
-    }));
-    let stats_subject = subject::stats(CLUSTER, 0);
-    let shard = tokio::spawn(async move {
-        loop {
-            bus.publish(&stats_subject, backlog())
-                .await
-                .expect("publish stats");
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-    });
-
-    let charge = |round: &Vec<Decision>| round.iter().map(|d| d.handlers).collect::<Vec<_>>();
-    wait_for("fresh stats scale the stage up to its max of 4", || {
-        executor.rounds().iter().any(|round| charge(round) == [4])
-    })
-    .await;
-    shard.abort();
-    stop.send(()).expect("the manager runs");
-    let ended = tokio::time::timeout(DEADLINE, manager)
-        .await
-        .expect("the manager stops")
-        .expect("the manager task does not panic");
-    assert_eq!(ended, Ok(()));
+    let running = Running::start(&Bus::local(), Arc::new(clock));
+    running
+        .scaled_to_max("fresh stats scale the stage up to its max of 4")
+        .await;
+    running.stop().await;
 }
 
 #[tokio::test]
