@@ -153,3 +153,56 @@ fn demo_pipeline_flows_through_every_stage() {
     }
     cluster.stop();
 }
+
+/// A stage whose handler no one knows (a typo) gets no worker: the process stays ready and
+/// serves every other queue, and `/readyz` names the stage and why, until the pipeline is
+/// applied with a handler that exists.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stage_whose_handler_is_unknown_shows_on_readyz_until_mended() {
+    use cascade_client::api;
+    use cascade_e2e::process::http_get;
+    use cascade_e2e::scenarios::noop_pipeline;
+
+    let cluster = tokio::task::spawn_blocking(|| Cluster::start(Mode::Standalone))
+        .await
+        .expect("start");
+    let c = cluster.client().await;
+    let apply = |handler: &str| {
+        let mut pipeline = noop_pipeline("typo", "s");
+        pipeline.stages[0].handler = Some(api::HandlerSpec {
+            kind: Some(api::handler_spec::Kind::Builtin(handler.into())),
+            concurrency: 1,
+            ..Default::default()
+        });
+        let mut admin = c.admin();
+        async move { admin.apply_pipeline(pipeline).await.expect("applied") }
+    };
+    let readyz_until = |what: &str, told: &dyn Fn(&str) -> bool| {
+        let deadline = std::time::Instant::now() + Duration::from_secs(30);
+        loop {
+            let answer = http_get(cluster.http(), "/readyz");
+            if let Some((200, body)) = &answer
+                && told(body)
+            {
+                return;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "{what}: /readyz said {answer:?}"
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    };
+
+    apply("nopo").await;
+    readyz_until("the stage's condition", &|body| {
+        body.starts_with("ready\n")
+            && body.contains("degraded: stage typo.s: its stage worker cannot start:")
+            && body.contains("no handler named \"nopo\"")
+    });
+    apply("noop").await;
+    readyz_until("the condition cleared", &|body| body == "ready\n");
+    tokio::task::spawn_blocking(move || cluster.stop())
+        .await
+        .expect("stop");
+}

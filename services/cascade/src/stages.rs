@@ -8,15 +8,15 @@
 //! registered with the [`LocalExecutor`] from start to stop, which turns its concurrency
 //! and take size.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::time::Duration;
 
 use cascade_client::{Client, api};
 use cascade_core::{Pipeline, QueueName};
 use cascade_proto::convert::pipeline_from_proto;
 use cascade_resource_manager::StagesFeed;
-use cascade_service::{Shutdown, ShutdownTrigger, shutdown_channel};
-use cascade_stage_worker::{Registry, StageWorker, StageWorkerConfig};
+use cascade_service::{Readiness, Shutdown, ShutdownTrigger, shutdown_channel};
+use cascade_stage_worker::{Registry, StageWorker, StageWorkerConfig, StageWorkerError};
 use cascade_telemetry::Metrics;
 use tokio::task::JoinHandle;
 
@@ -43,13 +43,25 @@ pub struct Managed {
 }
 
 /// Supervises the stage workers until `shutdown`, then stops them all and waits for them.
-pub async fn supervise(gateway: Client, managed: Managed, shutdown: Shutdown) {
+/// A stage whose worker cannot be built (a handler no one knows, say) is a condition on
+/// `readiness` until it can be, or the stage is gone: the process serves every other queue,
+/// and `/readyz` says which stage waits and why.
+pub async fn supervise(
+    gateway: Client,
+    managed: Managed,
+    readiness: Readiness,
+    shutdown: Shutdown,
+) {
     let mut running: HashMap<QueueName, Running> = HashMap::new();
+    let mut unbuilt = Unbuilt {
+        readiness,
+        stages: HashSet::new(),
+    };
     loop {
         match list_pipelines(&gateway).await {
             Ok(pipelines) => {
                 managed.stages.set_pipelines(&pipelines);
-                reconcile(&gateway, &pipelines, &mut running, &managed);
+                reconcile(&gateway, &pipelines, &mut running, &mut unbuilt, &managed);
             }
             Err(e) => tracing::warn!(error = %e, "stages.list_pipelines"),
         }
@@ -84,14 +96,47 @@ async fn list_pipelines(client: &Client) -> Result<Vec<Pipeline>, tonic::Status>
         .collect()
 }
 
+/// The stages whose worker could not be built at the last try, each a condition on the
+/// process's readiness.
+struct Unbuilt {
+    readiness: Readiness,
+    stages: HashSet<QueueName>,
+}
+
+impl Unbuilt {
+    fn failed(&mut self, stage: &QueueName, why: &StageWorkerError) {
+        let what = format!("its stage worker cannot start: {why}");
+        self.readiness.set_degraded(&key(stage), Some(what));
+        self.stages.insert(stage.clone());
+    }
+
+    /// Clears the condition of every stage that is not `still` unbuilt.
+    fn keep_only(&mut self, still: impl Fn(&QueueName) -> bool) {
+        let readiness = &self.readiness;
+        self.stages.retain(|stage| {
+            let kept = still(stage);
+            if !kept {
+                readiness.set_degraded(&key(stage), None);
+            }
+            kept
+        });
+    }
+}
+
+/// The name of a stage's condition on `/readyz`.
+fn key(stage: &QueueName) -> String {
+    format!("stage {stage}")
+}
+
 fn reconcile(
     gateway: &Client,
     pipelines: &[Pipeline],
     running: &mut HashMap<QueueName, Running>,
+    unbuilt: &mut Unbuilt,
     managed: &Managed,
 ) {
     let executor = &managed.executor;
-    let mut wanted = HashMap::new();
+    let (mut wanted, mut failed) = (HashMap::new(), HashSet::new());
     for pipeline in pipelines {
         for stage in &pipeline.stages {
             let queue = pipeline.stage_queue(&stage.name);
@@ -100,7 +145,11 @@ fn reconcile(
                     let definition = format!("{config:?}");
                     wanted.insert(queue, (definition, config, stage.handler.concurrency));
                 }
-                Err(e) => tracing::error!(queue = %queue, error = %e, "stages.config"),
+                Err(e) => {
+                    tracing::error!(queue = %queue, error = %e, "stages.config");
+                    unbuilt.failed(&queue, &e);
+                    failed.insert(queue);
+                }
             }
         }
     }
@@ -128,6 +177,8 @@ fn reconcile(
             Ok(worker) => worker,
             Err(e) => {
                 tracing::error!(queue = %queue, error = %e, "stages.worker_failed");
+                unbuilt.failed(&queue, &e);
+                failed.insert(queue);
                 continue;
             }
         };
@@ -150,4 +201,5 @@ fn reconcile(
             },
         );
     }
+    unbuilt.keep_only(|stage| failed.contains(stage));
 }

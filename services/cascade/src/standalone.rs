@@ -158,6 +158,7 @@ pub async fn run_with(
         bus.clone(),
         metrics.clone(),
         local_rm,
+        readiness.part(),
         &mut services,
     );
     readiness.set(true);
@@ -242,6 +243,7 @@ fn start_stage_workers(
     bus: Bus,
     metrics: cascade_telemetry::Metrics,
     local_rm: rm::Local,
+    readiness: Readiness,
     services: &mut JoinSet<anyhow::Result<()>>,
 ) -> (ShutdownTrigger, JoinHandle<()>) {
     let (stop_stages, stages_stopping) = shutdown_channel();
@@ -252,7 +254,12 @@ fn start_stage_workers(
     if let Some(manager) = manager {
         services.spawn(named("resource manager", manager));
     }
-    let supervisor = tokio::spawn(stages::supervise(gateway, managed, stages_stopping));
+    let supervisor = tokio::spawn(stages::supervise(
+        gateway,
+        managed,
+        readiness,
+        stages_stopping,
+    ));
     (stop_stages, supervisor)
 }
 
