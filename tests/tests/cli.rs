@@ -532,6 +532,12 @@ fn errors_say_what_why_and_what_to_do_with_their_exit_codes() {
         bad.starts_with("error: --delay 5 parsecs: ") && bad.contains("see the command's --help"),
         "{bad}"
     );
+    // A negative duration is named as such, not taken for a flag.
+    let negative = refused(&c, &["queue", "create", "more", "--lease", "-5s"], 2);
+    assert!(
+        negative.starts_with("error: --lease -5s: ") && negative.contains("must not be negative"),
+        "{negative}"
+    );
     refused(&c, &["dlq", "redrive", "jobs.dlq"], 2);
     let bad_header = refused(&c, &["enqueue", "jobs", "x", "--header", "novalue"], 2);
     assert!(

@@ -8,6 +8,15 @@ use crate::error::{Error, excerpt};
 
 /// Parses a human duration such as `250ms`, `3s`, `5m`, `1h` or `1h 30m` (`m` is minutes).
 pub fn parse_duration(input: &str) -> Result<Duration, Error> {
+    if input.trim().starts_with('-') {
+        return Err(Error::invalid(
+            "duration",
+            format!(
+                "must not be negative: a duration such as 250ms, 3s, 5m or 1h, got {}",
+                excerpt(input)
+            ),
+        ));
+    }
     humantime::parse_duration(input.trim()).map_err(|err| {
         Error::invalid(
             "duration",
@@ -205,6 +214,12 @@ pub mod serde_size {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_negative_duration_is_refused_as_negative() {
+        let err = super::parse_duration("-5s").expect_err("negative");
+        assert!(err.to_string().contains("must not be negative"), "{err}");
+    }
+
     #[test]
     fn a_word_not_among_the_choices_is_refused_naming_them() {
         let choices = [("fsync", 1), ("none", 2)];

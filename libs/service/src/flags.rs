@@ -7,10 +7,11 @@ use std::path::PathBuf;
 /// `--config` and `--http-addr`: every service binary that reads [`Settings`](crate::Settings).
 #[derive(Debug, clap::Args)]
 pub struct ServiceFlags {
-    /// Settings file (TOML); see deploy/config/cascade.toml.
+    /// Settings file (TOML, or JSON for a name ending in .json); see deploy/config/cascade.toml.
     #[arg(long, value_name = "FILE")]
     pub config: Option<PathBuf>,
-    /// The HTTP admin address, /healthz and /readyz (http.addr) [default: 127.0.0.1:7701].
+    /// The HTTP admin address, /healthz and /readyz (http.addr): over the settings file's
+    /// [default: the file's, else 127.0.0.1:7701].
     #[arg(long, value_name = "ADDR")]
     pub http_addr: Option<String>,
 }
@@ -18,7 +19,8 @@ pub struct ServiceFlags {
 /// `--data-dir`: a service binary whose shards keep stores (dispatcher, activation timer).
 #[derive(Debug, clap::Args)]
 pub struct DataFlags {
-    /// Where the shards keep their stores (data.dir) [default: ./cascade-data].
+    /// Where the shards keep their stores (data.dir): over the settings file's [default: the
+    /// file's, else ./cascade-data].
     #[arg(long, value_name = "DIR")]
     pub data_dir: Option<PathBuf>,
 }

@@ -18,7 +18,8 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 struct Args {
     #[command(flatten)]
     service: ServiceFlags,
-    /// gRPC address (grpc.addr) [default: 127.0.0.1:7700].
+    /// The gRPC address (grpc.addr): over the settings file's [default: the file's, else
+    /// 127.0.0.1:7700].
     #[arg(long, value_name = "ADDR")]
     grpc_addr: Option<String>,
 }

@@ -48,7 +48,7 @@ pub struct EnqueueArgs {
 #[derive(clap::Args)]
 struct When {
     /// Activate after this long, e.g. 10s.
-    #[arg(long, conflicts_with = "at")]
+    #[arg(long, allow_hyphen_values = true, conflicts_with = "at")]
     delay: Option<String>,
     /// Activate at this time (RFC 3339, e.g. 2026-11-23T10:00:00Z).
     #[arg(long)]

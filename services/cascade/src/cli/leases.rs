@@ -19,13 +19,13 @@ use api::completion::Outcome;
 pub struct TakeArgs {
     queue: String,
     /// Events to take at most.
-    #[arg(long, default_value_t = 1)]
+    #[arg(long, allow_hyphen_values = true, default_value_t = 1)]
     max: u32,
     /// Wait this long for an event when none is ready, e.g. 5s.
-    #[arg(long)]
+    #[arg(long, allow_hyphen_values = true)]
     wait: Option<String>,
     /// Lease duration [default: the queue's].
-    #[arg(long)]
+    #[arg(long, allow_hyphen_values = true)]
     lease: Option<String>,
     /// Print only `ID TOKEN` per event taken, for shell scripts:
     /// `lease=$(cascade take jobs --quiet) && cascade ack jobs $lease`.
@@ -52,7 +52,7 @@ pub struct NackArgs {
     #[command(flatten)]
     lease: LeaseArgs,
     /// Retry after this long instead of the queue's backoff.
-    #[arg(long)]
+    #[arg(long, allow_hyphen_values = true)]
     delay: Option<String>,
     /// Why it failed: kept on the event (`cascade-last-failure`) and in its dead-letter
     /// reason if its attempts run out.
@@ -65,7 +65,7 @@ pub struct ExtendArgs {
     #[command(flatten)]
     lease: LeaseArgs,
     /// How much longer to hold it, from now, e.g. 1m.
-    #[arg(long)]
+    #[arg(long, allow_hyphen_values = true)]
     by: String,
 }
 
@@ -84,7 +84,7 @@ pub struct RescheduleArgs {
     #[command(flatten)]
     lease: LeaseArgs,
     /// Due again after this long, e.g. 1h.
-    #[arg(long)]
+    #[arg(long, allow_hyphen_values = true)]
     delay: Option<String>,
     /// Due again at this time (RFC 3339).
     #[arg(long)]
@@ -102,7 +102,7 @@ pub struct AdvanceArgs {
     #[arg(long)]
     payload: Option<String>,
     /// Due at the next stage after this long.
-    #[arg(long)]
+    #[arg(long, allow_hyphen_values = true)]
     delay: Option<String>,
     /// A header to set, NAME=VALUE; repeatable.
     #[arg(long = "header", value_name = "NAME=VALUE")]

@@ -30,7 +30,7 @@ pub enum PipelineCommand {
         #[arg(long, value_name = "SETTINGS", conflicts_with = "file")]
         config: Option<PathBuf>,
         /// How long to wait for the gateway to answer.
-        #[arg(long, default_value = "0s")]
+        #[arg(long, allow_hyphen_values = true, default_value = "0s")]
         wait: String,
     },
     /// Show a pipeline in the TOML `cascade pipeline apply` reads (JSON with --json).

@@ -35,16 +35,16 @@ pub enum QueueCommand {
 pub struct QueueConfigArgs {
     name: String,
     /// How long a take holds an event, e.g. 30s [default: 30s].
-    #[arg(long)]
+    #[arg(long, allow_hyphen_values = true)]
     lease: Option<String>,
     /// Takes per stage before dead-lettering; 0 = unlimited [default: 10].
-    #[arg(long)]
+    #[arg(long, allow_hyphen_values = true)]
     max_attempts: Option<u32>,
     /// First retry delay [default: 1s].
-    #[arg(long)]
+    #[arg(long, allow_hyphen_values = true)]
     backoff_initial: Option<String>,
     /// Longest retry delay [default: 5m].
-    #[arg(long)]
+    #[arg(long, allow_hyphen_values = true)]
     backoff_max: Option<String>,
     /// Where dead letters go [default: <name>.dlq].
     #[arg(long)]
@@ -53,10 +53,10 @@ pub struct QueueConfigArgs {
     #[arg(long)]
     max_payload: Option<String>,
     /// The queue's priority, kept with its config [default: 0].
-    #[arg(long)]
+    #[arg(long, allow_hyphen_values = true)]
     priority: Option<u32>,
     /// How long IDs and idempotency keys are remembered [default: 15m].
-    #[arg(long)]
+    #[arg(long, allow_hyphen_values = true)]
     dedup_window: Option<String>,
 }
 
