@@ -538,6 +538,12 @@ fn errors_say_what_why_and_what_to_do_with_their_exit_codes() {
         negative.starts_with("error: --lease -5s: ") && negative.contains("must not be negative"),
         "{negative}"
     );
+    // A duration's value left out: the next flag is not taken for it.
+    let left_out = refused(&c, &["take", "jobs", "--wait", "--json"], 2);
+    assert!(
+        left_out.starts_with("error: --wait: needs a value, such as 30s; --json is a flag"),
+        "{left_out}"
+    );
     refused(&c, &["dlq", "redrive", "jobs.dlq"], 2);
     let bad_header = refused(&c, &["enqueue", "jobs", "x", "--header", "novalue"], 2);
     assert!(

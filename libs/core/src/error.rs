@@ -117,7 +117,9 @@ pub fn describe(error: &dyn std::error::Error) -> String {
     let mut cause = error.source();
     while let Some(next) = cause {
         let said = next.to_string();
-        if !text.contains(&said) {
+        // Said already where a message says its cause: after a colon (a short cause such as
+        // "0" found anywhere in the text would not do).
+        if !(text.ends_with(&said) || text.contains(&format!(": {said}"))) {
             text.push_str(": ");
             text.push_str(&said);
         }

@@ -96,9 +96,10 @@ fn build<'a>(
     builder.build().map_err(Layered::Config)
 }
 
-/// Where a refused value came from: the file, when the file alone does not read (and then
-/// with what is wrong in it, whatever else is); else an environment variable (or a flag)
-/// gave it, which the message says rather than sending the reader to a file that is fine.
+/// Where a refused value came from: the file, when the file alone does not read (with what
+/// is wrong in it, and what is wrong with the environment over it if that differs); else an
+/// environment variable (or a flag) gave it, which the message says rather than sending the
+/// reader to a file that is fine.
 fn blame<T: DeserializeOwned>(
     file: Option<&Path>,
     error: config::ConfigError,
@@ -109,9 +110,15 @@ fn blame<T: DeserializeOwned>(
         Err(Layered::Config(e) | Layered::Override(_, e)) => Some(e),
     };
     match file.and_then(|path| Some((path, file_alone(path)?))) {
+        // The file alone may lack what the environment gives: then both are said.
         Some((path, wrong)) => ServiceError::SettingsFile {
             path: path.to_path_buf(),
-            reason: wrong.to_string(),
+            reason: match (wrong.to_string(), error.to_string()) {
+                (alone, together) if alone == together => alone,
+                (alone, together) => format!(
+                    "{alone}; and with the environment ({env_prefix}__… variables) and flags over it: {together}"
+                ),
+            },
         },
         None => ServiceError::setting(
             format!("from the environment ({env_prefix}__… variables) or flags"),

@@ -16,7 +16,7 @@ use cascade_core::{Pipeline, QueueName};
 use cascade_proto::convert::pipeline_from_proto;
 use cascade_resource_manager::StagesFeed;
 use cascade_service::{Readiness, Shutdown, ShutdownTrigger, shutdown_channel};
-use cascade_stage_worker::{Registry, StageWorker, StageWorkerConfig, StageWorkerError};
+use cascade_stage_worker::{Registry, StageWorker, StageWorkerConfig};
 use cascade_telemetry::Metrics;
 use tokio::task::JoinHandle;
 
@@ -43,9 +43,10 @@ pub struct Managed {
 }
 
 /// Supervises the stage workers until `shutdown`, then stops them all and waits for them.
-/// A stage whose worker cannot be built (a handler no one knows, say) is a condition on
-/// `readiness` until it can be, or the stage is gone: the process serves every other queue,
-/// and `/readyz` says which stage waits and why.
+/// A stage whose worker cannot be built (a handler no one knows, say), or whose worker
+/// ended with an error, is a condition on `readiness` until a worker of it has run through
+/// a poll, or the stage is gone: the process serves every other queue, and `/readyz` says
+/// which stage waits and why.
 pub async fn supervise(
     gateway: Client,
     managed: Managed,
@@ -53,7 +54,7 @@ pub async fn supervise(
     shutdown: Shutdown,
 ) {
     let mut running: HashMap<QueueName, Running> = HashMap::new();
-    let mut unbuilt = Unbuilt {
+    let mut conditions = Conditions {
         readiness,
         stages: HashSet::new(),
     };
@@ -61,7 +62,13 @@ pub async fn supervise(
         match list_pipelines(&gateway).await {
             Ok(pipelines) => {
                 managed.stages.set_pipelines(&pipelines);
-                reconcile(&gateway, &pipelines, &mut running, &mut unbuilt, &managed);
+                reconcile(
+                    &gateway,
+                    &pipelines,
+                    &mut running,
+                    &mut conditions,
+                    &managed,
+                );
             }
             Err(e) => tracing::warn!(error = %e, "stages.list_pipelines"),
         }
@@ -96,30 +103,36 @@ async fn list_pipelines(client: &Client) -> Result<Vec<Pipeline>, tonic::Status>
         .collect()
 }
 
-/// The stages whose worker could not be built at the last try, each a condition on the
-/// process's readiness.
-struct Unbuilt {
+/// The stages that may have a condition on the process's readiness: a worker that could not
+/// be built or ended with an error (its task raises that one itself).
+struct Conditions {
     readiness: Readiness,
     stages: HashSet<QueueName>,
 }
 
-impl Unbuilt {
-    fn failed(&mut self, stage: &QueueName, why: &StageWorkerError) {
-        let what = format!("its stage worker cannot start: {why}");
+impl Conditions {
+    fn raise(&mut self, stage: &QueueName, what: String) {
         self.readiness.set_degraded(&key(stage), Some(what));
         self.stages.insert(stage.clone());
     }
 
-    /// Clears the condition of every stage that is not `still` unbuilt.
-    fn keep_only(&mut self, still: impl Fn(&QueueName) -> bool) {
-        let readiness = &self.readiness;
-        self.stages.retain(|stage| {
-            let kept = still(stage);
-            if !kept {
-                readiness.set_degraded(&key(stage), None);
-            }
-            kept
-        });
+    /// A worker of `stage` runs: its task may raise the stage's condition.
+    fn watch(&mut self, stage: &QueueName) {
+        self.stages.insert(stage.clone());
+    }
+
+    fn clear(&mut self, stage: &QueueName) {
+        if self.stages.remove(stage) {
+            self.readiness.set_degraded(&key(stage), None);
+        }
+    }
+
+    /// Clears the condition of every stage that is not `wanted` any more.
+    fn forget_unless(&mut self, wanted: impl Fn(&QueueName) -> bool) {
+        let gone: Vec<QueueName> = self.stages.iter().filter(|s| !wanted(s)).cloned().collect();
+        for stage in gone {
+            self.clear(&stage);
+        }
     }
 }
 
@@ -132,11 +145,11 @@ fn reconcile(
     gateway: &Client,
     pipelines: &[Pipeline],
     running: &mut HashMap<QueueName, Running>,
-    unbuilt: &mut Unbuilt,
+    conditions: &mut Conditions,
     managed: &Managed,
 ) {
     let executor = &managed.executor;
-    let (mut wanted, mut failed) = (HashMap::new(), HashSet::new());
+    let mut wanted = HashMap::new();
     for pipeline in pipelines {
         for stage in &pipeline.stages {
             let queue = pipeline.stage_queue(&stage.name);
@@ -147,8 +160,7 @@ fn reconcile(
                 }
                 Err(e) => {
                     tracing::error!(queue = %queue, error = %e, "stages.config");
-                    unbuilt.failed(&queue, &e);
-                    failed.insert(queue);
+                    conditions.raise(&queue, format!("its stage worker cannot start: {e}"));
                 }
             }
         }
@@ -159,10 +171,15 @@ fn reconcile(
             && wanted
                 .get(queue)
                 .is_some_and(|(definition, _, _)| *definition == worker.definition);
-        if !keep {
-            tracing::info!(queue = %queue, "stages.stop");
-            executor.unregister(queue);
-            worker.stop.trigger();
+        match keep {
+            // It has run through a poll since it started: whatever it ended with before is
+            // over.
+            true => conditions.clear(queue),
+            false => {
+                tracing::info!(queue = %queue, "stages.stop");
+                executor.unregister(queue);
+                worker.stop.trigger();
+            }
         }
         keep
     });
@@ -177,19 +194,21 @@ fn reconcile(
             Ok(worker) => worker,
             Err(e) => {
                 tracing::error!(queue = %queue, error = %e, "stages.worker_failed");
-                unbuilt.failed(&queue, &e);
-                failed.insert(queue);
+                conditions.raise(&queue, format!("its stage worker cannot start: {e}"));
                 continue;
             }
         };
+        conditions.watch(&queue);
         tracing::info!(queue = %queue, "stages.start");
         // Registered before it runs, so that it starts with the manager's last decision.
         executor.register(queue.clone(), worker.handle(), per_handler);
         let (stop, stopped) = shutdown_channel();
-        let name = queue.clone();
+        let (name, readiness) = (queue.clone(), conditions.readiness.clone());
         let task = tokio::spawn(async move {
             if let Err(e) = worker.run(stopped).await {
                 tracing::error!(queue = %name, error = %e, "stages.worker_failed");
+                let what = format!("its stage worker stopped: {e}");
+                readiness.set_degraded(&key(&name), Some(what));
             }
         });
         running.insert(
@@ -201,5 +220,9 @@ fn reconcile(
             },
         );
     }
-    unbuilt.keep_only(|stage| failed.contains(stage));
+    let stages: HashSet<QueueName> = pipelines
+        .iter()
+        .flat_map(|p| p.stages.iter().map(|stage| p.stage_queue(&stage.name)))
+        .collect();
+    conditions.forget_unless(|stage| stages.contains(stage));
 }

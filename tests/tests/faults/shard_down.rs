@@ -1,6 +1,7 @@
 //! One dispatcher shard down in the distributed mode: the other shard's queues keep
 //! serving, requests for the down shard's queues get UNAVAILABLE naming the shard (and that
-//! a retry is safe), and once it is back its events are all there. A take whose client gives
+//! a retry is safe; `cascade enqueue --lines` stops at once), and once it is back its events
+//! are all there. A take whose client gives
 //! up while the gateway waits for a shard that hangs gives its events back. Hand-offs waiting
 //! for a shard that hangs hold up none of their sender's other hand-offs. A worker's
 //! completion sent while its shard restarts lands once the shard is back.
@@ -60,6 +61,19 @@ async fn the_other_shards_serve_and_the_down_one_is_named() {
         "{}",
         status.message()
     );
+    // `cascade enqueue --lines` into the down shard's queue: the first batch, of which no
+    // line reached the shard, ends the command with one error for every line.
+    let lines = "x\n".repeat(1200);
+    let args = ["enqueue", down.as_str(), "--lines"];
+    let out = tokio::task::block_in_place(|| cascade_e2e::cli::run(&cluster, &args, Some(&lines)));
+    assert!(out.stdout.contains("enqueued 0 events"), "{}", out.stdout);
+    let error = cascade_e2e::cli::failed(out, &args, 1);
+    assert!(
+        error.contains(&format!("cannot enqueue lines 1 to 1200 of 1200 to {down}")),
+        "{error}"
+    );
+    assert_eq!(error.lines().count(), 1, "one error: {error}");
+
     // The other shard serves enqueues, takes and acks throughout.
     enqueue(&c, item(&up, "during")).await;
     let taken = take_n(&c, &up, 2, WITHIN).await;

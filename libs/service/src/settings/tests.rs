@@ -143,13 +143,19 @@ fn a_bad_value_from_the_environment_is_not_blamed_on_a_good_file() {
             && e.contains("must be one of local, nats, got \"kafka\""),
         "{e}"
     );
-    // Both wrong: the file is named, with what is wrong in it.
+    // Both wrong (the environment mending the file's value and adding one of its own): the
+    // file is named, with what is wrong in it, then what is wrong with the environment over it.
     let e = error_of(
         "[store]\ndurability = \"sometimes\"\n",
-        &[("CASCADE__BUS__KIND", "kafka")],
+        &[
+            ("CASCADE__STORE__DURABILITY", "fsync"),
+            ("CASCADE__BUS__KIND", "kafka"),
+        ],
     );
     assert!(
-        e.starts_with("settings file") && e.contains("\"sometimes\"") && !e.contains("kafka"),
+        e.starts_with("settings file")
+            && e.contains("got \"sometimes\" for key `store.durability`; and with the environment (CASCADE__… variables) and flags over it: ")
+            && e.contains("got \"kafka\""),
         "{e}"
     );
     let e = error_of("", &[("CASCADE__STORE__DURABILTY", "none")]);

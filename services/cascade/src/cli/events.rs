@@ -201,9 +201,7 @@ async fn enqueue_lines(
                 break;
             }
         };
-        // Every line goes to the same queue: one refused for the queue or the caller is
-        // every later line's answer too, and ends the command once this batch is read.
-        let mut queue_refused = None;
+        let mut failures = Vec::new();
         for ((result, line), number) in results.iter().zip(chunk).zip(range.start + 1..) {
             if let (Some(ok), 0) = (&result.ok, result.code) {
                 sent += 1;
@@ -213,18 +211,28 @@ async fn enqueue_lines(
                 continue;
             }
             let status = tonic::Status::new(result.code.into(), result.message.clone());
-            if about_the_queue(&status) {
-                queue_refused.get_or_insert((number, status));
-                continue;
-            }
+            failures.push((number, line, status));
+        }
+        // Every line goes to the same queue, so to one shard: a refusal of the queue or the
+        // caller, or a batch none of whose lines reached the shard, is every later line's
+        // answer too, and ends the command.
+        let went = chunk.len() - failures.len();
+        let every_later = |status: &tonic::Status| {
+            about_the_queue(status) || (went == 0 && about_every_line(status))
+        };
+        let stop = failures
+            .iter()
+            .position(|(_, _, status)| every_later(status));
+        let (own, rest) = failures.split_at(stop.unwrap_or(failures.len()));
+        for (number, line, status) in own {
             let what = format!(
                 "cannot enqueue line {number} ({}) to {target}",
                 excerpt(line)
             );
-            refused.push(CliError::refused(&s.addr, what, status));
+            refused.push(CliError::refused(&s.addr, what, status.clone()));
         }
-        if let Some((number, status)) = queue_refused {
-            refused.push(none_from(number, status));
+        if let Some((number, _, status)) = rest.first() {
+            refused.push(none_from(*number, status.clone()));
             break;
         }
     }

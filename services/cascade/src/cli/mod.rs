@@ -186,6 +186,16 @@ pub async fn run(command: Command) -> Result<(), CliError> {
 }
 
 fn duration(flag: &str, text: &str) -> Result<Duration, CliError> {
+    // A duration's option takes a value starting with '-' (to say that a negative one is
+    // refused): one that is a flag means its value was left out.
+    let flag_given = text.starts_with("--")
+        || (text.starts_with('-') && text[1..].starts_with(|c: char| c.is_ascii_alphabetic()));
+    if flag_given {
+        return Err(CliError::usage(
+            format!("--{flag}"),
+            format!("needs a value, such as 30s; {text} is a flag"),
+        ));
+    }
     parse_duration(text).map_err(|e| CliError::usage(format!("--{flag} {text}"), e))
 }
 
