@@ -97,18 +97,25 @@ def test_the_resource_manager_owns_the_stage_replicas_when_it_runs(rendered):
         assert ("rel-cascade-resource-manager" in by_kind(objects, "Deployment")) == managed
 
 
-def test_the_resource_managers_role_allows_only_the_scale_of_the_stage_deployments(rendered):
+def test_the_resource_managers_role_allows_only_reading_and_scaling_the_stage_deployments(rendered):
     objects = objects_of(rendered, "large-values")
     role = by_kind(objects, "Role")["rel-cascade-resource-manager"]
     stages = sorted(stage_deployments(objects))
     assert len(stages) == 4
-    [rule] = role["rules"]
-    assert sorted(rule["resourceNames"]) == stages
-    assert rule == {
+    [read, scale] = role["rules"]
+    for rule in (read, scale):
+        assert sorted(rule["resourceNames"]) == stages
+    assert read == {
+        "apiGroups": ["apps"],
+        "resources": ["deployments"],
+        "resourceNames": read["resourceNames"],
+        "verbs": ["get"],
+    }
+    assert scale == {
         "apiGroups": ["apps"],
         "resources": ["deployments/scale"],
-        "resourceNames": rule["resourceNames"],
-        "verbs": ["get", "patch"],
+        "resourceNames": scale["resourceNames"],
+        "verbs": ["patch"],
     }
     binding = by_kind(objects, "RoleBinding")["rel-cascade-resource-manager"]
     assert binding["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role",

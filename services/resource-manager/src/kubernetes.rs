@@ -1,23 +1,27 @@
 //! The Kubernetes executor: each stage runs as its own Deployment of the stage worker, and a
-//! decision sets that Deployment's replicas through its `scale` subresource — the only
-//! thing it reads or writes (RBAC: `get` and `patch` on `deployments/scale`). A handler is
+//! decision sets that Deployment's replicas through its `scale` subresource. A handler is
 //! one replica; the batch size is not applied here (each replica takes what its own
-//! settings say).
+//! settings say). RBAC: `get` on `deployments`, `patch` on `deployments/scale`.
 //!
-//! A stage's replicas are read once, before the first round that decides it (and again
-//! after a failure), then remembered, so that a round starts from what runs: a manager
-//! restarted beside eight replicas does not decide as if there were none. A stage whose count
-//! is still unknown when its decision comes (its read failed) is read then and not patched
-//! that round, for its decision started from nothing. A stage is patched, with the merge
-//! patch `{"spec":{"replicas":n}}`, only when the decision differs from what its Deployment
-//! was last seen or set at. So a steady
-//! cluster costs the API server nothing, and a count changed by hand is put back only at the
-//! next change of decision. The handlers reported running are those remembered replicas.
+//! A stage's Deployment is read (its replicas, and how many of them are ready) before the
+//! first round that decides it, then remembered, so that a round starts from what runs: a
+//! manager restarted beside eight replicas does not decide as if there were none. It is
+//! read again each round while its ready replicas differ from its count (pods starting
+//! after a scale-up, or stopping after a scale-down): the history counts only ready
+//! replicas as handlers that did the work, so that a stage scaled from 2 to 20 is not
+//! measured as 20 handlers doing the work of 2 while 18 pods start (which would make each
+//! handler look ten times slower, and ask for more). A stage whose count is still unknown
+//! when its decision comes (its read failed) is read then and not patched that round, for
+//! its decision started from nothing. A stage is patched, with the merge patch
+//! `{"spec":{"replicas":n}}`, only when the decision differs from what its Deployment was
+//! last seen or set at. So a steady cluster costs the API server nothing, and a count
+//! changed by hand is put back only at the next change of decision.
 //!
-//! Failure policy: a stage whose read or patch fails is logged, forgotten (read again next
-//! round) and tried again next round; the other stages are still applied. Nothing here ends the
-//! loop. Scaling in kills no work: Kubernetes sends SIGTERM, and the stage worker drains
-//! (finishes or releases what it holds) within the pod's grace period.
+//! Failure policy: a stage whose read or patch fails is logged, and tried again next round
+//! (one whose patch failed is forgotten and read again, since whether the patch took effect
+//! is unknown); the other stages are still applied. Nothing here ends the loop. Scaling in
+//! kills no work: Kubernetes sends SIGTERM, and the stage worker drains (finishes or
+//! releases what it holds) within the pod's grace period.
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
@@ -37,7 +41,23 @@ pub struct KubernetesExecutor {
     /// Where each stage's Deployment name comes from.
     names: KubernetesSettings,
     /// Replicas per stage as last read or patched.
-    known: Arc<Mutex<BTreeMap<QueueName, u32>>>,
+    known: Arc<Mutex<BTreeMap<QueueName, Replicas>>>,
+}
+
+/// A stage's Deployment as last seen.
+#[derive(Clone, Copy, Debug)]
+struct Replicas {
+    /// Its `spec.replicas`, as read or as patched since.
+    set: u32,
+    /// Its `status.readyReplicas` when last read.
+    ready: u32,
+}
+
+impl Replicas {
+    /// Whether its pods have caught up with its count: nothing to read again.
+    fn settled(self) -> bool {
+        self.set == self.ready
+    }
 }
 
 impl KubernetesExecutor {
@@ -54,21 +74,24 @@ impl KubernetesExecutor {
         }
     }
 
-    /// Reads the stage's replicas and remembers them.
-    async fn read(&self, stage: &QueueName) -> Result<u32, ResourceManagerError> {
+    /// Reads the stage's Deployment and remembers its replicas, set and ready.
+    async fn read(&self, stage: &QueueName) -> Result<(), ResourceManagerError> {
         let name = self.names.deployment_of(stage.as_str());
-        let scale = self
+        let deployment = self
             .api
-            .get_scale(&name)
+            .get(&name)
             .await
             .map_err(|e| ResourceManagerError::Apply {
                 stage: stage.to_string(),
-                reason: format!("read the scale of deployment {name}: {e}"),
+                reason: format!("read deployment {name}: {e}"),
             })?;
-        let replicas = scale.spec.and_then(|spec| spec.replicas).unwrap_or(0);
-        let replicas = u32::try_from(replicas).unwrap_or(0);
+        let count = |n: Option<i32>| u32::try_from(n.unwrap_or(0)).unwrap_or(0);
+        let replicas = Replicas {
+            set: count(deployment.spec.replicas),
+            ready: count(deployment.status.and_then(|status| status.ready_replicas)),
+        };
         self.lock().insert(stage.clone(), replicas);
-        Ok(replicas)
+        Ok(())
     }
 
     /// Patches the stage's replicas to `handlers` if they differ from what they were last
@@ -82,10 +105,9 @@ impl KubernetesExecutor {
         };
         let known = self.lock().get(stage).copied();
         let Some(replicas) = known else {
-            self.read(stage).await?;
-            return Ok(());
+            return self.read(stage).await;
         };
-        if replicas == decision.handlers {
+        if replicas.set == decision.handlers {
             return Ok(());
         }
         let patch = serde_json::json!({ "spec": { "replicas": decision.handlers } });
@@ -101,16 +123,20 @@ impl KubernetesExecutor {
         tracing::info!(
             stage = %stage,
             deployment = %name,
-            from = replicas,
+            from = replicas.set,
             to = decision.handlers,
             "resource_manager.kubernetes.scaled"
         );
-        self.lock().insert(stage.clone(), decision.handlers);
+        let patched = Replicas {
+            set: decision.handlers,
+            ..replicas
+        };
+        self.lock().insert(stage.clone(), patched);
         Ok(())
     }
 
     /// Each write is one insert, so a lock poisoned by a panic still holds whole values.
-    fn lock(&self) -> MutexGuard<'_, BTreeMap<QueueName, u32>> {
+    fn lock(&self) -> MutexGuard<'_, BTreeMap<QueueName, Replicas>> {
         self.known.lock().unwrap_or_else(PoisonError::into_inner)
     }
 }
@@ -132,13 +158,21 @@ impl Executor for KubernetesExecutor {
     fn current(&self) -> Current {
         self.lock()
             .iter()
-            .map(|(stage, &replicas)| (stage.clone(), replicas))
+            .map(|(stage, replicas)| (stage.clone(), replicas.set))
+            .collect()
+    }
+
+    fn working(&self) -> Current {
+        self.lock()
+            .iter()
+            .map(|(stage, replicas)| (stage.clone(), replicas.set.min(replicas.ready)))
             .collect()
     }
 
     async fn observe(&self, stages: &[&QueueName]) {
         for &stage in stages {
-            if self.lock().contains_key(stage) {
+            let known = self.lock().get(stage).copied();
+            if known.is_some_and(Replicas::settled) {
                 continue;
             }
             if let Err(e) = self.read(stage).await {

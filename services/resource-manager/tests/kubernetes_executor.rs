@@ -1,7 +1,8 @@
 //! The Kubernetes executor against an HTTP server playing the API server on loopback: the
 //! exact requests it makes (path, verb, content type, merge-patch body, bearer token), that
-//! it reads a Deployment's scale once and patches only a changed count, and that a failing
-//! stage neither stops the others nor is forgotten.
+//! it reads a Deployment once while its pods are ready and again each round while they are
+//! not, counts only ready pods as working handlers, patches only a changed count, and that a
+//! failing stage neither stops the others nor is forgotten.
 
 mod common;
 
@@ -23,8 +24,11 @@ use serde_json::{Value, json};
 
 const NAMESPACE: &str = "jobs";
 const TOKEN: &str = "test-token-1234";
-const SHIP: &str = "/apis/apps/v1/namespaces/jobs/deployments/cascade-stage-orders-ship/scale";
-const PACK: &str = "/apis/apps/v1/namespaces/jobs/deployments/packer/scale";
+const SHIP: &str = "/apis/apps/v1/namespaces/jobs/deployments/cascade-stage-orders-ship";
+const SHIP_SCALE: &str =
+    "/apis/apps/v1/namespaces/jobs/deployments/cascade-stage-orders-ship/scale";
+const PACK: &str = "/apis/apps/v1/namespaces/jobs/deployments/packer";
+const PACK_SCALE: &str = "/apis/apps/v1/namespaces/jobs/deployments/packer/scale";
 
 /// One request as the API server saw it.
 #[derive(Clone, Debug, PartialEq)]
@@ -40,8 +44,11 @@ struct Seen {
 #[derive(Default)]
 struct ApiServer {
     seen: Vec<Seen>,
-    /// Replicas per scale path.
+    /// Replicas per Deployment path, as set.
     replicas: BTreeMap<String, i64>,
+    /// Ready replicas per Deployment path: a patch does not change them (pods take their
+    /// time), the test does.
+    ready: BTreeMap<String, i64>,
     /// Scale paths whose PATCH answers 500.
     failing: Vec<String>,
 }
@@ -77,42 +84,50 @@ async fn api_server(State(server): State<Shared>, request: Request) -> Response 
     if parts.method == Method::PATCH && server.failing.contains(&path) {
         return (StatusCode::INTERNAL_SERVER_ERROR, "{}").into_response();
     }
-    let Some(&replicas) = server.replicas.get(&path) else {
+    let deployment = path.strip_suffix("/scale").unwrap_or(&path).to_owned();
+    let Some(&replicas) = server.replicas.get(&deployment) else {
         return (StatusCode::NOT_FOUND, "{}").into_response();
     };
-    let replicas = match parts.method {
-        Method::GET => replicas,
-        Method::PATCH => {
+    let name = deployment.rsplit('/').next().expect("a deployment name");
+    let metadata = json!({ "name": name, "namespace": NAMESPACE });
+    let answer = match (&parts.method, path.ends_with("/scale")) {
+        (&Method::GET, false) => json!({
+            "apiVersion": "apps/v1",
+            "kind": "Deployment",
+            "metadata": metadata,
+            "spec": { "replicas": replicas, "selector": {}, "template": {} },
+            "status": {
+                "replicas": replicas,
+                "readyReplicas": server.ready.get(&deployment).copied().unwrap_or(0),
+            },
+        }),
+        (&Method::PATCH, true) => {
             let patch: Value = serde_json::from_slice(&body).expect("a JSON patch");
             let to = patch["spec"]["replicas"].as_i64().expect("replicas");
-            server.replicas.insert(path.clone(), to);
-            to
+            server.replicas.insert(deployment.clone(), to);
+            json!({
+                "apiVersion": "autoscaling/v1",
+                "kind": "Scale",
+                "metadata": metadata,
+                "spec": { "replicas": to },
+                "status": { "replicas": to },
+            })
         }
         _ => return (StatusCode::METHOD_NOT_ALLOWED, "{}").into_response(),
     };
-    let name = path.rsplit('/').nth(1).expect("a deployment name");
-    let scale = json!({
-        "apiVersion": "autoscaling/v1",
-        "kind": "Scale",
-        "metadata": { "name": name, "namespace": NAMESPACE },
-        "spec": { "replicas": replicas },
-        "status": { "replicas": replicas },
-    });
     (
         [(header::CONTENT_TYPE, "application/json")],
-        scale.to_string(),
+        answer.to_string(),
     )
         .into_response()
 }
 
 /// The executor, talking plain HTTP with a bearer token to a fake API server where the
-/// ship Deployment runs 1 replica and the packer 2.
+/// ship Deployment runs 1 replica and the packer 2, all ready.
 async fn start() -> (KubernetesExecutor, Shared) {
     let server = Shared::default();
-    {
-        let mut s = server.lock().expect("not poisoned");
-        s.replicas.insert(SHIP.into(), 1);
-        s.replicas.insert(PACK.into(), 2);
+    for (deployment, replicas) in [(SHIP, 1), (PACK, 2)] {
+        set_replicas(&server, deployment, replicas, replicas);
     }
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
         .await
@@ -138,6 +153,21 @@ async fn start() -> (KubernetesExecutor, Shared) {
         KubernetesExecutor::new(client, NAMESPACE, &settings),
         server,
     )
+}
+
+/// The Deployment at `path` runs `replicas`, `ready` of them ready.
+fn set_replicas(server: &Shared, path: &str, replicas: i64, ready: i64) {
+    let mut server = server.lock().expect("not poisoned");
+    server.replicas.insert(path.into(), replicas);
+    server.ready.insert(path.into(), ready);
+}
+
+fn set_ready(server: &Shared, path: &str, ready: i64) {
+    server
+        .lock()
+        .expect("not poisoned")
+        .ready
+        .insert(path.into(), ready);
 }
 
 fn taken(server: &Shared) -> Vec<Seen> {
@@ -197,45 +227,52 @@ fn decision(name: &str, handlers: u32) -> Decision {
 }
 
 #[tokio::test]
-async fn reads_each_scale_once_and_patches_only_changed_counts() {
+async fn reads_each_deployment_while_its_pods_catch_up_and_patches_only_changed_counts() {
     let (executor, server) = start().await;
+    let stages = [&stage("orders.ship"), &stage("orders.pack")];
 
-    executor
-        .observe(&[&stage("orders.ship"), &stage("orders.pack")])
-        .await;
+    executor.observe(&stages).await;
     assert_eq!(taken(&server), vec![get(SHIP), get(PACK)]);
     assert_eq!(
         executor.current(),
         current(&[("orders.ship", 1), ("orders.pack", 2)]),
         "a round starts from what runs"
     );
-    executor
-        .observe(&[&stage("orders.ship"), &stage("orders.pack")])
-        .await;
-    assert_eq!(taken(&server), vec![], "read once");
+    executor.observe(&stages).await;
+    assert_eq!(taken(&server), vec![], "every pod ready: read once");
 
     let round = [decision("orders.ship", 3), decision("orders.pack", 2)];
     executor.apply(&round).await.expect("applied");
     assert_eq!(
         taken(&server),
-        vec![patch(SHIP, 3)],
+        vec![patch(SHIP_SCALE, 3)],
         "the packer already runs 2: not patched"
     );
+    let set = current(&[("orders.ship", 3), ("orders.pack", 2)]);
+    assert_eq!(executor.current(), set);
     assert_eq!(
-        executor.current(),
-        current(&[("orders.ship", 3), ("orders.pack", 2)])
+        executor.working(),
+        current(&[("orders.ship", 1), ("orders.pack", 2)]),
+        "the two new pods do no work yet"
     );
 
+    // Read each round until its pods are ready, then no more.
+    executor.observe(&stages).await;
+    assert_eq!(taken(&server), vec![get(SHIP)]);
+    set_ready(&server, SHIP, 3);
+    executor.observe(&stages).await;
+    assert_eq!(taken(&server), vec![get(SHIP)]);
+    assert_eq!(executor.working(), set);
+    executor.observe(&stages).await;
     executor.apply(&round).await.expect("applied again");
     assert_eq!(taken(&server), vec![], "nothing changed: no request at all");
 
     let round = [decision("orders.ship", 0), decision("orders.pack", 2)];
     executor.apply(&round).await.expect("scaled to zero");
-    assert_eq!(taken(&server), vec![patch(SHIP, 0)]);
-    assert_eq!(
-        executor.current(),
-        current(&[("orders.ship", 0), ("orders.pack", 2)])
-    );
+    assert_eq!(taken(&server), vec![patch(SHIP_SCALE, 0)]);
+    let set = current(&[("orders.ship", 0), ("orders.pack", 2)]);
+    assert_eq!(executor.current(), set);
+    assert_eq!(executor.working(), set, "stopping pods are no handlers");
 }
 
 #[tokio::test]
@@ -245,7 +282,7 @@ async fn a_failing_stage_does_not_stop_the_others_and_is_read_again() {
         .lock()
         .expect("not poisoned")
         .failing
-        .push(SHIP.into());
+        .push(SHIP_SCALE.into());
 
     let stages = [&stage("orders.ship"), &stage("orders.pack")];
     executor.observe(&stages).await;
@@ -261,17 +298,29 @@ async fn a_failing_stage_does_not_stop_the_others_and_is_read_again() {
     );
     assert_eq!(
         taken(&server),
-        vec![get(SHIP), get(PACK), patch(SHIP, 4), patch(PACK, 5)]
+        vec![
+            get(SHIP),
+            get(PACK),
+            patch(SHIP_SCALE, 4),
+            patch(PACK_SCALE, 5)
+        ]
     );
     assert_eq!(executor.current(), current(&[("orders.pack", 5)]));
 
     server.lock().expect("not poisoned").failing.clear();
+    set_ready(&server, PACK, 5);
     executor.observe(&stages).await;
     executor.apply(&round).await.expect("applied");
     assert_eq!(
         taken(&server),
-        vec![get(SHIP), patch(SHIP, 4)],
-        "the failed stage is read again; the other is known"
+        vec![get(SHIP), get(PACK), patch(SHIP_SCALE, 4)],
+        "the failed stage is read again, the other until its pods are ready"
+    );
+    executor.observe(&stages).await;
+    assert_eq!(
+        taken(&server),
+        vec![get(SHIP)],
+        "the packer's pods are ready"
     );
 }
 
@@ -281,11 +330,7 @@ async fn a_failing_stage_does_not_stop_the_others_and_is_read_again() {
 #[tokio::test]
 async fn a_stage_decided_before_its_count_was_known_is_only_read() {
     let (executor, server) = start().await;
-    server
-        .lock()
-        .expect("not poisoned")
-        .replicas
-        .insert(SHIP.into(), 8);
+    set_replicas(&server, SHIP, 8, 8);
 
     executor
         .apply(&[decision("orders.ship", 1)])

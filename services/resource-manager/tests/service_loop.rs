@@ -16,10 +16,10 @@ use cascade_proto::convert::timestamp_to_proto;
 use cascade_proto::v1::QueueStats;
 use cascade_resource_manager::{
     Board, Current, Decision, DecisionsMessage, Deps, Executor, ResourceManagerError,
-    ResourceManagerSettings, Stages, run,
+    ResourceManagerSettings, Stages, ThroughputSource, run,
 };
 use cascade_telemetry::Metrics;
-use common::{spec, stage};
+use common::{current, spec, stage};
 use prost::Message as _;
 use tokio::task::JoinHandle;
 
@@ -34,9 +34,23 @@ struct FakeExecutor(Arc<Mutex<Recorded>>);
 struct Recorded {
     rounds: Vec<Vec<Decision>>,
     running: Current,
+    /// Handlers that work, when not all that run do (pods still starting).
+    working: Option<Current>,
 }
 
 impl FakeExecutor {
+    /// `handlers` of `orders.charge` running.
+    fn running(handlers: u32) -> FakeExecutor {
+        let executor = FakeExecutor::default();
+        executor
+            .0
+            .lock()
+            .expect("not poisoned")
+            .running
+            .set(stage("orders.charge"), handlers);
+        executor
+    }
+
     fn rounds(&self) -> Vec<Vec<Decision>> {
         self.0.lock().expect("not poisoned").rounds.clone()
     }
@@ -56,6 +70,11 @@ impl Executor for FakeExecutor {
 
     fn current(&self) -> Current {
         self.0.lock().expect("not poisoned").running.clone()
+    }
+
+    fn working(&self) -> Current {
+        let recorded = self.0.lock().expect("not poisoned");
+        recorded.working.clone().unwrap_or(recorded.running.clone())
     }
 }
 
@@ -89,8 +108,8 @@ impl Clock for Skewed {
 }
 
 /// A backlog of 100 at `orders.charge` that nobody works off, and a queue that is no stage,
-/// taken now by the wall clock.
-fn backlog() -> Bytes {
+/// taken now by the wall clock (the `n`th publication, whichever).
+fn backlog(_n: u64) -> Bytes {
     let queue = |name: &str, ready| QueueStats {
         name: name.to_owned(),
         ready,
@@ -101,6 +120,27 @@ fn backlog() -> Bytes {
         shard: 0,
         at: Some(timestamp_to_proto(SystemClock.now())),
         queues: vec![queue("orders.charge", 100), queue("emails", 5)],
+        ..ShardStats::default()
+    };
+    Bytes::from(stats.encode_to_vec())
+}
+
+/// The `n`th stats of a flow at `orders.charge`: 10 events completed and 10 enqueued every
+/// 50 ms by the stats' own clock, with 100 always ready, so its handlers are always busy.
+fn flow(n: u64) -> Bytes {
+    let start = Timestamp::from_millis(1_800_000_000_000);
+    let stats = ShardStats {
+        shard: 0,
+        at: Some(timestamp_to_proto(
+            start.saturating_add(Duration::from_millis(50 * n)),
+        )),
+        queues: vec![QueueStats {
+            name: "orders.charge".to_owned(),
+            ready: 100,
+            enqueued_total: 100 + 10 * n,
+            completed_total: 10 * n,
+            ..QueueStats::default()
+        }],
         ..ShardStats::default()
     };
     Bytes::from(stats.encode_to_vec())
@@ -128,13 +168,16 @@ struct Running {
 
 impl Running {
     fn start(bus: &Bus, clock: Arc<dyn Clock>) -> Running {
-        let executor = FakeExecutor::default();
-        executor
-            .0
-            .lock()
-            .expect("not poisoned")
-            .running
-            .set(stage("orders.charge"), 1);
+        Running::start_with(bus, clock, FakeExecutor::running(1), backlog)
+    }
+
+    /// With `executor`, its shard publishing `stats(n)` the `n`th time.
+    fn start_with(
+        bus: &Bus,
+        clock: Arc<dyn Clock>,
+        executor: FakeExecutor,
+        stats: fn(u64) -> Bytes,
+    ) -> Running {
         let (metrics, board) = (Metrics::new(), Board::new());
         let deps = Deps {
             bus: bus.clone(),
@@ -151,8 +194,8 @@ impl Running {
         }));
         let (bus, stats_subject) = (bus.clone(), subject::stats(CLUSTER, 0));
         let shard = tokio::spawn(async move {
-            loop {
-                bus.publish(&stats_subject, backlog())
+            for n in 0.. {
+                bus.publish(&stats_subject, stats(n))
                     .await
                     .expect("publish stats");
                 tokio::time::sleep(Duration::from_millis(50)).await;
@@ -260,6 +303,36 @@ async fn scales_up_with_the_manager_clock(clock: Skewed) {
     running
         .scaled_to_max("fresh stats scale the stage up to its max of 4")
         .await;
+    running.stop().await;
+}
+
+/// Four handlers set, of which one works (three pods still starting): the throughput per
+/// handler is measured over the one, 10 events per 50 ms, not spread over all four.
+#[tokio::test]
+async fn throughput_is_measured_over_the_handlers_that_work() {
+    let executor = FakeExecutor::running(4);
+    executor.0.lock().expect("not poisoned").working = Some(current(&[("orders.charge", 1)]));
+    let running = Running::start_with(&Bus::local(), Arc::new(SystemClock), executor, flow);
+    let measured = |round: &Vec<Decision>| {
+        round.iter().find_map(|decision| {
+            let throughput = decision.explanation.inputs.throughput;
+            (throughput.source == ThroughputSource::Measured).then_some(throughput.per_handler)
+        })
+    };
+    wait_for("a measured throughput", || {
+        running
+            .executor
+            .rounds()
+            .iter()
+            .any(|round| measured(round).is_some())
+    })
+    .await;
+    let per_handler = running.executor.rounds().iter().find_map(measured);
+    let per_handler = per_handler.expect("measured");
+    assert!(
+        (per_handler - 200.0).abs() < 1e-6,
+        "{per_handler} events/s per handler (50 over all four)"
+    );
     running.stop().await;
 }
 

@@ -17,12 +17,20 @@ pub trait Executor: Send + Sync {
         decisions: &[Decision],
     ) -> impl Future<Output = Result<(), ResourceManagerError>> + Send;
 
-    /// Handlers per stage as they run now (a stage absent runs none). The decision reads
-    /// it as the count it starts from, and the history as the handlers that did the work.
+    /// Handlers per stage as set now (a stage absent runs none): the count a decision
+    /// starts from.
     fn current(&self) -> Current;
 
+    /// Handlers per stage up and doing the work now: fewer than `current` while new ones
+    /// start (a Deployment's pods not ready yet). The history counts these as the handlers
+    /// that did an interval's work. By default every handler set works at once.
+    fn working(&self) -> Current {
+        self.current()
+    }
+
     /// Learns, before a round decides, how many handlers `stages` run where this executor
-    /// does not know yet (an executor that sets every count it reports knows already).
+    /// does not know yet, or not for sure (an executor that sets every count it reports,
+    /// and whose handlers work at once, knows already).
     fn observe(&self, stages: &[&QueueName]) -> impl Future<Output = ()> + Send {
         let _ = stages;
         std::future::ready(())

@@ -141,7 +141,7 @@ impl<E: Executor> Manager<E> {
         self.history.retain(|stage| managed.contains(stage));
         let stages: Vec<&QueueName> = managed.iter().copied().collect();
         self.deps.executor.observe(&stages).await;
-        let current = self.deps.executor.current();
+        let (current, working) = (self.deps.executor.current(), self.deps.executor.working());
         let mut due = due::ask(
             &self.deps.bus,
             &self.cluster,
@@ -156,7 +156,7 @@ impl<E: Executor> Manager<E> {
                 let mut sample = stats.clone();
                 sample.due = due.remove(&spec.stage).unwrap_or_default();
                 // Refused (and harmless) when no newer sample came since the last round.
-                self.history.record(sample, current.get(&spec.stage));
+                self.history.record(sample, working.get(&spec.stage));
             }
         }
         let decisions = self
@@ -172,7 +172,7 @@ impl<E: Executor> Manager<E> {
     }
 
     fn set_gauges(&mut self, decisions: &[Decision]) {
-        let running = self.deps.executor.current();
+        let running = self.deps.executor.working();
         let decided: BTreeSet<QueueName> = decisions.iter().map(|d| d.stage.clone()).collect();
         for gone in self.gauged.difference(&decided) {
             self.deps.metrics.forget_stage(gone.as_str());
