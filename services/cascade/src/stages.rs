@@ -9,6 +9,7 @@
 //! and take size.
 
 use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use cascade_client::{Client, api};
@@ -30,6 +31,18 @@ struct Running {
     definition: String,
     stop: ShutdownTrigger,
     task: JoinHandle<()>,
+    /// Why the worker stopped, if it stopped with an error: the supervisor, the one writer of
+    /// the stages' conditions, raises it when it finds the task ended.
+    failed: Arc<Mutex<Option<String>>>,
+}
+
+impl Running {
+    fn failure(&self) -> Option<String> {
+        self.failed
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
 }
 
 /// What the supervisor reports to the resource manager.
@@ -103,8 +116,8 @@ async fn list_pipelines(client: &Client) -> Result<Vec<Pipeline>, tonic::Status>
         .collect()
 }
 
-/// The stages that may have a condition on the process's readiness: a worker that could not
-/// be built or ended with an error (its task raises that one itself).
+/// The stages with a condition on the process's readiness: a worker that could not be built,
+/// or that ended with an error.
 struct Conditions {
     readiness: Readiness,
     stages: HashSet<QueueName>,
@@ -113,11 +126,6 @@ struct Conditions {
 impl Conditions {
     fn raise(&mut self, stage: &QueueName, what: String) {
         self.readiness.set_degraded(&key(stage), Some(what));
-        self.stages.insert(stage.clone());
-    }
-
-    /// A worker of `stage` runs: its task may raise the stage's condition.
-    fn watch(&mut self, stage: &QueueName) {
         self.stages.insert(stage.clone());
     }
 
@@ -167,15 +175,19 @@ fn reconcile(
     }
     running.retain(|queue, worker| {
         // A worker that ended by itself (it logged why) is started again.
-        let keep = !worker.task.is_finished()
+        let ended = worker.task.is_finished();
+        let keep = !ended
             && wanted
                 .get(queue)
                 .is_some_and(|(definition, _, _)| *definition == worker.definition);
-        match keep {
+        match (keep, ended.then(|| worker.failure()).flatten()) {
             // It has run through a poll since it started: whatever it ended with before is
             // over.
-            true => conditions.clear(queue),
-            false => {
+            (true, _) => conditions.clear(queue),
+            (false, failure) => {
+                if let Some(why) = failure {
+                    conditions.raise(queue, format!("its stage worker stopped: {why}"));
+                }
                 tracing::info!(queue = %queue, "stages.stop");
                 executor.unregister(queue);
                 worker.stop.trigger();
@@ -198,17 +210,16 @@ fn reconcile(
                 continue;
             }
         };
-        conditions.watch(&queue);
         tracing::info!(queue = %queue, "stages.start");
         // Registered before it runs, so that it starts with the manager's last decision.
         executor.register(queue.clone(), worker.handle(), per_handler);
         let (stop, stopped) = shutdown_channel();
-        let (name, readiness) = (queue.clone(), conditions.readiness.clone());
+        let (name, failed) = (queue.clone(), Arc::new(Mutex::new(None)));
+        let failure = Arc::clone(&failed);
         let task = tokio::spawn(async move {
             if let Err(e) = worker.run(stopped).await {
                 tracing::error!(queue = %name, error = %e, "stages.worker_failed");
-                let what = format!("its stage worker stopped: {e}");
-                readiness.set_degraded(&key(&name), Some(what));
+                *failure.lock().unwrap_or_else(PoisonError::into_inner) = Some(e.to_string());
             }
         });
         running.insert(
@@ -217,6 +228,7 @@ fn reconcile(
                 definition,
                 stop,
                 task,
+                failed,
             },
         );
     }

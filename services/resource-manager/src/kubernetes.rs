@@ -3,23 +3,22 @@
 //! one replica; the batch size is not applied here (each replica takes what its own
 //! settings say). RBAC: `get` on `deployments`, `patch` on `deployments/scale`.
 //!
-//! A stage's Deployment is read (its replicas, and how many of them are ready) before the
-//! first round that decides it, then remembered, so that a round starts from what runs: a
-//! manager restarted beside eight replicas does not decide as if there were none. It is
-//! read again each round while its ready replicas differ from its count (pods starting
-//! after a scale-up, or stopping after a scale-down): the history counts only ready
-//! replicas as handlers that did the work, so that a stage scaled from 2 to 20 is not
-//! measured as 20 handlers doing the work of 2 while 18 pods start (which would make each
-//! handler look ten times slower, and ask for more). A stage whose count is still unknown
-//! when its decision comes (its read failed) is read then and not patched that round, for
-//! its decision started from nothing. A stage is patched, with the merge patch
+//! Each stage's Deployment is read before every round decides it (one GET per stage per
+//! `resource_manager.interval`): its replicas, so that a round starts from what runs (a
+//! manager restarted beside eight replicas does not decide as if there were none, and a
+//! count changed by hand is what the next round starts from), and how many are ready. The
+//! history counts only ready replicas as handlers that did the work, so that a stage scaled
+//! from 2 to 20 is not measured as 20 handlers doing the work of 2 while 18 pods start
+//! (which would make each handler look ten times slower, and ask for more), and pods lost
+//! later (a stalled rollout, a node gone) stop counting. A stage whose count is still
+//! unknown when its decision comes (its read failed) is read then and not patched that
+//! round, for its decision started from nothing. A stage is patched, with the merge patch
 //! `{"spec":{"replicas":n}}`, only when the decision differs from what its Deployment was
-//! last seen or set at. So a steady cluster costs the API server nothing, and a count
-//! changed by hand is put back only at the next change of decision.
+//! last seen or set at.
 //!
 //! Failure policy: a stage whose read or patch fails is logged, and tried again next round
-//! (one whose patch failed is forgotten and read again, since whether the patch took effect
-//! is unknown); the other stages are still applied. Nothing here ends the loop. Scaling in
+//! (one whose read fails keeps what was last seen; one whose patch failed is forgotten, since
+//! whether the patch took effect is unknown); the other stages are still applied. Nothing here ends the loop. Scaling in
 //! kills no work: Kubernetes sends SIGTERM, and the stage worker drains (finishes or
 //! releases what it holds) within the pod's grace period.
 
@@ -49,15 +48,8 @@ pub struct KubernetesExecutor {
 struct Replicas {
     /// Its `spec.replicas`, as read or as patched since.
     set: u32,
-    /// Its `status.readyReplicas` when last read.
+    /// Its `status.readyReplicas` when last read (absent: none ready).
     ready: u32,
-}
-
-impl Replicas {
-    /// Whether its pods have caught up with its count: nothing to read again.
-    fn settled(self) -> bool {
-        self.set == self.ready
-    }
 }
 
 impl KubernetesExecutor {
@@ -171,10 +163,6 @@ impl Executor for KubernetesExecutor {
 
     async fn observe(&self, stages: &[&QueueName]) {
         for &stage in stages {
-            let known = self.lock().get(stage).copied();
-            if known.is_some_and(Replicas::settled) {
-                continue;
-            }
             if let Err(e) = self.read(stage).await {
                 tracing::warn!(stage = %stage, error = %e, "resource_manager.kubernetes.read");
             }

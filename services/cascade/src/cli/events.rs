@@ -201,6 +201,16 @@ async fn enqueue_lines(
                 break;
             }
         };
+        if results.len() != chunk.len() {
+            // Which lines went is unknown: none is counted, none said to have failed alone.
+            let got = format!(
+                "the gateway answered {} results for {} lines",
+                results.len(),
+                chunk.len()
+            );
+            refused.push(none_from(range.start + 1, tonic::Status::internal(got)));
+            break;
+        }
         let mut failures = Vec::new();
         for ((result, line), number) in results.iter().zip(chunk).zip(range.start + 1..) {
             if let (Some(ok), 0) = (&result.ok, result.code) {
