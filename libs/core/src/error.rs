@@ -141,6 +141,34 @@ pub fn excerpt(input: &str) -> String {
 mod tests {
     use super::*;
 
+    #[derive(Debug, thiserror::Error)]
+    enum Wrapped {
+        /// Says its cause itself, as most errors here do.
+        #[error("cannot listen on 127.0.0.1:7700: {0}")]
+        SaysIt(#[source] std::io::Error),
+        /// Leaves it to the chain.
+        #[error("dispatcher")]
+        LeavesIt(#[source] std::io::Error),
+    }
+
+    #[test]
+    fn a_cause_already_in_the_message_is_said_once() {
+        let in_use = || std::io::Error::from(std::io::ErrorKind::AddrInUse);
+        assert_eq!(
+            describe(&Wrapped::SaysIt(in_use())),
+            format!("cannot listen on 127.0.0.1:7700: {}", in_use())
+        );
+    }
+
+    #[test]
+    fn a_cause_the_message_leaves_out_follows_it() {
+        let missing = std::io::Error::other("must be set");
+        assert_eq!(
+            describe(&Wrapped::LeavesIt(missing)),
+            "dispatcher: must be set"
+        );
+    }
+
     #[test]
     fn grpc_numbers() {
         let pairs = [

@@ -92,34 +92,3 @@ where
         }
     }
 }
-
-#[cfg(test)]
-mod tests {
-    use cascade_core::error::describe;
-
-    use super::*;
-
-    #[test]
-    fn a_cause_already_in_the_message_is_said_once() {
-        let listen = ServiceError::Listen {
-            addr: "127.0.0.1:7700".into(),
-            source: std::io::Error::from(std::io::ErrorKind::AddrInUse),
-        };
-        assert_eq!(
-            describe(&listen),
-            format!(
-                "cannot listen on 127.0.0.1:7700: {}",
-                std::io::Error::from(std::io::ErrorKind::AddrInUse)
-            )
-        );
-    }
-
-    #[test]
-    fn a_cause_the_message_leaves_out_follows_it() {
-        #[derive(Debug, thiserror::Error)]
-        #[error("dispatcher")]
-        struct Context(#[source] ServiceError);
-        let error = Context(ServiceError::setting("bus.url", "must be set"));
-        assert_eq!(describe(&error), "dispatcher: setting bus.url: must be set");
-    }
-}

@@ -46,18 +46,13 @@ pub fn load_layers<T: DeserializeOwned>(
         .into_iter()
         .filter(|(key, _)| key.starts_with(&prefix) && !of_a_tree_within(key, &prefix))
         .collect();
-    let failed = match build(file, env_prefix, overrides, env) {
-        Ok(built) => {
-            return built
-                .try_deserialize()
-                .map_err(|e| blame::<T>(file, e, env_prefix));
-        }
-        Err(e) => e,
-    };
-    Err(match failed {
-        Layered::Override(key, e) => ServiceError::setting(key, e.to_string()),
-        Layered::Config(e) => blame::<T>(file, e, env_prefix),
-    })
+    match build(file, env_prefix, overrides, env) {
+        Ok(built) => built
+            .try_deserialize()
+            .map_err(|e| blame::<T>(file, e, env_prefix)),
+        Err(Layered::Override(key, e)) => Err(ServiceError::setting(key, e.to_string())),
+        Err(Layered::Config(e)) => Err(blame::<T>(file, e, env_prefix)),
+    }
 }
 
 enum Layered<'a> {

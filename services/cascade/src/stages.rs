@@ -157,10 +157,11 @@ fn reconcile(
     managed: &Managed,
 ) {
     let executor = &managed.executor;
-    let mut wanted = HashMap::new();
+    let (mut present, mut wanted) = (HashSet::new(), HashMap::new());
     for pipeline in pipelines {
         for stage in &pipeline.stages {
             let queue = pipeline.stage_queue(&stage.name);
+            present.insert(queue.clone());
             match StageWorkerConfig::for_stage(pipeline, &stage.name) {
                 Ok(config) => {
                     let definition = format!("{config:?}");
@@ -232,9 +233,5 @@ fn reconcile(
             },
         );
     }
-    let stages: HashSet<QueueName> = pipelines
-        .iter()
-        .flat_map(|p| p.stages.iter().map(|stage| p.stage_queue(&stage.name)))
-        .collect();
-    conditions.forget_unless(|stage| stages.contains(stage));
+    conditions.forget_unless(|stage| present.contains(stage));
 }

@@ -211,38 +211,23 @@ async fn enqueue_lines(
             refused.push(none_from(range.start + 1, tonic::Status::internal(got)));
             break;
         }
-        let mut failures = Vec::new();
-        for ((result, line), number) in results.iter().zip(chunk).zip(range.start + 1..) {
-            if let (Some(ok), 0) = (&result.ok, result.code) {
-                sent += 1;
-                if s.out.is_json() {
-                    s.out.record(&enqueued_record(ok));
-                }
-                continue;
-            }
-            let status = tonic::Status::new(result.code.into(), result.message.clone());
-            failures.push((number, line, status));
+        let answered = Answered::of(&results, chunk, range.start + 1);
+        sent += answered.enqueued.len() as u64;
+        if s.out.is_json() {
+            answered
+                .enqueued
+                .iter()
+                .for_each(|ok| s.out.record(&enqueued_record(ok)));
         }
-        // Every line goes to the same queue, so to one shard: a refusal of the queue or the
-        // caller, or a batch none of whose lines reached the shard, is every later line's
-        // answer too, and ends the command.
-        let went = chunk.len() - failures.len();
-        let every_later = |status: &tonic::Status| {
-            about_the_queue(status) || (went == 0 && about_every_line(status))
-        };
-        let stop = failures
-            .iter()
-            .position(|(_, _, status)| every_later(status));
-        let (own, rest) = failures.split_at(stop.unwrap_or(failures.len()));
-        for (number, line, status) in own {
+        for (number, line, status) in answered.refused {
             let what = format!(
                 "cannot enqueue line {number} ({}) to {target}",
                 excerpt(line)
             );
-            refused.push(CliError::refused(&s.addr, what, status.clone()));
+            refused.push(CliError::refused(&s.addr, what, status));
         }
-        if let Some((number, _, status)) = rest.first() {
-            refused.push(none_from(*number, status.clone()));
+        if let Some((number, status)) = answered.stop {
+            refused.push(none_from(number, status));
             break;
         }
     }
@@ -250,6 +235,48 @@ async fn enqueue_lines(
         outln!("enqueued {sent} events to {target}");
     }
     report_refusals(refused)
+}
+
+/// What a batch's answers say, line by line.
+struct Answered<'a> {
+    enqueued: Vec<&'a api::EnqueueResponse>,
+    /// Lines refused for what they are: their numbers, the lines and why.
+    refused: Vec<(usize, &'a str, tonic::Status)>,
+    /// The first line refused for what every later line would meet too, and why: it ends the
+    /// command, and no line after it is reported alone.
+    stop: Option<(usize, tonic::Status)>,
+}
+
+impl<'a> Answered<'a> {
+    /// `results` for `chunk` (as many), whose first line is line `first`.
+    fn of(results: &'a [api::EnqueueResult], chunk: &'a [String], first: usize) -> Answered<'a> {
+        let went = results
+            .iter()
+            .filter(|result| result.ok.is_some() && result.code == 0)
+            .count();
+        let mut answered = Answered {
+            enqueued: Vec::with_capacity(went),
+            refused: Vec::new(),
+            stop: None,
+        };
+        for ((result, line), number) in results.iter().zip(chunk).zip(first..) {
+            match (&result.ok, result.code) {
+                (Some(ok), 0) => answered.enqueued.push(ok),
+                _ if answered.stop.is_some() => {}
+                _ => {
+                    let status = tonic::Status::new(result.code.into(), result.message.clone());
+                    // Every line goes to the same queue, so to one shard: a refusal of the
+                    // queue or the caller, or a batch none of whose lines reached the shard,
+                    // is every later line's answer too.
+                    match about_the_queue(&status) || (went == 0 && about_every_line(&status)) {
+                        true => answered.stop = Some((number, status)),
+                        false => answered.refused.push((number, line, status)),
+                    }
+                }
+            }
+        }
+        answered
+    }
 }
 
 /// One line's event as a unary call, answered as a batch answers an item; an error every
