@@ -10,6 +10,7 @@
 //! [`StatusPage`] is the status page served on the HTTP admin port (`/`, `/status.json`,
 //! `/dead-letters.json`).
 
+mod abandoned;
 mod admin;
 mod admission;
 mod advance;

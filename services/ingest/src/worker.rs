@@ -28,7 +28,7 @@ use cascade_proto::convert::{
 use cascade_proto::v1::completion::Outcome as ProtoOutcome;
 use cascade_proto::v1::{
     CompleteRequest, CompleteResponse, Completion, CompletionResult, ExtendLeaseRequest,
-    ExtendLeaseResponse, Release, TakeRequest, TakeResponse, worker_server::Worker,
+    ExtendLeaseResponse, TakeRequest, TakeResponse, worker_server::Worker,
 };
 use cascade_security::{Caller, Permission};
 use tokio::sync::oneshot;
@@ -36,6 +36,7 @@ use tokio::time::Instant;
 use tonic::{Request, Response, Status};
 
 use crate::IngestError;
+use crate::abandoned::{ReleaseTo, Unanswered};
 use crate::admission::with_reservation;
 use crate::advance::Target;
 use crate::auth::caller;
@@ -46,7 +47,7 @@ use crate::gateway::{Gateway, Prepared, place, scatter};
 use crate::ingest::{field_len, string_len};
 use crate::limits::TAKE_POLL_SLICE;
 use crate::peer::Peer;
-use crate::route::{Shards, unexpected};
+use crate::route::unexpected;
 use crate::trace;
 
 /// Completions, coalesced per shard into one request of validated completions.
@@ -229,103 +230,27 @@ impl Gateway {
 
 /// One shard poll of a `Take`, on a task of its own. If the client goes away while the shard
 /// holds the poll, tonic drops the RPC's future, not this task: the events the poll brings
-/// are then released at once (their attempt stays counted) instead of staying leased to
-/// nobody until their lease ends.
+/// are then released at once.
 async fn poll_shard(
-    shards: &Arc<Shards>,
-    shard: u32,
+    to: &ReleaseTo,
     ask: Sized<ShardRequest>,
     timeout: Duration,
 ) -> Result<TakeResponse, IngestError> {
     let (answer, answered) = oneshot::channel();
-    let shards = Arc::clone(shards);
+    let to = to.clone();
     tokio::spawn(async move {
-        let taken = match shards.send(shard, ask.item, ask.bytes, timeout).await {
+        let shard = to.shard;
+        let taken = match to.shards.send(shard, ask.item, ask.bytes, timeout).await {
             Ok(Reply::Take(taken)) => Ok(taken),
             Ok(other) => Err(unexpected(shard, "a take", &other)),
             Err(e) => Err(e),
         };
         if let Err(Ok(abandoned)) = answer.send(taken) {
-            release_abandoned(&shards, shard, abandoned).await;
+            to.release(abandoned).await;
         }
     });
     // The task ends without answering only when the runtime shuts down.
     answered.await.unwrap_or(Err(IngestError::ShuttingDown))
-}
-
-/// A poll's leased events until they are the client's answer. Dropped before that (the
-/// client went away while the take sent its completions to other shards, or the take failed
-/// after the poll), they go back to their queue at once instead of staying leased to nobody
-/// until their lease ends.
-struct Unanswered {
-    shards: Arc<Shards>,
-    shard: u32,
-    taken: Option<TakeResponse>,
-}
-
-impl Unanswered {
-    fn hold(shards: &Arc<Shards>, shard: u32, taken: TakeResponse) -> Unanswered {
-        Unanswered {
-            shards: Arc::clone(shards),
-            shard,
-            taken: Some(taken),
-        }
-    }
-
-    fn has_events(&self) -> bool {
-        self.taken.as_ref().is_some_and(|t| !t.events.is_empty())
-    }
-
-    /// The events, now the client's.
-    fn answered(mut self) -> TakeResponse {
-        self.taken.take().unwrap_or_default()
-    }
-}
-
-impl Drop for Unanswered {
-    fn drop(&mut self) {
-        let Some(taken) = self.taken.take().filter(|t| !t.events.is_empty()) else {
-            return;
-        };
-        // No runtime only when the process is stopping: the leases end on their own.
-        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
-            let (shards, shard) = (Arc::clone(&self.shards), self.shard);
-            runtime.spawn(async move { release_abandoned(&shards, shard, taken).await });
-        }
-    }
-}
-
-/// Gives the events of a poll whose client went away back to their queue.
-async fn release_abandoned(shards: &Shards, shard: u32, taken: TakeResponse) {
-    let completions: Vec<Completion> = taken
-        .events
-        .into_iter()
-        .filter_map(|leased| {
-            let event = leased.event?;
-            Some(Completion {
-                queue: event.queue,
-                id: event.id,
-                lease_token: leased.lease_token,
-                outcome: Some(ProtoOutcome::Release(Release {})),
-            })
-        })
-        .collect();
-    if completions.is_empty() {
-        return;
-    }
-    let count = completions.len();
-    let released = shards
-        .call(shard, Op::Complete(CompleteRequest { completions }))
-        .await
-        .and_then(|reply| CompleteBatch::outcomes(shard, reply));
-    match released {
-        Ok(results) => {
-            let failed = results.iter().filter(|r| r.code != 0).count();
-            tracing::info!(shard, count, failed, "take.abandoned.released");
-        }
-        // They come back when their lease ends, as they would have without the release.
-        Err(err) => tracing::warn!(shard, count, error = %err, "take.abandoned.release_failed"),
-    }
 }
 
 #[tonic::async_trait]
@@ -344,6 +269,11 @@ impl Worker for Gateway {
         // events an attempt.
         self.admission.room(peer.as_ref())?;
         let shard = self.shards.owner(&item.queue);
+        let release_to = ReleaseTo {
+            shards: Arc::clone(&self.shards),
+            shard,
+            per_request: self.limits.bus_items(),
+        };
         // The take's own bytes in its bus message, measured as the client sent them.
         let take_len = prost::Message::encoded_len(&request);
         let room = self.limits.bus_room.saturating_sub(take_len);
@@ -369,7 +299,7 @@ impl Worker for Gateway {
                 bytes: take_len + completions_len,
             };
             let timeout = self.limits.take_timeout(poll);
-            let mut taken = match poll_shard(&self.shards, shard, ask, timeout).await {
+            let mut taken = match poll_shard(&release_to, ask, timeout).await {
                 Ok(taken) => taken,
                 // The completions were applied and their results are owed: a later poll that
                 // fails ends the take empty instead.
@@ -384,7 +314,7 @@ impl Worker for Gateway {
                 Err(err) => return Err(err.into()),
             };
             let answered = std::mem::take(&mut taken.completions);
-            let taken = Unanswered::hold(&self.shards, shard, taken);
+            let taken = Unanswered::hold(&release_to, taken);
             carried
                 .poll_answered(shard, answered, &self.complete)
                 .await?;

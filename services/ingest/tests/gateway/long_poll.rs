@@ -1,15 +1,19 @@
 //! A long-poll `Take` reaches its shard as polls of at most 2 s, each held by the shard until
 //! its wait ends (here: no events come); a gateway told to stop answers after the poll in
 //! flight instead of holding its shutdown for the whole wait; what a poll brings after its
-//! client went away is released; a shard answering early and empty is not asked again.
+//! client went away is released, in requests the bus can answer; a shard answering early and empty is not asked again.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use cascade_bus::Bus;
+use cascade_proto::bus::v1::DispatcherReply;
+use cascade_proto::bus::v1::dispatcher_reply::Result as Reply;
 use cascade_proto::bus::v1::dispatcher_request::Op;
 use cascade_proto::v1::completion::Outcome;
-use cascade_proto::v1::{CompleteRequest, Completion, Release, TakeRequest};
+use cascade_proto::v1::{
+    CompleteRequest, Completion, LeasedEvent, Release, TakeRequest, TakeResponse,
+};
 
 use crate::harness::{Answer, Gateway, answer_with, echo, event, fake_shards, settings, took};
 
@@ -135,6 +139,67 @@ async fn the_events_of_a_poll_whose_client_went_away_are_released() {
     assert_eq!(taken.events.len(), 1, "{taken:?}");
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert_eq!(recorded.len(), 3, "only the polls and the one release");
+    gateway.stop().await.expect("the gateway stops");
+}
+
+/// A poll that brought more events than one bus request has room to release (here
+/// `ingest.max_batch_items`, 50) releases them in several requests, each within it, so that
+/// each reply fits one bus message even when every release fails.
+#[tokio::test]
+async fn a_large_abandoned_poll_is_released_in_requests_the_bus_can_answer() {
+    let leased = |i: usize| LeasedEvent {
+        event: Some(event("jobs", &format!("e{i}"))),
+        lease_token: format!("t{i}"),
+        lease_expires_at: None,
+    };
+    let late: Answer = Arc::new(move |shard, request| {
+        Box::pin(async move {
+            let Some(Op::Take(_)) = &request.op else {
+                return echo(shard, request);
+            };
+            tokio::time::sleep(Duration::from_secs(1)).await;
+            DispatcherReply {
+                result: Some(Reply::Take(TakeResponse {
+                    events: (0..120).map(leased).collect(),
+                    completions: Vec::new(),
+                })),
+            }
+        })
+    });
+    let bus = Bus::local();
+    let recorded = fake_shards(&bus, [0], late).await;
+    let gateway = Gateway::start(settings(1), &bus).await;
+    let mut worker = gateway.worker().await;
+    let giving_up = tokio::spawn(async move {
+        worker
+            .take(TakeRequest {
+                queue: "jobs".into(),
+                max_events: 120,
+                ..TakeRequest::default()
+            })
+            .await
+    });
+    recorded.wait_for(1).await; // the poll reached the shard
+    giving_up.abort(); // the client goes away
+    recorded.wait_for(4).await;
+
+    let mut released = Vec::new();
+    let mut sizes = Vec::new();
+    for (_, request) in &recorded.all()[1..] {
+        let Some(Op::Complete(complete)) = &request.op else {
+            panic!("a release, got {request:?}");
+        };
+        sizes.push(complete.completions.len());
+        for completion in &complete.completions {
+            assert_eq!(completion.outcome, Some(Outcome::Release(Release {})));
+            released.push((completion.id.clone(), completion.lease_token.clone()));
+        }
+    }
+    assert_eq!(sizes, [50, 50, 20]);
+    let expected: Vec<_> = (0..120)
+        .map(|i| (format!("e{i}"), format!("t{i}")))
+        .collect();
+    assert_eq!(released, expected);
     gateway.stop().await.expect("the gateway stops");
 }
 
