@@ -67,6 +67,10 @@ fn events_through_every_command_in_both_output_modes() {
     let config = &json(&c, &["queue", "get", "jobs"])[0];
     assert_eq!(config["lease"], "90s");
     assert_eq!(config["max_attempts"], 3);
+    assert_eq!(
+        config["dead_letter_queue"], "jobs.dlq",
+        "the default, as it applies"
+    );
     assert!(
         text(&c, &["queue", "list"])
             .lines()

@@ -109,7 +109,10 @@ fn queue_record(q: &api::Queue) -> Record {
             super::proto_duration(c.backoff_initial.as_ref()),
         ),
         ("backoff_max", super::proto_duration(c.backoff_max.as_ref())),
-        ("dead_letter_queue", Value::Text(c.dead_letter_queue)),
+        (
+            "dead_letter_queue",
+            Value::Text(dead_letter_queue(&q.name, c.dead_letter_queue)),
+        ),
         ("max_payload_bytes", Value::Bytes(c.max_payload_bytes)),
         ("priority", Value::Count(c.priority.into())),
         (
@@ -117,6 +120,15 @@ fn queue_record(q: &api::Queue) -> Record {
             super::proto_duration(c.dedup_window.as_ref()),
         ),
     ]
+}
+
+/// The queue's dead letters' queue as it applies: the one configured, else `<name>.dlq`. A
+/// template's stays as configured (empty: each queue's own `<queue>.dlq`).
+fn dead_letter_queue(name: &str, configured: String) -> String {
+    match configured.is_empty() && !name.ends_with('*') {
+        true => format!("{name}.dlq"),
+        false => configured,
+    }
 }
 
 pub async fn queue(command: QueueCommand, opts: ClientOpts) -> Result<(), CliError> {
