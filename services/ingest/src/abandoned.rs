@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use cascade_proto::bus::v1::dispatcher_request::Op;
 use cascade_proto::v1::completion::Outcome as ProtoOutcome;
-use cascade_proto::v1::{CompleteRequest, Completion, Release, TakeResponse};
+use cascade_proto::v1::{CompleteRequest, Completion, CompletionResult, Release, TakeResponse};
 
 use crate::coalesce::Batch;
 use crate::route::Shards;
@@ -63,8 +63,8 @@ impl ReleaseTo {
 }
 
 /// A poll's leased events until they are the client's answer. Dropped before that (the
-/// client went away while the take sent its completions to other shards, or the take failed
-/// after the poll), they are released.
+/// client went away before the poll's answer reached the RPC, or while the take sent its
+/// completions to other shards, or the take failed after the poll), they are released.
 pub(crate) struct Unanswered {
     to: ReleaseTo,
     taken: Option<TakeResponse>,
@@ -76,6 +76,14 @@ impl Unanswered {
             to: to.clone(),
             taken: Some(taken),
         }
+    }
+
+    /// The results of the completions the poll carried, taken out.
+    pub fn completion_results(&mut self) -> Vec<CompletionResult> {
+        self.taken
+            .as_mut()
+            .map(|t| std::mem::take(&mut t.completions))
+            .unwrap_or_default()
     }
 
     pub fn has_events(&self) -> bool {

@@ -1,7 +1,8 @@
 //! What clients can make the gateway hold, bounded:
 //! - requests in flight, all clients together, at most `grpc.max_requests_in_flight`: one
 //!   more is shed at once with RESOURCE_EXHAUSTED (health checks are not counted), and a
-//!   request holds its place until its response is sent;
+//!   request holds its place until its response is sent and every shard poll it started
+//!   has ended (a `Take` whose client went away leaves its poll running: [`Place`]);
 //! - bytes of responses not yet read (a client that asks for large events and never reads
 //!   them holds them in the gateway's memory): each response that carries payloads
 //!   ([`Admission::reserve`]) takes its size from `grpc.max_unread_response_bytes`, and at
@@ -179,11 +180,19 @@ impl Drop for Held {
     }
 }
 
+/// A request's place among those in flight, in its extensions: a `Take` lends it to each
+/// shard poll it starts, so that polls left running by clients that went away (a deadline
+/// shorter than the wait, a cancel) count until they end, and cannot pile up on the shards.
+#[derive(Clone)]
+pub(crate) struct Place {
+    _permit: Arc<OwnedSemaphorePermit>,
+}
+
 /// A request's place among those in flight (none for a health check, which is never shed),
 /// and its count on its connection (a health `Watch` keeps the connection from being idle),
 /// until its response is sent.
 struct InFlight {
-    _place: Option<OwnedSemaphorePermit>,
+    _place: Option<Place>,
     peer: Option<Peer>,
 }
 
@@ -239,14 +248,16 @@ where
         self.inner.poll_ready(cx)
     }
 
-    fn call(&mut self, request: http::Request<B>) -> Self::Future {
+    fn call(&mut self, mut request: http::Request<B>) -> Self::Future {
         // Health checks are never shed: probes tell a busy gateway from a dead one. Neither
         // is reflection counted: its sessions have no end.
         let path = request.uri().path();
         let place = match is_health_check(path) || is_reflection(path) {
             true => None,
             false => match Arc::clone(&self.admission.requests).try_acquire_owned() {
-                Ok(place) => Some(place),
+                Ok(permit) => Some(Place {
+                    _permit: Arc::new(permit),
+                }),
                 Err(_) => {
                     let status = Status::resource_exhausted(format!(
                         "the gateway has grpc.max_requests_in_flight ({}) requests in flight; retry with backoff",
@@ -256,6 +267,9 @@ where
                 }
             },
         };
+        if let Some(place) = &place {
+            request.extensions_mut().insert(place.clone());
+        }
         let peer = Peer::of(request.extensions()).cloned();
         if let Some(peer) = &peer {
             peer.started();

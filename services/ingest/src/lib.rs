@@ -18,6 +18,7 @@ mod audit;
 mod auth;
 mod authorize;
 mod carried;
+mod client_deadline;
 mod client_errors;
 mod coalesce;
 mod error;

@@ -37,11 +37,12 @@ use tonic::{Request, Response, Status};
 
 use crate::IngestError;
 use crate::abandoned::{ReleaseTo, Unanswered};
-use crate::admission::with_reservation;
+use crate::admission::{Place, with_reservation};
 use crate::advance::Target;
 use crate::auth::caller;
 use crate::authorize::{allowed, no_reserved_headers, payload_quota, refuse_whole};
 use crate::carried::Carried;
+use crate::client_deadline;
 use crate::coalesce::{Batch, Sized};
 use crate::gateway::{Gateway, Prepared, place, scatter};
 use crate::ingest::{field_len, string_len};
@@ -228,26 +229,29 @@ impl Gateway {
     }
 }
 
-/// One shard poll of a `Take`, on a task of its own. If the client goes away while the shard
-/// holds the poll, tonic drops the RPC's future, not this task: the events the poll brings
-/// are then released at once.
+/// One shard poll of a `Take`, on a task of its own that holds the request's `place` among
+/// those in flight until the poll ends. If the client goes away while the shard holds the
+/// poll, tonic drops the RPC's future, not this task, and the events the poll brings are
+/// released at once: they travel to the RPC in an [`Unanswered`], which releases them if it
+/// is dropped unread, in the channel included.
 async fn poll_shard(
     to: &ReleaseTo,
+    place: Option<Place>,
     ask: Sized<ShardRequest>,
     timeout: Duration,
-) -> Result<TakeResponse, IngestError> {
+) -> Result<Unanswered, IngestError> {
     let (answer, answered) = oneshot::channel();
     let to = to.clone();
     tokio::spawn(async move {
         let shard = to.shard;
         let taken = match to.shards.send(shard, ask.item, ask.bytes, timeout).await {
-            Ok(Reply::Take(taken)) => Ok(taken),
+            Ok(Reply::Take(taken)) => Ok(Unanswered::hold(&to, taken)),
             Ok(other) => Err(unexpected(shard, "a take", &other)),
             Err(e) => Err(e),
         };
-        if let Err(Ok(abandoned)) = answer.send(taken) {
-            to.release(abandoned).await;
-        }
+        // Unsent, it is dropped here, and its events released, before the place is given up.
+        let _ = answer.send(taken);
+        drop(place);
     });
     // The task ends without answering only when the runtime shuts down.
     answered.await.unwrap_or(Err(IngestError::ShuttingDown))
@@ -258,6 +262,8 @@ impl Worker for Gateway {
     async fn take(&self, request: Request<TakeRequest>) -> Result<Response<TakeResponse>, Status> {
         let caller = caller(&request)?;
         let peer = Peer::of(request.extensions()).cloned();
+        let place = request.extensions().get::<Place>().cloned();
+        let client_wait = client_deadline::wait_within(request.metadata());
         let mut request = request.into_inner();
         let item = take_from_proto(&request).map_err(IngestError::from)?;
         allowed(&caller, Permission::Consume, item.queue.as_str(), "queue")?;
@@ -278,7 +284,8 @@ impl Worker for Gateway {
         let take_len = prost::Message::encoded_len(&request);
         let room = self.limits.bus_room.saturating_sub(take_len);
         let mut carried = Carried::split(shard, prepared, room);
-        let deadline = Instant::now() + self.limits.take_wait(item.wait);
+        let wait = self.limits.take_wait(item.wait);
+        let deadline = Instant::now() + client_wait.map_or(wait, |within| wait.min(within));
         loop {
             let asked_at = Instant::now();
             // A first poll that still has completions to send, or advances whose spans should
@@ -299,7 +306,7 @@ impl Worker for Gateway {
                 bytes: take_len + completions_len,
             };
             let timeout = self.limits.take_timeout(poll);
-            let mut taken = match poll_shard(&release_to, ask, timeout).await {
+            let mut taken = match poll_shard(&release_to, place.clone(), ask, timeout).await {
                 Ok(taken) => taken,
                 // The completions were applied and their results are owed: a later poll that
                 // fails ends the take empty instead.
@@ -313,8 +320,7 @@ impl Worker for Gateway {
                 }
                 Err(err) => return Err(err.into()),
             };
-            let answered = std::mem::take(&mut taken.completions);
-            let taken = Unanswered::hold(&release_to, taken);
+            let answered = taken.completion_results();
             carried
                 .poll_answered(shard, answered, &self.complete)
                 .await?;

@@ -1,7 +1,8 @@
 //! A long-poll `Take` reaches its shard as polls of at most 2 s, each held by the shard until
 //! its wait ends (here: no events come); a gateway told to stop answers after the poll in
 //! flight instead of holding its shutdown for the whole wait; what a poll brings after its
-//! client went away is released, in requests the bus can answer; a shard answering early and empty is not asked again.
+//! client went away is released, in requests the bus can answer, and holds its request's place
+//! in flight until it ends; a long poll answers before its client's deadline; a shard answering early and empty is not asked again.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -12,8 +13,9 @@ use cascade_proto::bus::v1::dispatcher_reply::Result as Reply;
 use cascade_proto::bus::v1::dispatcher_request::Op;
 use cascade_proto::v1::completion::Outcome;
 use cascade_proto::v1::{
-    CompleteRequest, Completion, LeasedEvent, Release, TakeRequest, TakeResponse,
+    CompleteRequest, Completion, EnqueueRequest, LeasedEvent, Release, TakeRequest, TakeResponse,
 };
+use tokio::sync::Semaphore;
 
 use crate::harness::{Answer, Gateway, answer_with, echo, event, fake_shards, settings, took};
 
@@ -200,6 +202,125 @@ async fn a_large_abandoned_poll_is_released_in_requests_the_bus_can_answer() {
         .map(|i| (format!("e{i}"), format!("t{i}")))
         .collect();
     assert_eq!(released, expected);
+    gateway.stop().await.expect("the gateway stops");
+}
+
+/// A client whose deadline comes before the end of its wait gets an answer (empty, nothing
+/// came) before its deadline, not DEADLINE_EXCEEDED with the poll left running.
+#[tokio::test]
+async fn a_long_poll_answers_before_its_clients_deadline() {
+    let holds: Answer = Arc::new(|shard, request| {
+        Box::pin(async move {
+            if let Some(Op::Take(take)) = &request.op {
+                let wait = take.wait.as_ref().map_or(0.0, seconds);
+                tokio::time::sleep(Duration::from_secs_f64(wait)).await;
+            }
+            echo(shard, request)
+        })
+    });
+    let bus = Bus::local();
+    let recorded = fake_shards(&bus, [0], holds).await;
+    let mut settings = settings(1);
+    settings.dispatcher.max_take_wait = Duration::from_secs(30);
+    let gateway = Gateway::start(settings, &bus).await;
+    let mut worker = gateway.worker().await;
+
+    let mut take = tonic::Request::new(TakeRequest {
+        queue: "jobs".into(),
+        max_events: 10,
+        wait: Some(prost_types::Duration {
+            seconds: 20,
+            nanos: 0,
+        }),
+        ..TakeRequest::default()
+    });
+    // A fifth of it, a second at most, is left for the answer's way back: 4 s of polls.
+    take.set_timeout(Duration::from_secs(5));
+    let taken = worker
+        .take(take)
+        .await
+        .expect("an answer, not a deadline")
+        .into_inner();
+    assert!(taken.events.is_empty());
+    let asked: f64 = recorded
+        .all()
+        .iter()
+        .filter_map(|(_, request)| match &request.op {
+            Some(Op::Take(take)) => Some(take.wait.as_ref().map_or(0.0, seconds)),
+            _ => None,
+        })
+        .sum();
+    assert!(asked <= 4.0, "the polls waited {asked} s in all");
+    gateway.stop().await.expect("the gateway stops");
+}
+
+/// A poll left running by a client that went away keeps its request's place among those in
+/// flight until it ends: clients that cancel their takes cannot pile polls up on a shard.
+#[tokio::test]
+async fn a_poll_whose_client_went_away_holds_its_place_in_flight() {
+    // The shard holds every take until the test opens the gate.
+    let gate = Arc::new(Semaphore::new(0));
+    let held: Answer = {
+        let gate = Arc::clone(&gate);
+        Arc::new(move |shard, request| {
+            let gate = Arc::clone(&gate);
+            Box::pin(async move {
+                if let Some(Op::Take(_)) = &request.op {
+                    let _open = gate.acquire().await.expect("the gate stays");
+                }
+                echo(shard, request)
+            })
+        })
+    };
+    let bus = Bus::local();
+    let recorded = fake_shards(&bus, [0], held).await;
+    let mut settings = settings(1);
+    settings.grpc.max_requests_in_flight = 2;
+    let gateway = Gateway::start(settings, &bus).await;
+    let take = TakeRequest {
+        queue: "jobs".into(),
+        max_events: 10,
+        ..TakeRequest::default()
+    };
+    for polls in 1..=2 {
+        let mut worker = gateway.worker().await;
+        let take = take.clone();
+        let giving_up = tokio::spawn(async move { worker.take(take).await });
+        recorded.wait_for(polls).await;
+        giving_up.abort();
+        let _ = giving_up.await;
+    }
+
+    let mut ingest = gateway.ingest().await;
+    let enqueue = EnqueueRequest {
+        queue: "jobs".into(),
+        ..EnqueueRequest::default()
+    };
+    let shed = ingest
+        .enqueue(enqueue.clone())
+        .await
+        .expect_err("both places are held by the polls");
+    assert_eq!(shed.code(), tonic::Code::ResourceExhausted, "{shed}");
+    assert!(
+        shed.message().contains("grpc.max_requests_in_flight"),
+        "{shed}"
+    );
+
+    gate.add_permits(2);
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+    loop {
+        match ingest.enqueue(enqueue.clone()).await {
+            Ok(_) => break,
+            Err(status) if status.code() == tonic::Code::ResourceExhausted => {
+                assert!(
+                    tokio::time::Instant::now() < deadline,
+                    "places still held: {status}"
+                );
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+            Err(status) => panic!("{status}"),
+        }
+    }
     gateway.stop().await.expect("the gateway stops");
 }
 
