@@ -24,12 +24,15 @@ use crate::error::StoreError;
 pub const SAMPLE_EVERY: Duration = Duration::from_millis(100);
 /// Bytes a checkpoint may need in sled per byte it moves there (sled appends before it
 /// reclaims): that much of the data not yet checkpointed is kept free on top of the watermark.
-const CHECKPOINT_COST: u64 = 3;
+/// Measured on a fresh store: sled grew by 1.4 bytes per byte of 100-byte events, 2.1 of
+/// 10 KB ones and 3.6–3.8 of 200 KB to 1.3 MB ones (sled keeps a large value in a blob of
+/// its own, and writes a leaf's values again as it splits and consolidates it).
+const CHECKPOINT_COST: u64 = 5;
 /// `auto`: 5 % of the filesystem, at most this.
 const AUTO_CAP: u64 = 1 << 30;
 const AUTO_PERCENT: u64 = 5;
 
-/// `store.min_free_bytes`: a size such as `2GiB`, `0` for no alarm, or `auto` (5 % of the
+/// `store.min_free_bytes`: a size such as `2GiB`, `0` for no watermark, or `auto` (5 % of the
 /// filesystem, at most 1 GiB).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(try_from = "SizeOrWord", into = "String")]
@@ -59,7 +62,7 @@ impl FromStr for Watermark {
                 cascade_core::Error::invalid(
                     "store.min_free_bytes",
                     format!(
-                        "must be \"auto\" (5% of the filesystem, at most 1GiB), a size such as 2GiB, or 0 for no alarm, got {}",
+                        "must be \"auto\" (5% of the filesystem, at most 1GiB), a size such as 2GiB, or 0 for no watermark, got {}",
                         cascade_core::error::excerpt(input)
                     ),
                 )
@@ -257,5 +260,20 @@ mod tests {
         let err = full.check_space().expect_err("alarm");
         assert_eq!(err.code(), cascade_core::Code::ResourceExhausted);
         assert!(err.to_string().contains("store.min_free_bytes"), "{err}");
+    }
+
+    /// Large payloads made sled grow by 3.6–3.8 bytes per byte checkpointed: a quarter of
+    /// the free space not yet checkpointed is already too much, an eighth is not.
+    #[test]
+    fn five_times_what_is_not_checkpointed_is_kept_free_without_a_watermark() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let watch = DiskWatch::new(dir.path(), Watermark::Bytes(0));
+        let free = watch.state().free;
+        let state = watch.sample(free / 4);
+        assert!(state.alarm, "{state:?}");
+        assert!(watch.check_space().is_err());
+        let state = watch.sample(free / 8);
+        assert!(!state.alarm, "{state:?}");
+        assert!(watch.check_space().is_ok());
     }
 }
