@@ -15,6 +15,13 @@ pub const MAX_HEADERS: usize = 64;
 /// The prefix of the headers Cascade itself sets (below): a client may not set them, or a
 /// redrive could be sent to a queue of its choosing.
 pub const RESERVED_HEADER_PREFIX: &str = "cascade-";
+
+/// Whether `name` is one of Cascade's own headers, in any case: an HTTP handler gets header
+/// names in lower case, so `Cascade-Dead-Letter-From` would reach it as the real one.
+pub fn is_reserved_header(name: &str) -> bool {
+    name.get(..RESERVED_HEADER_PREFIX.len())
+        .is_some_and(|start| start.eq_ignore_ascii_case(RESERVED_HEADER_PREFIX))
+}
 /// Headers the shard sets on a dead letter: the queue it left, and why.
 pub const DEAD_LETTER_FROM: &str = "cascade-dead-letter-from";
 pub const DEAD_LETTER_REASON: &str = "cascade-dead-letter-reason";
@@ -39,7 +46,7 @@ pub const EVENT_ROOM: usize = 4096;
 pub fn event_bytes(payload_len: usize, headers: &BTreeMap<String, String>) -> usize {
     headers
         .iter()
-        .filter(|(name, _)| !name.starts_with(RESERVED_HEADER_PREFIX))
+        .filter(|(name, _)| !is_reserved_header(name))
         .map(|(name, value)| name.len() + value.len() + 6)
         .sum::<usize>()
         + payload_len
@@ -90,7 +97,7 @@ pub struct Event {
 pub fn own_header_count(headers: &BTreeMap<String, String>) -> usize {
     headers
         .keys()
-        .filter(|name| !name.starts_with(RESERVED_HEADER_PREFIX))
+        .filter(|name| !is_reserved_header(name))
         .count()
 }
 

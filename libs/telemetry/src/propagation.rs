@@ -12,7 +12,7 @@
 use std::collections::{BTreeMap, HashMap};
 
 use axum::http::HeaderMap;
-use cascade_core::event::{MAX_HEADERS, RESERVED_HEADER_PREFIX};
+use cascade_core::event::{MAX_HEADERS, is_reserved_header};
 use opentelemetry::Context;
 use opentelemetry::propagation::{Extractor, Injector, TextMapPropagator};
 use opentelemetry::trace::TraceContextExt;
@@ -48,7 +48,7 @@ pub fn inject_into_headers(cx: &Context, headers: &mut impl HeaderMapLike) {
     // As the event's limit counts them: Cascade's own (`cascade-*`) come on top.
     let kept = headers
         .entries()
-        .filter(|(key, _)| !is_trace_key(key) && !key.starts_with(RESERVED_HEADER_PREFIX))
+        .filter(|(key, _)| !is_trace_key(key) && !is_reserved_header(key))
         .count();
     if kept + trace.len() > MAX_HEADERS {
         return;

@@ -58,11 +58,14 @@ pub(crate) fn no_reserved_headers<'a>(
     field: &str,
 ) -> Result<(), IngestError> {
     let prefix = cascade_core::event::RESERVED_HEADER_PREFIX;
-    match names.into_iter().find(|name| name.starts_with(prefix)) {
+    match names
+        .into_iter()
+        .find(|name| cascade_core::event::is_reserved_header(name))
+    {
         Some(name) => Err(IngestError::invalid(
             field,
             format!(
-                "header names starting with {prefix} are Cascade's own (set on dead letters); rename {name}"
+                "header names starting with {prefix}, in any case, are Cascade's own (set on dead letters); rename {name}"
             ),
         )),
         None => Ok(()),

@@ -23,7 +23,7 @@ use std::time::Duration;
 use bytes::Bytes;
 
 use cascade_core::error::cut_to;
-use cascade_core::event::RESERVED_HEADER_PREFIX;
+use cascade_core::event::is_reserved_header;
 use cascade_core::outcome::MAX_DEAD_LETTER_REASON_BYTES;
 use cascade_core::{Outcome, Timestamp};
 use reqwest::header::{HeaderMap, RETRY_AFTER};
@@ -146,7 +146,7 @@ fn advance(
         // Cascade's own (a last failure's reason, a dead letter's origin): the handler got
         // them with the event, and a reply that sends them back leaves them as they are,
         // where the gateway would refuse the advance for setting them.
-        if event_header.starts_with(RESERVED_HEADER_PREFIX) {
+        if is_reserved_header(event_header) {
             continue;
         }
         let value = std::str::from_utf8(value.as_bytes())
