@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 use cascade_core::error::excerpt;
 use cascade_e2e::cli::{self, json, json_with, refused, run, text};
 use cascade_e2e::handler_server::{FAILURE_BODY, HandlerServer};
+use cascade_e2e::pki::TestCa;
 use cascade_e2e::{Cluster, Mode};
 use serde_json::Value;
 
@@ -678,6 +679,55 @@ fn config_check_fails_on_what_would_stop_a_service_telemetry_included() {
         ),
     ] {
         let refused = check(name, text, false);
+        assert_ne!(refused.code, 0, "{name} passed");
+        assert!(refused.stderr.contains(key), "{name}: {}", refused.stderr);
+    }
+    // The files it names, read as a service reads them at start.
+    let ca = TestCa::new("config check");
+    let (cert, key) = ca.server().write(dir.path(), "server");
+    let (other_cert, _) = ca.server().write(dir.path(), "other");
+    let bad_identities = dir.path().join("identities.toml");
+    std::fs::write(
+        &bad_identities,
+        "[[identities]]\nname = \"ops\"\ntoken_sha256 = \"abc\"\n",
+    )
+    .expect("write the identities");
+    let missing = dir.path().join("missing.pem");
+    let tls = |cert: &std::path::Path, key: &std::path::Path| {
+        format!(
+            "[grpc.tls]\ncert_file = {:?}\nkey_file = {:?}\n",
+            cert.display().to_string(),
+            key.display().to_string()
+        )
+    };
+    let fine = check("tls.toml", &tls(&cert, &key), false);
+    assert_eq!(fine.code, 0, "{}", fine.stderr);
+    for (name, text, key) in [
+        (
+            "no-identities.toml",
+            format!(
+                "[auth]\nenabled = true\nidentities_file = {:?}\n",
+                missing.display().to_string()
+            ),
+            "auth.identities_file",
+        ),
+        (
+            "bad-identities.toml",
+            format!(
+                "[auth]\nenabled = true\nidentities_file = {:?}\n",
+                bad_identities.display().to_string()
+            ),
+            "token_sha256",
+        ),
+        ("no-cert.toml", tls(&missing, &key), "grpc.tls.cert_file"),
+        ("wrong-key.toml", tls(&other_cert, &key), "grpc.tls"),
+        (
+            "no-bus-ca.toml",
+            format!("[bus.tls]\nca_file = {:?}\n", missing.display().to_string()),
+            "bus.tls.ca_file",
+        ),
+    ] {
+        let refused = check(name, &text, false);
         assert_ne!(refused.code, 0, "{name} passed");
         assert!(refused.stderr.contains(key), "{name}: {}", refused.stderr);
     }

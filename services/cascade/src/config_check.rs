@@ -1,6 +1,7 @@
 //! `cascade config check FILE`: loads a settings file exactly as the services do at start
 //! (defaults < file < `CASCADE__…` environment) and prints what it describes, or fails with
-//! the error a service would stop with. `--stage-worker` checks a stage worker's file the
+//! the error a service would stop with, the files it names included (identities, TLS
+//! certificates and keys, the bus's credentials). `--stage-worker` checks a stage worker's file the
 //! same way. Deployment tooling (the Helm chart's tests) reads the printed names instead of
 //! copying the rules that make them.
 
@@ -20,6 +21,28 @@ pub struct CheckArgs {
     stage_worker: bool,
 }
 
+/// The files the settings name, read as the services read them at start: the identities,
+/// the gRPC port's certificate, key and client CA, and what the bus connects with.
+fn check_files(settings: &Settings) -> anyhow::Result<()> {
+    cascade_service::auth::load(&settings.auth)?;
+    cascade_ingest::Tls::check(&settings.grpc.tls)?;
+    let bus = &settings.bus;
+    let named = [
+        ("bus.credentials_file", &bus.credentials_file),
+        ("bus.tls.ca_file", &bus.tls.ca_file),
+        ("bus.tls.cert_file", &bus.tls.cert_file),
+        ("bus.tls.key_file", &bus.tls.key_file),
+    ];
+    for (key, path) in named {
+        if let Some(path) = path {
+            std::fs::read(path).map_err(|e| {
+                cascade_service::ServiceError::setting(key, format!("{}: {e}", path.display()))
+            })?;
+        }
+    }
+    Ok(())
+}
+
 pub fn check(args: CheckArgs) -> anyhow::Result<()> {
     let summary = match args.stage_worker {
         true => {
@@ -34,6 +57,7 @@ pub fn check(args: CheckArgs) -> anyhow::Result<()> {
         false => {
             let settings = Settings::load(Some(&args.file), &[])?;
             cascade_telemetry::check(&settings.telemetry)?;
+            check_files(&settings)?;
             let kubernetes = &settings.resource_manager.kubernetes;
             let stage_deployments: BTreeMap<String, String> = settings
                 .pipelines

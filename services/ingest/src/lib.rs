@@ -45,3 +45,4 @@ pub use incoming::Listeners;
 pub use pipelines::apply_pipeline;
 pub use server::{bind, run, serve};
 pub use status::StatusPage;
+pub use tls::Tls;

@@ -17,7 +17,7 @@ use cascade_service::{ServiceError, Shutdown};
 use crate::IngestError;
 
 /// The TLS config in force and the files it is read from.
-pub(crate) struct Tls {
+pub struct Tls {
     pub config: Arc<Reloading>,
     files: FileSet,
     keys: Vec<&'static str>,
@@ -52,6 +52,12 @@ impl Tls {
             keys,
             interval: settings.reload_interval,
         }))
+    }
+
+    /// Whether the files make a TLS config the gateway would start with (`cascade config
+    /// check`).
+    pub fn check(settings: &GrpcTlsSettings) -> Result<(), IngestError> {
+        Tls::load(settings).map(|_| ())
     }
 
     /// Reads the files every interval until `shutdown`, replacing the config when they
