@@ -1,6 +1,7 @@
 //! A cluster's shard count is fixed for its life: `cascade standalone` restarted on its data
 //! with another `cluster.shards` (or another `cluster.name`) refuses to start, naming both,
-//! instead of serving queues whose events now hash to other shards.
+//! instead of serving queues whose events now hash to other shards; so does one whose shards'
+//! stores were swapped.
 
 use std::path::Path;
 use std::process::Command;
@@ -40,6 +41,27 @@ fn a_store_refuses_another_shard_count_or_cluster_name() {
             "the error names neither side:\n{text}"
         );
     }
+
+    // Two shards' stores swapped (a restore under the wrong names): refused, naming both.
+    let swap = |a: &str, b: &str| {
+        let parked = data.join("parked");
+        std::fs::rename(data.join(a), &parked).expect("move");
+        std::fs::rename(data.join(b), data.join(a)).expect("move");
+        std::fs::rename(&parked, data.join(b)).expect("move");
+    };
+    swap("dispatcher-0", "dispatcher-1");
+    let (mut refused, _) = standalone(&data, "orders", 2, dir.path(), "swapped");
+    let status = refused.wait_exit(Duration::from_secs(60));
+    let text = refused.log();
+    assert!(!status.success(), "started on swapped stores:\n{text}");
+    assert!(
+        text.contains("is the store of dispatcher-1, but this process opened it as dispatcher-0")
+            || text.contains(
+                "is the store of dispatcher-0, but this process opened it as dispatcher-1"
+            ),
+        "the error names neither store:\n{text}"
+    );
+    swap("dispatcher-0", "dispatcher-1");
 
     let (mut again, http) = standalone(&data, "orders", 2, dir.path(), "same-again");
     wait_ready(&mut again, &http, Duration::from_secs(60));

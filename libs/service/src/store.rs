@@ -32,6 +32,7 @@ pub fn options(settings: &Settings) -> StoreOptions {
         cluster: Some(ClusterIdentity {
             name: settings.cluster.name.clone(),
             shards: settings.cluster.shards,
+            store: None,
         }),
         ..StoreOptions::default()
     }
@@ -48,10 +49,13 @@ pub async fn open_shard_store<S: Maintenance>(
     state: impl FnOnce(Kv) -> Result<S, StoreError> + Send + 'static,
 ) -> Result<Store<S>, ShardError> {
     let dir = shard_dir(settings, service, shard);
-    let options = StoreOptions {
+    let mut options = StoreOptions {
         commit_observer: commits,
         ..options(settings)
     };
+    if let Some(cluster) = &mut options.cluster {
+        cluster.store = Some(format!("{service}-{shard}"));
+    }
     let open_dir = dir.clone();
     let opened = tokio::task::spawn_blocking(move || {
         let (kv, wal) = durable::recover(&open_dir, &options)?;

@@ -88,6 +88,14 @@ pub enum StoreError {
         expected_name: String,
         expected_shards: u32,
     },
+    #[error(
+        "store {path} is the store of {found}, but this process opened it as {expected}: each store holds what belongs to its own shard (a dispatcher's the queues that hash to it, a timer's its timers); put it back where {found} is read, or give {expected} its own"
+    )]
+    WrongStore {
+        path: PathBuf,
+        found: String,
+        expected: String,
+    },
     #[error("fsync of {path} failed: {source}; the shard stops, recovery replays the log")]
     Fsync {
         path: PathBuf,
@@ -130,7 +138,9 @@ impl StoreError {
             | StoreError::DiskFull { .. } => Code::ResourceExhausted,
             StoreError::Stopped { .. } => Code::Unavailable,
             StoreError::Corrupt { .. } => Code::DataLoss,
-            StoreError::WrongCluster { .. } | StoreError::Tool { .. } => Code::FailedPrecondition,
+            StoreError::WrongCluster { .. }
+            | StoreError::WrongStore { .. }
+            | StoreError::Tool { .. } => Code::FailedPrecondition,
             StoreError::Fsync { .. }
             | StoreError::Io { .. }
             | StoreError::Sled { .. }
@@ -146,6 +156,7 @@ impl StoreError {
             StoreError::Stopped { .. }
                 | StoreError::Corrupt { .. }
                 | StoreError::WrongCluster { .. }
+                | StoreError::WrongStore { .. }
                 | StoreError::Fsync { .. }
                 | StoreError::Io { .. }
                 | StoreError::Sled { .. }

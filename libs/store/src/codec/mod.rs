@@ -26,6 +26,9 @@ pub fn check_entry(key: &[u8], value: &[u8]) -> Result<(), Malformed> {
         keys::META if key == keys::meta("cluster").as_slice() => {
             records::decode_cluster(value).map(drop)
         }
+        keys::META if key == keys::meta("store").as_slice() => {
+            records::decode_store_name(value).map(drop)
+        }
         keys::META | keys::RECEIVED | keys::LEGACY_SCHEDULE_INDEX => {
             records::decode_u64(value, "number").map(drop)
         }

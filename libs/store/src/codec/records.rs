@@ -541,6 +541,19 @@ pub fn encode_cluster(name: &str, shards: u32) -> Vec<u8> {
     Writer::default().u8(V1).u32(shards).str(name).finish()
 }
 
+/// Which store of its cluster a store is (`dispatcher-0`).
+pub fn encode_store_name(name: &str) -> Vec<u8> {
+    Writer::default().u8(V1).str(name).finish()
+}
+
+pub fn decode_store_name(buf: &[u8]) -> Result<String, Malformed> {
+    let mut r = Reader::new(buf, "store name");
+    r.expect_version(V1)?;
+    let name = r.string()?;
+    r.finish()?;
+    Ok(name)
+}
+
 pub fn decode_cluster(buf: &[u8]) -> Result<(String, u32), Malformed> {
     let mut r = Reader::new(buf, "store cluster");
     r.expect_version(V1)?;

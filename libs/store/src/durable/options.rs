@@ -45,12 +45,16 @@ pub struct StoreOptions {
     pub min_free: Watermark,
 }
 
-/// A cluster's name and shard count. A queue's shard is a hash of its name over the shard
-/// count, so a store opened under another count would hold queues no request reaches.
+/// A cluster's name and shard count, and which of its stores this is. A queue's shard is a
+/// hash of its name over the shard count, so a store opened under another count, or as
+/// another shard, would hold queues no request reaches.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ClusterIdentity {
     pub name: String,
     pub shards: u32,
+    /// The store's service and shard, as its directory is named (`dispatcher-0`,
+    /// `timer-1`); `None` checks nothing of it.
+    pub store: Option<String>,
 }
 
 impl Default for StoreOptions {
