@@ -362,6 +362,29 @@ impl Cluster {
         self.dispatcher(shard).restart(&logs);
     }
 
+    /// Starts a second `cascade-dispatcher` process for shard `shard` (distributed only), on
+    /// a data directory and an admin port of its own, without waiting for it: a
+    /// misconfiguration the cluster must refuse.
+    pub fn start_second_dispatcher(&self, shard: u32) -> Process {
+        let mut command = (self.dispatchers[shard as usize].command)();
+        command
+            .env("CASCADE__DATA__DIR", self.dir.path().join("second-data"))
+            .env("CASCADE__HTTP__ADDR", format!("127.0.0.1:{}", free_port()));
+        Process::start(
+            &format!("second-dispatcher-{shard}"),
+            command,
+            self.dir.path(),
+        )
+    }
+
+    /// The process ID of the process that serves dispatcher shard `shard`.
+    pub fn dispatcher_pid(&self, shard: u32) -> u32 {
+        match self.mode {
+            Mode::Standalone => self.front.process.pid(),
+            Mode::Distributed => self.dispatchers[shard as usize].process.pid(),
+        }
+    }
+
     fn dispatcher(&mut self, shard: u32) -> &mut Service {
         match self.mode {
             Mode::Standalone => &mut self.front,

@@ -9,6 +9,7 @@
 //! stops every shard and its error is returned, so the process exits non-zero. Errors met
 //! while stopping are logged; the first is returned when nothing failed before.
 
+mod presence;
 mod running;
 
 use std::fmt::Display;

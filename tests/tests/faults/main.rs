@@ -3,6 +3,7 @@
 //! faults of the kill and network tests `CASCADE_FAULT_ROUNDS` times (docs/operations.md).
 
 mod clock;
+mod duplicate;
 mod network;
 mod shard_down;
 mod sigkill;

@@ -9,7 +9,7 @@ use cascade_store::Store;
 use cascade_store::durable::{DiskState, Maintenance};
 use tokio::task::JoinHandle;
 
-use super::SupervisedShard;
+use super::{SupervisedShard, presence};
 use crate::{ShardError, Shutdown};
 
 /// What running a shard needs from the context its tasks share.
@@ -35,7 +35,9 @@ pub struct RunningShard<C> {
 
 impl<C: ShardCore> RunningShard<C> {
     /// Subscribes `service`'s shard `shard` to `subject`, then starts its tasks with
-    /// `spawn(tasks, ctx, requests_in)`; if the subscription fails, closes the store.
+    /// `spawn(tasks, ctx, requests_in)`, and its presence (`presence`): first, it refuses to
+    /// start if another process answers that it serves the shard. If it cannot start, it
+    /// closes the store.
     pub async fn start(
         service: &'static str,
         shard: u32,
@@ -43,9 +45,26 @@ impl<C: ShardCore> RunningShard<C> {
         subject: String,
         spawn: impl FnOnce(&mut ShardTasks, &Arc<C>, Subscription),
     ) -> Result<RunningShard<C>, ShardError> {
-        let requests_in = match ctx.bus().subscribe(&subject).await {
-            Ok(subscription) => subscription,
-            Err(source) => {
+        let me = presence::Server::this_process();
+        let presence_subject = presence::subject_of(&subject);
+        if let Err(reason) = presence::ask(ctx.bus(), &presence_subject, &me).await {
+            close(service, shard, ctx).await?;
+            return Err(ShardError::Failed {
+                service,
+                shard,
+                reason,
+            });
+        }
+        let subscribed = match ctx.bus().subscribe(&presence_subject).await {
+            Ok(presence_in) => match ctx.bus().subscribe(&subject).await {
+                Ok(requests_in) => Ok((presence_in, requests_in)),
+                Err(source) => Err((subject.clone(), source)),
+            },
+            Err(source) => Err((presence_subject.clone(), source)),
+        };
+        let (presence_in, requests_in) = match subscribed {
+            Ok(both) => both,
+            Err((subject, source)) => {
                 close(service, shard, ctx).await?;
                 return Err(ShardError::Subscribe {
                     service,
@@ -57,6 +76,19 @@ impl<C: ShardCore> RunningShard<C> {
         };
         let mut tasks = ShardTasks::new(service, shard);
         spawn(&mut tasks, &ctx, requests_in);
+        let serving = presence::Presence {
+            bus: ctx.bus().clone(),
+            subject: presence_subject,
+            subscription: presence_in,
+            me,
+            service,
+            shard,
+        };
+        tasks.push(
+            "presence",
+            "another process serves it on the same bus, and started earlier (the log names it): two processes must never serve one shard".into(),
+            presence::serve(serving, presence::ANNOUNCE_EVERY, ctx.stopping().clone()),
+        );
         tracing::info!(shard, %subject, "{service}.shard.started");
         Ok(RunningShard { ctx, tasks })
     }
