@@ -472,13 +472,23 @@ impl Cluster {
                 timer.restart(&logs);
             }
             Part::Nats => {
-                let mut nats = self.nats.take().expect("distributed: a NATS server");
-                nats.kill();
-                let port = self.nats_port.expect("a NATS port");
-                let config = self.nats_config.clone();
-                self.nats = Some(start_nats_on(self.dir.path(), port, config.as_deref()));
+                self.kill_nats();
+                self.restart_nats();
             }
         }
+    }
+
+    /// SIGKILLs the NATS server (distributed only); [`Cluster::restart_nats`] starts it again.
+    pub fn kill_nats(&mut self) {
+        let mut nats = self.nats.take().expect("distributed: a NATS server");
+        nats.kill();
+    }
+
+    /// Starts the NATS server again on the same port.
+    pub fn restart_nats(&mut self) {
+        let port = self.nats_port.expect("a NATS port");
+        let config = self.nats_config.clone();
+        self.nats = Some(start_nats_on(self.dir.path(), port, config.as_deref()));
     }
 
     /// SIGKILLs stage worker `number`; [`Cluster::restart_stage_worker`] starts it again.

@@ -113,6 +113,14 @@ impl Bus {
         }
     }
 
+    /// Whether messages can flow now: the in-process bus always; NATS while connected.
+    pub fn is_connected(&self) -> bool {
+        match &self.transport {
+            Transport::Local(_) => true,
+            Transport::Nats(bus) => bus.is_connected(),
+        }
+    }
+
     /// Sends to every current subscriber of a matching pattern; no subscriber is not an error.
     pub async fn publish(&self, subject: &str, payload: Bytes) -> Result<(), BusError> {
         match &self.transport {

@@ -143,6 +143,11 @@ impl NatsBus {
         })
     }
 
+    /// Whether the client is connected to a server now (async-nats reconnects on its own).
+    pub fn is_connected(&self) -> bool {
+        self.client.connection_state() == async_nats::connection::State::Connected
+    }
+
     /// The `max_payload` of the server's INFO, updated by async-nats on every (re)connect.
     pub fn max_payload(&self) -> usize {
         self.client.max_payload()

@@ -15,11 +15,14 @@ use crate::{ServiceError, Shutdown};
 /// Whether the service is ready to serve; `/readyz` answers 503 until it is, and again once
 /// shutdown begins. A ready service may also be degraded (a shard's disk alarm): `/readyz`
 /// still answers 200, since it serves what lets the condition pass (consumers draining a
-/// full disk), and lists each condition on a line of its own after `ready`.
+/// full disk), and lists each condition on a line of its own after `ready`. A condition
+/// under which it serves nothing (its bus connection is down) makes it unavailable:
+/// `/readyz` answers 503 and names it, until it passes.
 #[derive(Clone, Default)]
 pub struct Readiness {
     ready: Arc<AtomicBool>,
     degraded: Arc<Mutex<BTreeMap<String, String>>>,
+    unavailable: Arc<Mutex<BTreeMap<String, String>>>,
 }
 
 impl Readiness {
@@ -37,23 +40,37 @@ impl Readiness {
         Readiness {
             ready: Arc::default(),
             degraded: Arc::clone(&self.degraded),
+            unavailable: Arc::clone(&self.unavailable),
         }
     }
 
     /// Raises (`Some(what)`) or clears (`None`) the condition named `key`, e.g.
     /// `dispatcher shard 0`.
     pub fn set_degraded(&self, key: &str, what: Option<String>) {
-        let mut degraded = self.degraded.lock().unwrap_or_else(PoisonError::into_inner);
-        match what {
-            Some(what) => degraded.insert(key.to_owned(), what),
-            None => degraded.remove(key),
-        };
+        set_condition(&self.degraded, key, what);
+    }
+
+    /// Raises (`Some(what)`) or clears (`None`) the condition named `key` (`bus`) under which
+    /// the process serves nothing.
+    pub fn set_unavailable(&self, key: &str, what: Option<String>) {
+        set_condition(&self.unavailable, key, what);
     }
 
     /// The `/readyz` answer.
     fn answer(&self) -> (StatusCode, String) {
         if !self.is_ready() {
             return (StatusCode::SERVICE_UNAVAILABLE, "not ready\n".into());
+        }
+        let unavailable = self
+            .unavailable
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        if !unavailable.is_empty() {
+            let mut body = String::from("not ready\n");
+            for (key, what) in unavailable.iter() {
+                body.push_str(&format!("unavailable: {key}: {what}\n"));
+            }
+            return (StatusCode::SERVICE_UNAVAILABLE, body);
         }
         let degraded = self.degraded.lock().unwrap_or_else(PoisonError::into_inner);
         let mut body = String::from("ready\n");
@@ -62,6 +79,14 @@ impl Readiness {
         }
         (StatusCode::OK, body)
     }
+}
+
+fn set_condition(conditions: &Mutex<BTreeMap<String, String>>, key: &str, what: Option<String>) {
+    let mut conditions = conditions.lock().unwrap_or_else(PoisonError::into_inner);
+    match what {
+        Some(what) => conditions.insert(key.to_owned(), what),
+        None => conditions.remove(key),
+    };
 }
 
 /// Binds `addr` and serves `/healthz`, `/readyz` and `extra` until `shutdown`. Returns the
@@ -104,4 +129,35 @@ pub async fn serve_admin(
     });
     tracing::info!(addr = %bound, "admin.http.listening");
     Ok((bound, task))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_unavailable_condition_makes_a_ready_process_not_ready_and_says_why() {
+        let readiness = Readiness::default();
+        readiness.set(true);
+        readiness.set_degraded("dispatcher shard 0", Some("disk alarm".into()));
+        assert_eq!(
+            readiness.answer(),
+            (
+                StatusCode::OK,
+                "ready\ndegraded: dispatcher shard 0: disk alarm\n".into()
+            )
+        );
+        readiness
+            .part()
+            .set_unavailable("bus", Some("not connected".into()));
+        assert_eq!(
+            readiness.answer(),
+            (
+                StatusCode::SERVICE_UNAVAILABLE,
+                "not ready\nunavailable: bus: not connected\n".into()
+            )
+        );
+        readiness.set_unavailable("bus", None);
+        assert_eq!(readiness.answer().0, StatusCode::OK);
+    }
 }

@@ -7,7 +7,9 @@
 
 use std::sync::Arc;
 
-use cascade_bus::Bus;
+use std::time::Duration;
+
+use cascade_bus::{Bus, without_credentials};
 use cascade_security::Authenticator;
 use cascade_telemetry::{Metrics, Telemetry};
 use tokio::task::JoinHandle;
@@ -63,6 +65,12 @@ impl Process {
             tokio::spawn(identities.run(shutdown.clone()));
         }
         let readiness = Readiness::default();
+        tokio::spawn(watch_bus(
+            bus.clone(),
+            without_credentials(&settings.bus.url),
+            readiness.clone(),
+            shutdown.clone(),
+        ));
         let metrics = Metrics::with_queue_series(settings.telemetry.max_queue_series);
         crate::observe::observe_bus(&bus, &metrics);
         let (_, admin) = serve_admin(
@@ -109,5 +117,35 @@ impl Process {
             tracing::error!("the admin port's task panicked");
         }
         self.telemetry.shutdown().await;
+    }
+}
+
+/// How often the bus connection is looked at for `/readyz`.
+const BUS_CHECK: Duration = Duration::from_secs(1);
+
+/// Makes the process unavailable on `/readyz` while its NATS connection is down: nothing it
+/// does works without the bus (a gateway's requests would time out), so load balancers and
+/// Kubernetes should send nothing to it meanwhile.
+async fn watch_bus(bus: Bus, url: String, readiness: Readiness, shutdown: Shutdown) {
+    let mut every = tokio::time::interval(BUS_CHECK);
+    let mut was_connected = true;
+    loop {
+        tokio::select! {
+            () = shutdown.wait() => return,
+            _ = every.tick() => {}
+        }
+        let connected = bus.is_connected();
+        if connected == was_connected {
+            continue;
+        }
+        was_connected = connected;
+        let down = (!connected).then(|| {
+            format!("not connected to NATS at {url}: nothing reaches the other services until it reconnects, which it keeps trying")
+        });
+        match &down {
+            Some(_) => tracing::warn!(%url, "bus.disconnected"),
+            None => tracing::info!(%url, "bus.reconnected"),
+        }
+        readiness.set_unavailable("bus", down);
     }
 }

@@ -2,6 +2,7 @@
 //! accounted for. `cargo test -p cascade-e2e --test faults`; a longer soak repeats the
 //! faults of the kill and network tests `CASCADE_FAULT_ROUNDS` times (docs/operations.md).
 
+mod bus_down;
 mod clock;
 mod duplicate;
 mod network;
