@@ -264,19 +264,14 @@ fn start_stage_workers(
     (stop_stages, supervisor)
 }
 
-/// Says at start when anyone who reaches the gRPC port may do anything.
+/// Says at start when anyone who reaches the gRPC port may do anything, and that it is fine
+/// on loopback.
 fn warn_when_open(settings: &Settings, grpc: SocketAddr) {
-    if settings.auth.enabled {
-        return;
-    }
-    match grpc.ip().is_loopback() {
-        true => eprintln!(
+    let open = cascade_ingest::warn_when_open(settings, grpc, "cascade.standalone");
+    if !settings.auth.enabled && !open {
+        eprintln!(
             "cascade standalone: authentication is off (auth.enabled = false): fine on loopback, where only this machine's users reach the port"
-        ),
-        false => tracing::warn!(
-            addr = %grpc,
-            "cascade.standalone.open: authentication is off and the gRPC port listens beyond loopback: anyone who reaches it may read, change and delete every queue; set auth.enabled and auth.identities_file"
-        ),
+        );
     }
 }
 

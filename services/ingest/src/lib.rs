@@ -43,6 +43,6 @@ pub use error::IngestError;
 pub use in_process::{InProcessConnector, InProcessListener, in_process};
 pub use incoming::Listeners;
 pub use pipelines::apply_pipeline;
-pub use server::{bind, run, serve};
+pub use server::{bind, run, serve, warn_when_open};
 pub use status::StatusPage;
 pub use tls::Tls;

@@ -61,7 +61,24 @@ pub(crate) fn is_reflection(path: &str) -> bool {
 /// Binds `grpc.addr` and serves until `shutdown`; see [`serve`].
 pub async fn run(settings: Settings, deps: Deps, shutdown: Shutdown) -> Result<(), IngestError> {
     let listener = bind(&settings).await?;
+    if let Ok(addr) = listener.local_addr() {
+        warn_when_open(&settings, addr, "ingest");
+    }
     serve(listener, settings, deps, shutdown).await
+}
+
+/// Says at start (as `<who>.open`) when authentication is off and the gRPC port at `addr`
+/// listens beyond loopback: anyone who reaches it may do anything. Whether it listens beyond
+/// loopback.
+pub fn warn_when_open(settings: &Settings, addr: std::net::SocketAddr, who: &str) -> bool {
+    if settings.auth.enabled || addr.ip().is_loopback() {
+        return false;
+    }
+    tracing::warn!(
+        %addr,
+        "{who}.open: authentication is off and the gRPC port listens beyond loopback: anyone who reaches it may read, change and delete every queue; set auth.enabled and auth.identities_file"
+    );
+    true
 }
 
 /// Binds `grpc.addr`.
@@ -229,5 +246,23 @@ async fn stop_health(mut health: HealthReporter) {
     set_health(&health, ServingStatus::NotServing).await;
     for name in std::iter::once("").chain(SERVED) {
         health.clear_service_status(name).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_open_port_is_one_beyond_loopback_without_authentication() {
+        let mut settings = Settings::default();
+        let (anywhere, loopback) = (
+            "0.0.0.0:7700".parse().expect("addr"),
+            "127.0.0.1:7700".parse().expect("addr"),
+        );
+        assert!(warn_when_open(&settings, anywhere, "ingest"));
+        assert!(!warn_when_open(&settings, loopback, "ingest"));
+        settings.auth.enabled = true;
+        assert!(!warn_when_open(&settings, anywhere, "ingest"));
     }
 }
