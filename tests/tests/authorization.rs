@@ -520,7 +520,12 @@ async fn callers_do_what_their_grants_and_quotas_allow() {
         None,
     );
     assert_eq!(top.code, 0, "{}", top.stderr);
-    assert!(top.stdout.starts_with("cascade top — "), "{}", top.stdout);
+    let header = top.stdout.lines().next().unwrap_or_default();
+    assert!(
+        header.starts_with("cascade top — http://") && header.ends_with(" — once"),
+        "{}",
+        top.stdout
+    );
 
     // The CLI: --token and CASCADE_TOKEN.
     let addr = format!("http://{}", cluster.gateway());

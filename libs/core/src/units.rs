@@ -109,6 +109,26 @@ pub fn parse_size(input: &str) -> Result<u64, Error> {
 }
 
 /// Writes a size in its largest exact binary unit: `4MiB`, `1536KiB`, `100B`.
+/// A size for a person to read, to a tenth of its unit: `3.2MiB`, `900B`. Not exact:
+/// settings are written with [`format_size`].
+pub fn about_size(bytes: u64) -> String {
+    for (unit, size) in [
+        ("TiB", 1u64 << 40),
+        ("GiB", 1 << 30),
+        ("MiB", 1 << 20),
+        ("KiB", 1 << 10),
+    ] {
+        let tenths = (u128::from(bytes) * 10 + u128::from(size) / 2) / u128::from(size);
+        if tenths >= 10 {
+            return match tenths % 10 {
+                0 => format!("{}{unit}", tenths / 10),
+                tenth => format!("{}.{tenth}{unit}", tenths / 10),
+            };
+        }
+    }
+    format!("{bytes}B")
+}
+
 pub fn format_size(bytes: u64) -> String {
     for (unit, size) in [
         ("TiB", 1u64 << 40),
@@ -214,6 +234,22 @@ pub mod serde_size {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn sizes_for_people_are_rounded_to_a_tenth_of_their_unit() {
+        let cases = [
+            (900, "900B"),
+            (1024, "1KiB"),
+            (3_355_440, "3.2MiB"),
+            (36_008_292, "34.3MiB"),
+            (1 << 30, "1GiB"),
+            ((1 << 30) - 1, "1GiB"),
+            (u64::MAX, "16777216TiB"),
+        ];
+        for (bytes, said) in cases {
+            assert_eq!(super::about_size(bytes), said, "{bytes}");
+        }
+    }
+
     #[test]
     fn a_negative_duration_is_refused_as_negative() {
         let err = super::parse_duration("-5s").expect_err("negative");

@@ -65,8 +65,27 @@ fn retry_hint(after: Option<Duration>) -> String {
     match after {
         Some(after) => format!(
             "; retry in {}",
-            cascade_core::units::format_duration(after.max(Duration::from_millis(1)))
+            // Up to the next millisecond: `149ms`, not `148995874ns`.
+            cascade_core::units::format_duration(Duration::from_millis(
+                u64::try_from(after.as_nanos().div_ceil(1_000_000))
+                    .unwrap_or(u64::MAX)
+                    .max(1)
+            ))
         ),
         None => String::new(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    #[test]
+    fn a_retry_hint_is_rounded_up_to_the_millisecond() {
+        let hint = |nanos| super::retry_hint(Some(Duration::from_nanos(nanos)));
+        assert_eq!(hint(148_995_874), "; retry in 149ms");
+        assert_eq!(hint(2_000_000_000), "; retry in 2s");
+        assert_eq!(hint(1), "; retry in 1ms");
+        assert_eq!(super::retry_hint(None), "");
     }
 }

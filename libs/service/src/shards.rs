@@ -16,7 +16,7 @@ use std::fmt::Display;
 use std::future::Future;
 use std::time::Duration;
 
-use cascade_core::units::format_size;
+use cascade_core::units::about_size;
 use cascade_store::durable::DiskState;
 use cascade_telemetry::Metrics;
 use cascade_telemetry::metrics::StoreKind;
@@ -122,9 +122,9 @@ impl ShardSupervisor<'_> {
                 let alarm = disk.alarm.then(|| {
                     format!(
                         "disk alarm: {} free, below store.min_free_bytes ({}) plus {} kept for the next checkpoint; enqueues, updates and hand-offs are refused",
-                        format_size(disk.free),
-                        format_size(disk.watermark),
-                        format_size(disk.reserve)
+                        about_size(disk.free),
+                        about_size(disk.watermark),
+                        about_size(disk.reserve)
                     )
                 });
                 let key = format!("{} shard {shard}", self.service);

@@ -3,7 +3,7 @@
 
 use std::path::{Path, PathBuf};
 
-use cascade_core::units::format_size;
+use cascade_core::units::about_size;
 use cascade_core::{Code, Timestamp};
 
 use crate::wal::WalError;
@@ -66,7 +66,7 @@ pub enum StoreError {
     Busy { what: String },
     #[error(
         "the shard's disk has {} free, below its watermark of {} (store.min_free_bytes){}: enqueues, updates and hand-offs are refused until space is freed; takes, acks, deletes and purges still work, so consumers can drain it",
-        format_size(*free), format_size(*watermark), checkpoint_room(*reserve)
+        about_size(*free), about_size(*watermark), checkpoint_room(*reserve)
     )]
     DiskFull {
         free: u64,
@@ -204,6 +204,6 @@ impl StoreError {
 fn checkpoint_room(reserve: u64) -> String {
     match reserve {
         0 => String::new(),
-        bytes => format!(" plus {} kept for its next checkpoint", format_size(bytes)),
+        bytes => format!(" plus {} kept for its next checkpoint", about_size(bytes)),
     }
 }

@@ -164,19 +164,23 @@ fn rate_cells(rates: Rates) -> String {
 
 const COLUMNS: &str = "   READY  DELAYED   LEASED     IN/s   DONE/s  RETRY/s  DLQ/s";
 
-/// The view of `status`, with rates against `previous` totals (by row key).
+/// The view of `status`, with rates against `previous` totals (by row key); `interval` is
+/// the refresh (`None`: shown once).
 fn render(
     status: &Status,
     previous: &HashMap<String, Totals>,
     source: &str,
-    interval: &str,
+    interval: Option<&str>,
 ) -> String {
     let mut out = String::new();
     let now = status.generated_at_ms;
-    let _ = writeln!(
-        out,
-        "cascade top — {source} — every {interval} — Ctrl-C quits\n"
-    );
+    let _ = match interval {
+        Some(interval) => writeln!(
+            out,
+            "cascade top — {source} — every {interval} — Ctrl-C quits\n"
+        ),
+        None => writeln!(out, "cascade top — {source} — once\n"),
+    };
     let row_line = |out: &mut String, label: &str, row: &Row, rates: Rates| {
         let _ = write!(
             out,
@@ -282,7 +286,7 @@ pub async fn top(args: TopArgs) -> anyhow::Result<()> {
     };
     if args.once {
         let status = page.read().await?;
-        out!("{}", render(&status, &HashMap::new(), &source, "-"));
+        out!("{}", render(&status, &HashMap::new(), &source, None));
         return Ok(());
     }
     let terminal = std::io::stdout().is_terminal();
@@ -322,7 +326,7 @@ async fn show(
         let frame = tokio::select! {
             read = next => match read {
                 Ok(status) => {
-                    let frame = render(&status, &previous, source, interval);
+                    let frame = render(&status, &previous, source, Some(interval));
                     previous = totals_of(&status);
                     frame
                 }
@@ -422,7 +426,7 @@ mod tests {
             [5_000, 0, 0, 0, 150, 120, 5, 0].map(Some).into(),
         ];
         let first = status(5_000, vec![stage("receive", [150, 120, 5, 0], history)]);
-        let view = render(&first, &HashMap::new(), "http://h", "2s");
+        let view = render(&first, &HashMap::new(), "http://h", Some("2s"));
         let line = view
             .lines()
             .find(|l| l.trim_start().starts_with("receive"))
@@ -440,7 +444,7 @@ mod tests {
 
         let previous = totals_of(&first);
         let second = status(7_000, vec![stage("receive", [170, 140, 5, 2], Vec::new())]);
-        let view = render(&second, &previous, "http://h", "2s");
+        let view = render(&second, &previous, "http://h", Some("2s"));
         let line = view
             .lines()
             .find(|l| l.trim_start().starts_with("receive"))

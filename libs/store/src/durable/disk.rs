@@ -15,7 +15,7 @@ use std::str::FromStr;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
-use cascade_core::units::{format_size, parse_size};
+use cascade_core::units::{about_size, format_size, parse_size};
 use serde::{Deserialize, Serialize};
 
 use crate::error::StoreError;
@@ -188,11 +188,7 @@ impl DiskWatch {
         if self.alarm.swap(alarm, Ordering::Relaxed) == alarm {
             return;
         }
-        let (dir, free, watermark) = (
-            self.dir.display(),
-            format_size(free),
-            format_size(watermark),
-        );
+        let (dir, free, watermark) = (self.dir.display(), about_size(free), about_size(watermark));
         match alarm {
             true => tracing::warn!(
                 %dir, %free, %watermark,
