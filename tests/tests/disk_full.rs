@@ -9,6 +9,7 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use cascade_client::Client;
+use cascade_e2e::cli;
 use cascade_e2e::process::http_get;
 use cascade_e2e::scenarios::{ack, complete, config, create, item, take_n};
 use cascade_e2e::{Cluster, Mode};
@@ -195,6 +196,19 @@ async fn a_full_disk_refuses_enqueues_serves_consumers_and_clears_by_itself() {
     }
     assert!(accepted >= 4, "only {accepted} enqueues before the alarm");
     wait_reported(&cluster, true).await;
+    // A file of lines stops at the first refusal: every later line would meet it too.
+    let lines = "a line\n".repeat(50);
+    let gateway = format!("http://{}", cluster.gateway());
+    let refused = tokio::task::block_in_place(|| {
+        cli::run_at(&gateway, &["enqueue", "jobs", "--lines"], Some(&lines))
+    });
+    assert_ne!(refused.code, 0, "{}", refused.stderr);
+    assert_eq!(refused.stderr.lines().count(), 1, "{}", refused.stderr);
+    assert!(
+        refused.stderr.contains("(store.min_free_bytes)"),
+        "{}",
+        refused.stderr
+    );
     drain(&c, 2).await;
 
     // A restart on a full disk starts in the alarm, and serves takes and acks.

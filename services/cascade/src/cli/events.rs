@@ -309,15 +309,17 @@ fn about_every_line(status: &tonic::Status) -> bool {
         || matches!(status.code(), Code::Unavailable | Code::DeadlineExceeded)
 }
 
-/// Whether a line's refusal is the queue's or the caller's (no such queue, no grant), which
-/// every line meets. A line's own UNAVAILABLE inside a batch is not: the rest of the batch
-/// may have gone, over another bus request.
+/// Whether a line's refusal is the queue's or the caller's (no such queue, no grant, the
+/// disk alarm of the queue's shard), which every line meets. A line's own UNAVAILABLE inside
+/// a batch is not: the rest of the batch may have gone, over another bus request.
 fn about_the_queue(status: &tonic::Status) -> bool {
     use tonic::Code;
-    matches!(
-        status.code(),
-        Code::Unauthenticated | Code::PermissionDenied | Code::NotFound
-    )
+    match status.code() {
+        Code::Unauthenticated | Code::PermissionDenied | Code::NotFound => true,
+        // The shard's disk alarm (a quota's refusal is the line's, or passes with time).
+        Code::ResourceExhausted => status.message().contains("(store.min_free_bytes)"),
+        _ => false,
+    }
 }
 
 /// Whether a batch refused whole would pass in smaller ones. One refused for a line outside
