@@ -188,6 +188,17 @@ async fn the_grpc_port_speaks_tls_checks_client_certificates_and_reloads_its_own
     );
     assert_eq!(stats.code, 0, "{}", stats.stderr);
     assert!(stats.stdout.contains("\"ready\":1"), "{}", stats.stdout);
+    // A CA with a plaintext address: the advice is the https:// one.
+    let mixed = cli::run_at(&plaintext, &["stats", "tls.jobs", "--ca", &files[0]], None);
+    assert_eq!(mixed.code, 2, "{}", mixed.stderr);
+    assert!(
+        mixed
+            .stderr
+            .starts_with("error: cannot set up TLS to http://")
+            && mixed.stderr.contains("like https://127.0.0.1:7700"),
+        "{}",
+        mixed.stderr
+    );
 
     // Rotation: a new certificate on disk is what new connections are shown.
     let before = presented(cluster.gateway(), &server_ca.cert_pem(), &worker).await;

@@ -75,6 +75,12 @@ impl CliError {
 
     pub fn connect(addr: &str, error: ClientError) -> CliError {
         match error {
+            ClientError::BadAddress { reason, .. } if about_tls(&reason) => CliError {
+                exit: Exit::Usage,
+                what: format!("cannot set up TLS to {addr}"),
+                todo: Some(tls_todo(&reason).into()),
+                why: reason,
+            },
             ClientError::BadAddress { reason, .. } => CliError {
                 exit: Exit::Usage,
                 what: format!("'{addr}' is not a gateway address"),
@@ -150,7 +156,35 @@ impl CliError {
     }
 }
 
+/// Whether a failure to connect is the TLS handshake's or its files': the advice is then
+/// about certificates, not about whether the gateway runs.
+fn about_tls(reason: &str) -> bool {
+    let reason = reason.to_lowercase();
+    ["certificate", "alert", "handshake", "tls", "https://"]
+        .iter()
+        .any(|word| reason.contains(word))
+}
+
+fn tls_todo(reason: &str) -> &'static str {
+    match reason.contains("https://") {
+        true => {
+            "give --addr (or CASCADE_ADDR) like https://127.0.0.1:7700 with --ca, --cert and --key"
+        }
+        false => {
+            "check --ca (the CA that signed the gateway's certificate), and --cert and --key (a client certificate the gateway's client CA signed) when the gateway asks for one"
+        }
+    }
+}
+
 fn unreachable_gateway(addr: &str, reason: String) -> CliError {
+    if about_tls(&reason) {
+        return CliError {
+            exit: Exit::Connect,
+            what: format!("cannot connect to Cascade at {addr}"),
+            todo: Some(tls_todo(&reason).into()),
+            why: reason,
+        };
+    }
     let refused = reason.to_lowercase().contains("connection refused");
     CliError {
         exit: Exit::Connect,
