@@ -629,8 +629,14 @@ fn admin_port(http: &str) {
         "/dead-letters.json?queue=orders.new.dlq",
         "/rm/explain",
     ] {
-        let (status, head, _) = http_get_with(http, page, &[]).expect("an answer");
+        let (status, head, body) = http_get_with(http, page, &[]).expect("an answer");
         assert_eq!(status, 401, "{page} without a token");
+        assert!(
+            body.starts_with(
+                "no credentials: this page needs the token of an identity with the admin role on *"
+            ) && !body.contains("metadata"),
+            "{page}: {body}"
+        );
         assert!(
             head.contains("www-authenticate: Basic realm=\"cascade\""),
             "{page}: {head}"

@@ -135,7 +135,13 @@ fn refusal(authenticator: &Authenticator, request: &Request) -> Option<Response>
     };
     match authenticator.authenticate(credentials) {
         Err(e) => {
-            let mut refusal = (StatusCode::UNAUTHORIZED, format!("{e}\n")).into_response();
+            // Said in HTTP's words: the gRPC port's advice (metadata, a client certificate)
+            // does not apply here.
+            let why = match bearer {
+                Some(_) => e.to_string(),
+                None => "no credentials: this page needs the token of an identity with the admin role on * (every queue), as `Authorization: Bearer <token>` or as the password of HTTP Basic (a browser asks for it); the cascade command's --token or CASCADE_TOKEN".to_owned(),
+            };
+            let mut refusal = (StatusCode::UNAUTHORIZED, format!("{why}\n")).into_response();
             refusal.headers_mut().insert(
                 header::WWW_AUTHENTICATE,
                 HeaderValue::from_static("Basic realm=\"cascade\", charset=\"UTF-8\""),
