@@ -224,6 +224,9 @@ def test_every_pod_loads_its_settings_with_its_environment(rendered, secrets, tm
                     f"{pod_ip}:7701", "0.0.0.0:7701"), name
             else:
                 assert pod.env["CASCADE__GRPC__ADDR"] in (f"{pod_ip}:7700", "0.0.0.0:7700"), name
+                # The files this service reads at start, as its pod mounts them.
+                service = "standalone" if command[0] == "cascade" else command[0][len("cascade-"):]
+                args += ["--service", service]
             done = run(args, env=pod.environ())
             assert done.returncode == 0, f"{stem} {name}: {done.stderr}"
             assert json.loads(done.stdout)["valid"] is True

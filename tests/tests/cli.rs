@@ -649,15 +649,17 @@ fn errors_say_what_why_and_what_to_do_with_their_exit_codes() {
 #[test]
 fn config_check_fails_on_what_would_stop_a_service_telemetry_included() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let check = |name: &str, text: &str, stage_worker: bool| {
+    let check_as = |name: &str, text: &str, extra: &[&str]| {
         let path = dir.path().join(name);
         std::fs::write(&path, text).expect("write the settings");
         let path = path.to_str().expect("a UTF-8 path").to_owned();
         let mut args = vec!["config", "check", path.as_str()];
-        if stage_worker {
-            args.push("--stage-worker");
-        }
+        args.extend(extra);
         cli::run_at("http://127.0.0.1:7700", &args, None)
+    };
+    let check = |name: &str, text: &str, stage_worker: bool| match stage_worker {
+        true => check_as(name, text, &["--stage-worker"]),
+        false => check_as(name, text, &[]),
     };
     let fine = check("fine.toml", "[telemetry]\nsample_ratio = 0.5\n", false);
     assert_eq!(fine.code, 0, "{}", fine.stderr);
@@ -700,8 +702,18 @@ fn config_check_fails_on_what_would_stop_a_service_telemetry_included() {
             key.display().to_string()
         )
     };
-    let fine = check("tls.toml", &tls(&cert, &key), false);
+    let fine = check_as("tls.toml", &tls(&cert, &key), &["--service", "ingest"]);
     assert_eq!(fine.code, 0, "{}", fine.stderr);
+    // Without --service only the settings are checked: a dispatcher never reads the
+    // gateway's certificate, and one file may serve both.
+    let settings_only = check("no-cert-read.toml", &tls(&missing, &key), false);
+    assert_eq!(settings_only.code, 0, "{}", settings_only.stderr);
+    let dispatcher = check_as(
+        "dispatcher.toml",
+        &tls(&missing, &key),
+        &["--service", "dispatcher"],
+    );
+    assert_eq!(dispatcher.code, 0, "{}", dispatcher.stderr);
     for (name, text, key) in [
         (
             "no-identities.toml",
@@ -727,7 +739,7 @@ fn config_check_fails_on_what_would_stop_a_service_telemetry_included() {
             "bus.tls.ca_file",
         ),
     ] {
-        let refused = check(name, &text, false);
+        let refused = check_as(name, &text, &["--service", "ingest"]);
         assert_ne!(refused.code, 0, "{name} passed");
         assert!(refused.stderr.contains(key), "{name}: {}", refused.stderr);
     }

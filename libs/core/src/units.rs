@@ -108,7 +108,6 @@ pub fn parse_size(input: &str) -> Result<u64, Error> {
         .ok_or_else(|| bad(" (too large)"))
 }
 
-/// Writes a size in its largest exact binary unit: `4MiB`, `1536KiB`, `100B`.
 /// A size for a person to read, to a tenth of its unit: `3.2MiB`, `900B`. Not exact:
 /// settings are written with [`format_size`].
 pub fn about_size(bytes: u64) -> String {
@@ -129,6 +128,7 @@ pub fn about_size(bytes: u64) -> String {
     format!("{bytes}B")
 }
 
+/// Writes a size in its largest exact binary unit: `4MiB`, `1536KiB`, `100B`.
 pub fn format_size(bytes: u64) -> String {
     for (unit, size) in [
         ("TiB", 1u64 << 40),

@@ -1,9 +1,11 @@
 //! `cascade config check FILE`: loads a settings file exactly as the services do at start
 //! (defaults < file < `CASCADE__…` environment) and prints what it describes, or fails with
-//! the error a service would stop with, the files it names included (identities, TLS
-//! certificates and keys, the bus's credentials). `--stage-worker` checks a stage worker's file the
-//! same way. Deployment tooling (the Helm chart's tests) reads the printed names instead of
-//! copying the rules that make them.
+//! the error a service would stop with. With `--service NAME` it also reads the files that
+//! service reads at start (identities, the gRPC port's TLS files, the bus's credentials and
+//! TLS files), where it runs: one settings file may serve several services, each with only
+//! its own files at hand. `--stage-worker` checks a stage worker's file the same way.
+//! Deployment tooling (the Helm chart's tests) reads the printed names instead of copying the
+//! rules that make them.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -17,15 +19,34 @@ pub struct CheckArgs {
     /// The settings file (TOML, or JSON for a name ending in `.json`).
     file: PathBuf,
     /// The file configures a `cascade-stage-worker`, not a cluster's services.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "service")]
     stage_worker: bool,
+    /// Also read the files this service reads at start, as it would here.
+    #[arg(long, value_enum)]
+    service: Option<Service>,
 }
 
-/// The files the settings name, read as the services read them at start: the identities,
-/// the gRPC port's certificate, key and client CA, and what the bus connects with.
-fn check_files(settings: &Settings) -> anyhow::Result<()> {
+/// A service that reads files its settings name.
+#[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum Service {
+    Standalone,
+    Ingest,
+    Dispatcher,
+    ActivationTimer,
+    ResourceManager,
+}
+
+/// The files the settings name that `service` reads at start: the identities (every
+/// service), the gRPC port's certificate, key and client CA (the gateway's), and what the
+/// bus connects with (every service of the distributed mode).
+fn check_files(settings: &Settings, service: Service) -> anyhow::Result<()> {
     cascade_service::auth::load(&settings.auth)?;
-    cascade_ingest::Tls::check(&settings.grpc.tls)?;
+    if matches!(service, Service::Standalone | Service::Ingest) {
+        cascade_ingest::Tls::check(&settings.grpc.tls)?;
+    }
+    if service == Service::Standalone {
+        return Ok(());
+    }
     let bus = &settings.bus;
     let named = [
         ("bus.credentials_file", &bus.credentials_file),
@@ -57,7 +78,9 @@ pub fn check(args: CheckArgs) -> anyhow::Result<()> {
         false => {
             let settings = Settings::load(Some(&args.file), &[])?;
             cascade_telemetry::check(&settings.telemetry)?;
-            check_files(&settings)?;
+            if let Some(service) = args.service {
+                check_files(&settings, service)?;
+            }
             let kubernetes = &settings.resource_manager.kubernetes;
             let stage_deployments: BTreeMap<String, String> = settings
                 .pipelines

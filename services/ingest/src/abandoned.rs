@@ -90,6 +90,13 @@ impl Unanswered {
         self.taken.as_ref().is_some_and(|t| !t.events.is_empty())
     }
 
+    /// Gives the events back to their queue now (the client went away).
+    pub async fn release(mut self) {
+        if let Some(taken) = self.taken.take().filter(|t| !t.events.is_empty()) {
+            self.to.release(taken).await;
+        }
+    }
+
     /// The events, now the client's.
     pub fn answered(mut self) -> TakeResponse {
         self.taken.take().unwrap_or_default()

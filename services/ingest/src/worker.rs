@@ -249,8 +249,10 @@ async fn poll_shard(
             Ok(other) => Err(unexpected(shard, "a take", &other)),
             Err(e) => Err(e),
         };
-        // Unsent, it is dropped here, and its events released, before the place is given up.
-        let _ = answer.send(taken);
+        // Unsent (no one is left to answer), its events go back before the place is given up.
+        if let Err(Ok(unanswered)) = answer.send(taken) {
+            unanswered.release().await;
+        }
         drop(place);
     });
     // The task ends without answering only when the runtime shuts down.
@@ -260,6 +262,9 @@ async fn poll_shard(
 #[tonic::async_trait]
 impl Worker for Gateway {
     async fn take(&self, request: Request<TakeRequest>) -> Result<Response<TakeResponse>, Status> {
+        // The wait, and the client's deadline, count from here: the completions carried may
+        // take a while to prepare.
+        let arrived = Instant::now();
         let caller = caller(&request)?;
         let peer = Peer::of(request.extensions()).cloned();
         let place = request.extensions().get::<Place>().cloned();
@@ -285,7 +290,7 @@ impl Worker for Gateway {
         let room = self.limits.bus_room.saturating_sub(take_len);
         let mut carried = Carried::split(shard, prepared, room);
         let wait = self.limits.take_wait(item.wait);
-        let deadline = Instant::now() + client_wait.map_or(wait, |within| wait.min(within));
+        let deadline = arrived + client_wait.map_or(wait, |within| wait.min(within));
         loop {
             let asked_at = Instant::now();
             // A first poll that still has completions to send, or advances whose spans should

@@ -104,17 +104,6 @@ async fn start_with_patient_bus() -> Cluster {
     .expect("start")
 }
 
-/// The process ID of shard `shard`'s dispatcher.
-fn dispatcher_pid(cluster: &Cluster, shard: u32) -> u32 {
-    let dispatcher = format!("dispatcher-{shard}");
-    let (_, pid) = cluster
-        .processes()
-        .into_iter()
-        .find(|(name, _)| *name == dispatcher)
-        .unwrap_or_else(|| panic!("no {dispatcher}"));
-    pid
-}
-
 /// A take whose carried ack goes to another shard, one that hangs (stopped with SIGSTOP):
 /// the take's own events are leased at once, then the gateway waits for the other shard,
 /// and the client gives up meanwhile. Its events go back to their queue at once, not when
@@ -140,7 +129,7 @@ async fn a_take_given_up_while_its_completions_wait_gives_its_events_back() {
         outcome: Some(ack()),
     };
     let there_shard = shard_of(&QueueName::parse(&there).expect("name"), SHARDS);
-    let pid = dispatcher_pid(&cluster, there_shard);
+    let pid = cluster.dispatcher_pid(there_shard);
     crate::signal(pid, "STOP");
 
     let mut worker = c.worker();
@@ -201,7 +190,7 @@ async fn a_hanging_first_shard_holds_up_one_pipeline_lookup_not_every_one() {
         ..Default::default()
     };
     enqueue(&c, by_pipeline("the copy is made")).await;
-    let pid = dispatcher_pid(&cluster, 0);
+    let pid = cluster.dispatcher_pid(0);
     crate::signal(pid, "STOP");
     // Long enough for the copy to go stale (its lifetime is 1 s); longer changes nothing.
     tokio::time::sleep(Duration::from_millis(1500)).await;
@@ -254,7 +243,7 @@ async fn advances_to_a_hanging_shard_hold_up_no_other_hand_off() {
     let taken = take_n(&c, &up, ADVANCES, WITHIN).await;
     assert_eq!(taken.len(), ADVANCES);
     let down_shard = shard_of(&QueueName::parse(&down).expect("name"), SHARDS);
-    let pid = dispatcher_pid(&cluster, down_shard);
+    let pid = cluster.dispatcher_pid(down_shard);
     crate::signal(pid, "STOP");
 
     for event in &taken {

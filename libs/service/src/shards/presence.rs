@@ -3,9 +3,13 @@
 //! stores that drift apart, and answer in turn. So before a shard takes requests it asks on
 //! its presence subject (`<shard subject>.presence`) whether a process already serves it,
 //! and refuses to start if one answers. Once serving, it answers that question, and says
-//! every [`ANNOUNCE_EVERY`] that it serves: of two that started at once (neither saw the
-//! other), the one that started later stops when it hears the other, and the process exits
-//! with an error naming both.
+//! every [`ANNOUNCE_EVERY`] that it serves and for how long. Two that serve at once (neither
+//! saw the other at start: they started together, or one was cut off from the bus) keep the
+//! one that has served longer, by each one's own monotonic clock (a wall clock may be off by
+//! hours); within [`SAME_TIME`] of each other, the earlier start by the wall clock, then host
+//! and process ID. The other stops, its log naming both, and its process exits with an
+//! error. A best effort: requests either took while both served are in neither's store
+//! alone.
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -18,6 +22,9 @@ use crate::Shutdown;
 pub const ANNOUNCE_EVERY: Duration = Duration::from_secs(2);
 /// How long a starting shard waits for a serving one to answer.
 const ASK_TIMEOUT: Duration = Duration::from_secs(2);
+/// Two shards whose serving times differ by less than this started together, as far as
+/// their announcements can tell.
+const SAME_TIME: Duration = Duration::from_secs(4);
 const FORMAT: &str = "cascade-presence-v1";
 
 /// Which process serves a shard, and since when: the earlier start keeps the shard.
@@ -46,14 +53,19 @@ impl Server {
         }
     }
 
-    fn encode(&self) -> Bytes {
+    /// This process, serving for `served`.
+    fn encode(&self, served: Duration) -> Bytes {
         Bytes::from(format!(
-            "{FORMAT} {} {} {}",
-            self.started_micros, self.host, self.pid
+            "{FORMAT} {} {} {} {}",
+            self.started_micros,
+            self.host,
+            self.pid,
+            served.as_millis()
         ))
     }
 
-    fn decode(bytes: &[u8]) -> Option<Server> {
+    /// A process, and how long it had served when it said so.
+    fn decode(bytes: &[u8]) -> Option<(Server, Duration)> {
         let text = std::str::from_utf8(bytes).ok()?;
         let mut words = text.split(' ');
         (words.next()? == FORMAT).then_some(())?;
@@ -62,7 +74,20 @@ impl Server {
             host: words.next()?.to_owned(),
             pid: words.next()?.parse().ok()?,
         };
-        words.next().is_none().then_some(server)
+        let served = Duration::from_millis(words.next()?.parse().ok()?);
+        words.next().is_none().then_some((server, served))
+    }
+
+    /// Whether this process, serving for `mine`, gives the shard up to `other`, serving for
+    /// `theirs`: the longer server keeps it; within [`SAME_TIME`], the earlier start.
+    fn yields_to(&self, mine: Duration, other: &Server, theirs: Duration) -> bool {
+        if theirs > mine + SAME_TIME {
+            return true;
+        }
+        if mine > theirs + SAME_TIME {
+            return false;
+        }
+        other < self
     }
 
     /// "process 4121 on host a, started 3 s before this one".
@@ -89,7 +114,7 @@ pub fn subject_of(subject: &str) -> String {
 /// asked is an error too: the shard would not be reachable either.
 pub async fn ask(bus: &Bus, presence: &str, me: &Server) -> Result<(), String> {
     match bus
-        .request_as("presence", presence, me.encode(), ASK_TIMEOUT)
+        .request_as("presence", presence, me.encode(Duration::ZERO), ASK_TIMEOUT)
         .await
     {
         Err(BusError::NoResponders { .. }) => Ok(()),
@@ -97,7 +122,7 @@ pub async fn ask(bus: &Bus, presence: &str, me: &Server) -> Result<(), String> {
         Err(BusError::Timeout { .. }) => Ok(()),
         Err(e) => Err(format!("cannot ask the bus whether another process serves it: {e}")),
         Ok(reply) => Err(match Server::decode(&reply) {
-            Some(other) => format!(
+            Some((other, _)) => format!(
                 "another process already serves it on this bus ({}): two processes must never serve one shard; stop one, or check which shards each serves",
                 other.describe(me)
             ),
@@ -117,8 +142,8 @@ pub struct Presence {
 }
 
 /// Answers on the presence subject for `me` and says every `every` that it serves, until
-/// `stopping`, or until a process that started earlier says it serves the shard too: then
-/// logs both and returns, and the shard fails.
+/// `stopping`, or until a process it yields to (see the module) says it serves the shard
+/// too: then logs both and returns, and the shard fails.
 pub async fn serve(presence: Presence, every: Duration, stopping: Shutdown) {
     let Presence {
         bus,
@@ -128,36 +153,39 @@ pub async fn serve(presence: Presence, every: Duration, stopping: Shutdown) {
         service,
         shard,
     } = presence;
+    let serving_since = tokio::time::Instant::now();
     let mut announce = tokio::time::interval(every);
     loop {
         tokio::select! {
             () = stopping.wait() => return,
             message = subscription.next() => {
                 let Some(message) = message else { return };
+                let mine = serving_since.elapsed();
                 if message.wants_reply() {
-                    let _ = message.respond(me.encode()).await;
+                    let _ = message.respond(me.encode(mine)).await;
                     continue;
                 }
-                let Some(other) = Server::decode(&message.payload()) else { continue };
+                let Some((other, theirs)) = Server::decode(&message.payload()) else { continue };
                 if other == me {
                     continue;
                 }
-                if other < me {
+                if me.yields_to(mine, &other, theirs) {
                     tracing::error!(
                         shard,
                         other = %other.describe(&me),
-                        "{service}.shard.served_elsewhere: another process that started earlier serves this shard on the same bus; this one stops"
+                        "{service}.shard.served_elsewhere: another process that has served this shard longer serves it on the same bus; this one stops"
                     );
                     return;
                 }
                 tracing::error!(
                     shard,
                     other = %other.describe(&me),
-                    "{service}.shard.served_twice: another process serves this shard on the same bus; it started later and stops"
+                    "{service}.shard.served_twice: another process serves this shard on the same bus; it has served it for less time and stops"
                 );
             }
             _ = announce.tick() => {
-                if let Err(e) = bus.publish(&presence, me.encode()).await {
+                let served = me.encode(serving_since.elapsed());
+                if let Err(e) = bus.publish(&presence, served).await {
                     tracing::debug!(shard, error = %e, "{service}.shard.announce_failed");
                 }
             }
@@ -180,29 +208,39 @@ mod tests {
     #[test]
     fn a_server_reads_back_as_it_was_written_and_nothing_else_does() {
         let me = Server::this_process();
-        assert_eq!(Server::decode(&me.encode()), Some(me));
+        let served = Duration::from_millis(2500);
+        assert_eq!(Server::decode(&me.encode(served)), Some((me, served)));
         for bad in [
             "",
-            "cascade-presence-v1 1 h",
-            "other 1 h 2",
-            "cascade-presence-v1 1 h 2 x",
+            "cascade-presence-v1 1 h 2",
+            "other 1 h 2 3",
+            "cascade-presence-v1 1 h 2 3 x",
+            "cascade-presence-v1 1 h 2 -3",
         ] {
             assert_eq!(Server::decode(bad.as_bytes()), None, "{bad:?}");
         }
     }
 
     #[test]
-    fn the_earlier_start_keeps_the_shard() {
-        assert!(server(1, 9) < server(2, 1));
-        assert!(server(1, 1) < server(1, 2), "a tie goes by host, then pid");
+    fn the_longer_server_keeps_the_shard_then_the_earlier_start() {
+        let secs = Duration::from_secs;
+        let (early, late) = (server(1, 9), server(2, 1));
+        // Served for a while: kept, whatever the wall clocks say.
+        assert!(early.yields_to(secs(1), &late, secs(3600)));
+        assert!(!late.yields_to(secs(3600), &early, secs(1)));
+        // Together: the earlier start, then host, then pid; both agree.
+        assert!(late.yields_to(secs(2), &early, secs(3)));
+        assert!(!early.yields_to(secs(3), &late, secs(2)));
+        assert!(server(1, 2).yields_to(secs(0), &server(1, 1), secs(0)));
+        assert!(!server(1, 1).yields_to(secs(0), &server(1, 2), secs(0)));
         assert_eq!(
             server(1_000_000, 7).describe(&server(4_500_000, 8)),
             "process 7 on host h, started 3.5s before this one"
         );
     }
 
-    /// Two shards that did not see each other at start: the later one's presence ends when
-    /// it hears the earlier one, which keeps serving.
+    /// Two shards that did not see each other at start, and began serving together: the
+    /// later start's presence ends when it hears the earlier one, which keeps serving.
     #[tokio::test]
     async fn of_two_serving_one_shard_the_later_stops() {
         let bus = Bus::local();

@@ -86,7 +86,7 @@ impl<C: ShardCore> RunningShard<C> {
         };
         tasks.push(
             "presence",
-            "another process serves it on the same bus, and started earlier (the log names it): two processes must never serve one shard".into(),
+            "its presence on the bus ended: another process that has served it longer serves it on the same bus (the log names it; two processes must never serve one shard), or the bus subscription closed".into(),
             presence::serve(serving, presence::ANNOUNCE_EVERY, ctx.stopping().clone()),
         );
         tracing::info!(shard, %subject, "{service}.shard.started");
