@@ -17,15 +17,17 @@ use cascade_proto::v1::{
 };
 use tokio::sync::Semaphore;
 
-use crate::harness::{Answer, Gateway, answer_with, echo, event, fake_shards, settings, took};
+use crate::harness::{
+    Answer, Gateway, Recorded, answer_with, echo, event, fake_shards, settings, took,
+};
 
 fn seconds(d: &prost_types::Duration) -> f64 {
     d.seconds as f64 + f64::from(d.nanos) / 1e9
 }
 
-#[tokio::test]
-async fn a_long_poll_is_cut_into_polls_and_a_stopping_gateway_ends_it() {
-    // The shard holds each take for its wait, then answers that nothing came.
+/// A gateway (takes wait up to 30 s) over a shard that holds each take for its wait, then
+/// answers that nothing came.
+async fn holding_gateway() -> (Gateway, Recorded) {
     let holds: Answer = Arc::new(|shard, request| {
         Box::pin(async move {
             if let Some(Op::Take(take)) = &request.op {
@@ -39,7 +41,12 @@ async fn a_long_poll_is_cut_into_polls_and_a_stopping_gateway_ends_it() {
     let recorded = fake_shards(&bus, [0], holds).await;
     let mut settings = settings(1);
     settings.dispatcher.max_take_wait = Duration::from_secs(30);
-    let gateway = Gateway::start(settings, &bus).await;
+    (Gateway::start(settings, &bus).await, recorded)
+}
+
+#[tokio::test]
+async fn a_long_poll_is_cut_into_polls_and_a_stopping_gateway_ends_it() {
+    let (gateway, recorded) = holding_gateway().await;
     let mut worker = gateway.worker().await;
 
     // 5 s: polls of 2, 2 and 1 s.
@@ -209,20 +216,7 @@ async fn a_large_abandoned_poll_is_released_in_requests_the_bus_can_answer() {
 /// came) before its deadline, not DEADLINE_EXCEEDED with the poll left running.
 #[tokio::test]
 async fn a_long_poll_answers_before_its_clients_deadline() {
-    let holds: Answer = Arc::new(|shard, request| {
-        Box::pin(async move {
-            if let Some(Op::Take(take)) = &request.op {
-                let wait = take.wait.as_ref().map_or(0.0, seconds);
-                tokio::time::sleep(Duration::from_secs_f64(wait)).await;
-            }
-            echo(shard, request)
-        })
-    });
-    let bus = Bus::local();
-    let recorded = fake_shards(&bus, [0], holds).await;
-    let mut settings = settings(1);
-    settings.dispatcher.max_take_wait = Duration::from_secs(30);
-    let gateway = Gateway::start(settings, &bus).await;
+    let (gateway, recorded) = holding_gateway().await;
     let mut worker = gateway.worker().await;
 
     let mut take = tonic::Request::new(TakeRequest {
