@@ -235,7 +235,7 @@ fn events_through_every_command_in_both_output_modes() {
 /// `enqueue --lines` against a gateway whose limits are below its batches: a batch refused
 /// whole for its item count or bytes goes again in halves, a line alone goes as a unary call
 /// (a line over the batch limit, within the payload limit, is enqueued), and only a line
-/// over the payload limit is refused.
+/// over the payload limit is refused. A wait over the gateway's cap is said to be cut short.
 #[test]
 fn lines_fit_a_gateway_with_small_batch_limits() {
     let c = Cluster::start_with(
@@ -246,9 +246,17 @@ fn lines_fit_a_gateway_with_small_batch_limits() {
             ("CASCADE__INGEST__MAX_BATCH_ITEMS", "3"),
             ("CASCADE__INGEST__MAX_BATCH_BYTES", "1024"),
             ("CASCADE__INGEST__MAX_PAYLOAD", "1500"),
+            ("CASCADE__DISPATCHER__MAX_TAKE_WAIT", "1s"),
         ],
     );
     json(&c, &["queue", "create", "jobs"]);
+    // A wait the gateway caps is not reported as waited.
+    let cut = text(&c, &["take", "jobs", "--wait", "5m"]);
+    assert!(
+        cut.starts_with("no event became ready in jobs within ")
+            && cut.contains("the gateway answered before the 5m asked for"),
+        "{cut}"
+    );
     // Nine lines of 200 bytes, but: the fifth of 900 (over the batch limit beside any other
     // line), the seventh of 1,100 (over it alone) and the ninth of 1,600 (over the payload
     // limit).

@@ -1,7 +1,7 @@
 //! Work under a lease: take, then one completion per event (ack, nack, release, extend,
 //! dead-letter, reschedule, advance) with the lease token take printed.
 
-use std::time::SystemTime;
+use std::time::{Duration, SystemTime};
 
 use bytes::Bytes;
 
@@ -125,7 +125,13 @@ pub async fn take(args: TakeArgs) -> Result<(), CliError> {
         worker_id: "cascade-cli".into(),
         completions: Vec::new(),
     };
+    let asked_wait = args
+        .wait
+        .as_deref()
+        .map(|v| super::duration("wait", v))
+        .transpose()?;
     let s = args.opts.session().await?;
+    let asked = std::time::Instant::now();
     let taken = s
         .client
         .worker()
@@ -150,9 +156,16 @@ pub async fn take(args: TakeArgs) -> Result<(), CliError> {
             record
         })
         .collect();
-    let empty = match args.wait {
-        Some(wait) => format!("no event became ready in {} within {wait}", args.queue),
-        None => format!("no event is ready in {}", args.queue),
+    let waited = asked.elapsed();
+    let empty = match (args.wait, asked_wait) {
+        // Answered a second or more before the wait asked for: say so, not that it waited.
+        (Some(wait), Some(asked_wait)) if waited + Duration::from_secs(1) < asked_wait => format!(
+            "no event became ready in {} within {:.1}s: the gateway answered before the {wait} asked for (it caps a wait at dispatcher.max_take_wait, and answers at once when it stops)",
+            args.queue,
+            waited.as_secs_f64()
+        ),
+        (Some(wait), _) => format!("no event became ready in {} within {wait}", args.queue),
+        (None, _) => format!("no event is ready in {}", args.queue),
     };
     s.out.records(&records, &empty);
     Ok(())
