@@ -240,11 +240,12 @@ impl Model {
         for q in &QUEUES[..3] {
             m.queues.insert(q.0.into(), MQueue::new(Kind::Explicit, *q));
         }
-        // `t:*` gives its config to every name it matches, its dead-letter queues' included.
-        for name in ["t:1", "t:1.dlq"] {
-            let mq = MQueue::new(Kind::Template, QUEUES[3]);
-            m.queues.insert(name.into(), mq);
-        }
+        // `t:*` gives its config to every name it matches, but its queues' dead letters go
+        // to a dead-letter queue: `t:1.dlq` is only ever reached by them.
+        m.queues
+            .insert("t:1".into(), MQueue::new(Kind::Template, QUEUES[3]));
+        m.queues
+            .insert("t:1.dlq".into(), MQueue::new(Kind::Template, DLQ));
         m
     }
 
@@ -326,10 +327,7 @@ impl Model {
         mq.events.remove(ev.e.id.as_str());
         self.tally(q, |t| t.dead_lettered += 1);
         let dlq = format!("{q}.dlq");
-        let made = match q.starts_with("t:") {
-            true => MQueue::new(Kind::Template, QUEUES[3]),
-            false => MQueue::new(Kind::DeadLetter, DLQ),
-        };
+        let made = MQueue::new(Kind::DeadLetter, DLQ);
         let mq = self.queues.entry(dlq.clone()).or_insert(made);
         let taken = mq.events.contains_key(ev.e.id.as_str());
         let mut e = ev.e;
@@ -426,11 +424,17 @@ impl Model {
                 {
                     ev.e.activate_at = ts(now).saturating_add(delay.unwrap_or_default());
                     ev.e.payload = payload.unwrap_or(ev.e.payload);
+                    ev.e.headers.remove(LAST_FAILURE);
                     self.insert(&to.expect("to"), ev.e).expect("a free ID");
                 }
             }
             Outcome::DeadLetter { .. } => self.dead_letter(q, ev),
-            Outcome::Retry { .. } if exhausted => self.dead_letter(q, ev),
+            Outcome::Retry { reason, .. } if exhausted => {
+                let mut ev = ev;
+                ev.e.headers
+                    .insert(LAST_FAILURE.into(), reason.expect("a reason"));
+                self.dead_letter(q, ev)
+            }
             Outcome::Retry { delay, reason } => {
                 ev.e.activate_at = ts(now).saturating_add(delay.expect("explicit delay"));
                 ev.e.headers

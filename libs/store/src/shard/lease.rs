@@ -320,6 +320,8 @@ impl State {
                 })?;
                 let to = QueueName::parse_field(&to, "advance.to")?;
                 let mut merged = ev.headers.clone();
+                // Its attempts start again where it goes: this queue's failures are not its.
+                merged.remove(LAST_FAILURE);
                 merged.extend(headers);
                 let payload_len = payload.as_ref().unwrap_or(&ev.payload).len();
                 let size = |merged: &BTreeMap<String, String>| {
@@ -356,7 +358,10 @@ impl State {
                 self.deliver(txn, now, delivery, QueueKind::Explicit)?;
             }
             Outcome::Retry { reason, .. } if !attempts_left => {
-                let last = reason.or_else(|| ev.headers.get(LAST_FAILURE).cloned());
+                if let Some(reason) = reason {
+                    keep_last_failure(&mut ev.headers, reason);
+                }
+                let last = ev.headers.get(LAST_FAILURE).cloned();
                 self.dead_letter_exhausted(txn, now, rec, ev, "retry", last)?;
             }
             Outcome::Retry { delay, reason } => {

@@ -535,8 +535,12 @@ impl State {
         }
         let refuse = |error: StoreError, delivery| Ok(Err(Refused { error, delivery }));
         let resolved = match self.resolve(txn, &d.queue)? {
-            Some(r) => r,
-            None if kind == QueueKind::DeadLetter => Resolved {
+            // A dead-letter queue not created yet is made as one even where a template's
+            // pattern covers its name: the template's attempts and its own dead-letter queue
+            // would dead-letter dead letters again.
+            Some(r) if r.stored || kind != QueueKind::DeadLetter => r,
+            None if kind != QueueKind::DeadLetter => return refuse(not_found(&d.queue), d),
+            _ => Resolved {
                 rec: QueueRecord {
                     id: 0,
                     name: d.queue.clone(),
@@ -546,7 +550,6 @@ impl State {
                 },
                 stored: false,
             },
-            None => return refuse(not_found(&d.queue), d),
         };
         if !resolved.stored
             && kind != QueueKind::DeadLetter

@@ -312,6 +312,107 @@ fn a_dead_letter_keeps_the_last_failure_and_its_emptied_queue_still_answers_stat
     ));
 }
 
+/// The dead-letter queue of a template's queue is a dead-letter queue, whatever the template
+/// says: dead letters are not dead-lettered again.
+#[test]
+fn a_template_queues_dead_letters_are_not_dead_lettered_again() {
+    let (_d, mut s) = open(ShardSettings::default());
+    s.create_queue(at(0), q("inbox:*"), two_attempts_of_10s())
+        .expect("template");
+    s.enqueue(
+        at(0),
+        EnqueueCmd {
+            queue: q("inbox:erin"),
+            ..cmd("x")
+        },
+    )
+    .expect("enqueue");
+    take_and_dead_letter(&mut s, at(1), "inbox:erin", 1);
+    let dlq = s
+        .get_queue(&q("inbox:erin.dlq"))
+        .expect("created by its first dead letter");
+    assert_eq!(dlq.config.max_attempts, 0, "{dlq:?}");
+    // Taken and failed more often than the template's attempts: still there.
+    for round in 0..4 {
+        let now = at(10 + round * 20);
+        let leased = s.take(now, &q("inbox:erin.dlq"), 1, None).expect("take");
+        let retry = Outcome::Retry {
+            delay: Some(Duration::ZERO),
+            reason: None,
+        };
+        let id = leased[0].event.id.as_str();
+        s.complete(now, &q("inbox:erin.dlq"), id, leased[0].token, retry)
+            .expect("retry");
+    }
+    assert_eq!(
+        s.list_dead_letters(&q("inbox:erin.dlq"), 10, "")
+            .expect("list")
+            .items
+            .len(),
+        1
+    );
+}
+
+/// The last failure is the last one given, on the final retry too, and it stays with the
+/// queue it failed in: an advance leaves it behind.
+#[test]
+fn the_last_failure_is_the_last_and_stays_where_it_happened() {
+    let (_d, mut s) = with_queue(two_attempts_of_10s());
+    s.create_queue(at(0), q("next"), QueueConfig::default())
+        .expect("create");
+    let fail = |reason: &str| Outcome::Retry {
+        delay: Some(Duration::ZERO),
+        reason: Some(reason.into()),
+    };
+    let first = s.enqueue(at(0), cmd("x")).expect("enqueue");
+    for (now, reason) in [(1, "boom 1"), (2, "boom 2")] {
+        let leased = s.take(at(now), &q("jobs"), 1, None).expect("take");
+        s.complete(
+            at(now),
+            &q("jobs"),
+            first.id.as_str(),
+            leased[0].token,
+            fail(reason),
+        )
+        .expect("retry");
+    }
+    let dead = s.list_dead_letters(&q("jobs.dlq"), 10, "").expect("list");
+    assert_eq!(dead.items[0].headers[LAST_FAILURE], "boom 2");
+    assert!(dead.items[0].headers[DEAD_LETTER_REASON].ends_with("last failure: boom 2"));
+
+    let second = s.enqueue(at(3), cmd("y")).expect("enqueue");
+    let leased = s.take(at(3), &q("jobs"), 1, None).expect("take");
+    s.complete(
+        at(3),
+        &q("jobs"),
+        second.id.as_str(),
+        leased[0].token,
+        fail("boom 3"),
+    )
+    .expect("retry");
+    let leased = s.take(at(4), &q("jobs"), 1, None).expect("take");
+    let advance = Outcome::Advance {
+        to: Some("next".into()),
+        payload: None,
+        headers: BTreeMap::new(),
+        delay: None,
+    };
+    s.complete(
+        at(4),
+        &q("jobs"),
+        second.id.as_str(),
+        leased[0].token,
+        advance,
+    )
+    .expect("advance");
+    let moved = s.get(&q("next"), second.id.as_str()).expect("get");
+    assert!(
+        !moved.headers.contains_key(LAST_FAILURE),
+        "{:?}",
+        moved.headers
+    );
+}
+
 #[test]
 fn retry_backs_off_and_reschedule_resets_attempts() {
     let (_d, mut s) = with_queue(QueueConfig::default());
