@@ -353,6 +353,51 @@ fn a_template_queues_dead_letters_are_not_dead_lettered_again() {
     );
 }
 
+/// An advance meets its target's payload limit as an enqueue there would, and changes
+/// nothing when refused.
+#[test]
+fn an_advance_meets_the_targets_payload_limit() {
+    let (_d, mut s) = with_queue(QueueConfig::default());
+    let small = QueueConfig {
+        max_payload_bytes: 100,
+        ..QueueConfig::default()
+    };
+    s.create_queue(at(0), q("small"), small).expect("create");
+    let e = s.enqueue(at(0), cmd("x")).expect("enqueue");
+    let leased = s.take(at(1), &q("jobs"), 1, None).expect("take");
+    let advance = |payload: usize| Outcome::Advance {
+        to: Some("small".into()),
+        payload: Some(vec![b'p'; payload].into()),
+        headers: BTreeMap::new(),
+        delay: None,
+    };
+    let refused = s
+        .complete(
+            at(1),
+            &q("jobs"),
+            e.id.as_str(),
+            leased[0].token,
+            advance(101),
+        )
+        .expect_err("over the target's limit");
+    assert!(
+        matches!(refused, StoreError::PayloadTooLarge { .. }),
+        "{refused}"
+    );
+    assert_eq!(
+        s.get(&q("jobs"), e.id.as_str()).expect("still here").state,
+        EventState::Leased
+    );
+    s.complete(
+        at(1),
+        &q("jobs"),
+        e.id.as_str(),
+        leased[0].token,
+        advance(100),
+    )
+    .expect("within it");
+}
+
 /// The last failure is the last one given, on the final retry too, and it stays with the
 /// queue it failed in: an advance leaves it behind.
 #[test]
