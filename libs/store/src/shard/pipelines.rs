@@ -21,7 +21,7 @@ impl Shard {
         now: Timestamp,
         pipeline: Pipeline,
     ) -> Result<Pipeline, StoreError> {
-        pipeline.validate()?;
+        pipeline.validate_to_apply()?;
         let mut pipelines = self.list_pipelines()?;
         self.st
             .settings

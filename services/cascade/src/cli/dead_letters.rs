@@ -80,7 +80,7 @@ pub async fn dlq(command: DlqCommand, opts: ClientOpts) -> Result<(), CliError> 
                 return Err(CliError::failed(
                     format!("cannot redrive every event named from {dlq}"),
                     format!(
-                        "sent {moved} of the {named} back; the others are not in {dlq} (sent back already, or never dead-lettered there): list what is there with `cascade dlq list {dlq}`"
+                        "sent {moved} of the {named} back; the others are not in {dlq} (sent back already, never dead-lettered there, or taken by a consumer of {dlq} now): list what is there with `cascade dlq list {dlq}`"
                     ),
                 ));
             }

@@ -292,7 +292,8 @@ pub async fn advance(args: AdvanceArgs) -> Result<(), CliError> {
     });
     let to = args.to.map_or(
         "its next stage (acked, at a pipeline's last stage or on a plain queue)".into(),
-        |s| format!("stage {s}"),
+        // A stage of the event's pipeline, or a queue: the gateway decides which.
+        |s| s.to_string(),
     );
     let sentence = format!(
         "advanced '{}' from {} to {to}",

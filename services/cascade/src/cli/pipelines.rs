@@ -191,9 +191,10 @@ async fn apply(
         };
         s.out.done(
             format!(
-                "applied pipeline {} ({} stages)",
+                "applied pipeline {} ({} stage{})",
                 applied.name,
-                applied.stages.len()
+                applied.stages.len(),
+                if applied.stages.len() == 1 { "" } else { "s" }
             ),
             vec![
                 ("applied", Value::Text(applied.name)),
