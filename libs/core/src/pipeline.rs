@@ -77,22 +77,6 @@ fn default_timeout() -> Duration {
 }
 
 impl Pipeline {
-    /// [`Pipeline::validate`], and what a pipeline applied now must meet besides. Pipelines
-    /// stored by earlier builds are read with `validate` alone, so that a rule added here
-    /// never makes a stored one unreadable.
-    pub fn validate_to_apply(&self) -> Result<(), Error> {
-        self.validate()?;
-        for (index, stage) in self.stages.iter().enumerate() {
-            if stage.max_handlers == 0 {
-                return Err(Error::invalid(
-                    format!("stages[{index}].max_handlers"),
-                    "must be at least 1: a stage with no handler would hold its events for good",
-                ));
-            }
-        }
-        Ok(())
-    }
-
     /// Checks names, references and every stage's config; errors name the field, e.g. `stages[2].next`.
     pub fn validate(&self) -> Result<(), Error> {
         Pipeline::validate_name(&self.name, "name")?;

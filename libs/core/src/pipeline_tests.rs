@@ -148,16 +148,3 @@ fn stage_queue_names_split_into_pipeline_and_stage() {
     let err = Pipeline::validate_name("a.b", "pipeline").expect_err("dot");
     assert_eq!(err.field(), "pipeline");
 }
-
-/// A stage without handlers would hold its events for good: refused when applied, while a
-/// pipeline stored by an earlier build that has one is still read.
-#[test]
-fn a_pipeline_applied_now_gives_each_stage_a_handler() {
-    let mut p = pipeline(&["validate", "charge", "ship"]);
-    p.stages[1].max_handlers = 0;
-    p.validate().expect("readable as stored");
-    assert_eq!(
-        p.validate_to_apply().expect_err("refused").to_string(),
-        "stages[1].max_handlers: must be at least 1: a stage with no handler would hold its events for good"
-    );
-}

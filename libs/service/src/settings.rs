@@ -634,7 +634,7 @@ impl Settings {
         let limits = self.limits.shard();
         for (i, pipeline) in self.pipelines.iter().enumerate() {
             pipeline
-                .validate_to_apply()
+                .validate()
                 .and_then(|()| limits.check_pipeline(pipeline, &self.pipelines[..i]))
                 .map_err(|e| ServiceError::setting(format!("pipelines[{i}]"), e.to_string()))?;
         }

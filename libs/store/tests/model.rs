@@ -424,7 +424,9 @@ impl Model {
                 {
                     ev.e.activate_at = ts(now).saturating_add(delay.unwrap_or_default());
                     ev.e.payload = payload.unwrap_or(ev.e.payload);
-                    ev.e.headers.remove(LAST_FAILURE);
+                    for own in [LAST_FAILURE, FROM, REASON] {
+                        ev.e.headers.remove(own);
+                    }
                     self.insert(&to.expect("to"), ev.e).expect("a free ID");
                 }
             }

@@ -42,7 +42,7 @@ pub async fn apply_pipeline(
     bus: &Bus,
     pipeline: &Pipeline,
 ) -> Result<(), IngestError> {
-    pipeline.validate_to_apply()?;
+    pipeline.validate()?;
     let shards = Shards::new(
         bus.clone(),
         settings.cluster.name.clone(),

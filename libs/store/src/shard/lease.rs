@@ -320,8 +320,11 @@ impl State {
                 })?;
                 let to = QueueName::parse_field(&to, "advance.to")?;
                 let mut merged = ev.headers.clone();
-                // Its attempts start again where it goes: this queue's failures are not its.
-                merged.remove(LAST_FAILURE);
+                // Its attempts start again where it goes, and it is no dead letter there (an
+                // advance out of a dead-letter queue): this queue's account of it stays here.
+                for own in [LAST_FAILURE, DEAD_LETTER_FROM, DEAD_LETTER_REASON] {
+                    merged.remove(own);
+                }
                 merged.extend(headers);
                 let payload_len = payload.as_ref().unwrap_or(&ev.payload).len();
                 let size = |merged: &BTreeMap<String, String>| {
@@ -358,10 +361,13 @@ impl State {
                 self.deliver(txn, now, delivery, QueueKind::Explicit)?;
             }
             Outcome::Retry { reason, .. } if !attempts_left => {
+                // Whole in the dead letter's reason (cut to its own bound), cut in the header.
+                let last = reason
+                    .clone()
+                    .or_else(|| ev.headers.get(LAST_FAILURE).cloned());
                 if let Some(reason) = reason {
                     keep_last_failure(&mut ev.headers, reason);
                 }
-                let last = ev.headers.get(LAST_FAILURE).cloned();
                 self.dead_letter_exhausted(txn, now, rec, ev, "retry", last)?;
             }
             Outcome::Retry { delay, reason } => {

@@ -21,7 +21,7 @@ impl Shard {
         now: Timestamp,
         pipeline: Pipeline,
     ) -> Result<Pipeline, StoreError> {
-        pipeline.validate_to_apply()?;
+        pipeline.validate()?;
         let mut pipelines = self.list_pipelines()?;
         self.st
             .settings

@@ -557,19 +557,6 @@ impl State {
         {
             return refuse(e.into(), d);
         }
-        // The target's own limit, as an enqueue there meets it; a dead letter always lands.
-        let (size, max) = (
-            d.payload.len() as u64,
-            resolved.rec.config.max_payload_bytes,
-        );
-        if kind != QueueKind::DeadLetter && size > max {
-            let error = StoreError::PayloadTooLarge {
-                queue: d.queue.to_string(),
-                size,
-                max,
-            };
-            return refuse(error, d);
-        }
         // A queue not stored yet holds no event.
         if resolved.stored && Self::read_event(txn, resolved.rec.id, d.id.as_str())?.is_some() {
             if kind != QueueKind::DeadLetter {

@@ -353,51 +353,6 @@ fn a_template_queues_dead_letters_are_not_dead_lettered_again() {
     );
 }
 
-/// An advance meets its target's payload limit as an enqueue there would, and changes
-/// nothing when refused.
-#[test]
-fn an_advance_meets_the_targets_payload_limit() {
-    let (_d, mut s) = with_queue(QueueConfig::default());
-    let small = QueueConfig {
-        max_payload_bytes: 100,
-        ..QueueConfig::default()
-    };
-    s.create_queue(at(0), q("small"), small).expect("create");
-    let e = s.enqueue(at(0), cmd("x")).expect("enqueue");
-    let leased = s.take(at(1), &q("jobs"), 1, None).expect("take");
-    let advance = |payload: usize| Outcome::Advance {
-        to: Some("small".into()),
-        payload: Some(vec![b'p'; payload].into()),
-        headers: BTreeMap::new(),
-        delay: None,
-    };
-    let refused = s
-        .complete(
-            at(1),
-            &q("jobs"),
-            e.id.as_str(),
-            leased[0].token,
-            advance(101),
-        )
-        .expect_err("over the target's limit");
-    assert!(
-        matches!(refused, StoreError::PayloadTooLarge { .. }),
-        "{refused}"
-    );
-    assert_eq!(
-        s.get(&q("jobs"), e.id.as_str()).expect("still here").state,
-        EventState::Leased
-    );
-    s.complete(
-        at(1),
-        &q("jobs"),
-        e.id.as_str(),
-        leased[0].token,
-        advance(100),
-    )
-    .expect("within it");
-}
-
 /// The last failure is the last one given, on the final retry too, and it stays with the
 /// queue it failed in: an advance leaves it behind.
 #[test]
@@ -410,7 +365,9 @@ fn the_last_failure_is_the_last_and_stays_where_it_happened() {
         reason: Some(reason.into()),
     };
     let first = s.enqueue(at(0), cmd("x")).expect("enqueue");
-    for (now, reason) in [(1, "boom 1"), (2, "boom 2")] {
+    // The last reason is longer than the header keeps: the dead letter's reason keeps more.
+    let long = format!("boom 2 {}", "x".repeat(1500));
+    for (now, reason) in [(1, "boom 1"), (2, long.as_str())] {
         let leased = s.take(at(now), &q("jobs"), 1, None).expect("take");
         s.complete(
             at(now),
@@ -422,32 +379,47 @@ fn the_last_failure_is_the_last_and_stays_where_it_happened() {
         .expect("retry");
     }
     let dead = s.list_dead_letters(&q("jobs.dlq"), 10, "").expect("list");
-    assert_eq!(dead.items[0].headers[LAST_FAILURE], "boom 2");
-    assert!(dead.items[0].headers[DEAD_LETTER_REASON].ends_with("last failure: boom 2"));
+    let headers = &dead.items[0].headers;
+    assert_eq!(headers[LAST_FAILURE], long[..1024]);
+    assert!(headers[DEAD_LETTER_REASON].ends_with(&format!("last failure: {long}")));
 
-    let second = s.enqueue(at(3), cmd("y")).expect("enqueue");
-    let leased = s.take(at(3), &q("jobs"), 1, None).expect("take");
+    // Advanced out of the dead-letter queue, it is no dead letter where it goes.
+    let leased = s.take(at(3), &q("jobs.dlq"), 1, None).expect("take");
+    let to_next = || Outcome::Advance {
+        to: Some("next".into()),
+        payload: None,
+        headers: BTreeMap::new(),
+        delay: None,
+    };
+    let dead_id = leased[0].event.id.as_str();
+    s.complete(at(3), &q("jobs.dlq"), dead_id, leased[0].token, to_next())
+        .expect("advance");
+    let moved = s.get(&q("next"), dead_id).expect("get");
+    for own in [LAST_FAILURE, DEAD_LETTER_FROM, DEAD_LETTER_REASON] {
+        assert!(
+            !moved.headers.contains_key(own),
+            "{own}: {:?}",
+            moved.headers
+        );
+    }
+
+    let second = s.enqueue(at(4), cmd("y")).expect("enqueue");
+    let leased = s.take(at(4), &q("jobs"), 1, None).expect("take");
     s.complete(
-        at(3),
+        at(4),
         &q("jobs"),
         second.id.as_str(),
         leased[0].token,
         fail("boom 3"),
     )
     .expect("retry");
-    let leased = s.take(at(4), &q("jobs"), 1, None).expect("take");
-    let advance = Outcome::Advance {
-        to: Some("next".into()),
-        payload: None,
-        headers: BTreeMap::new(),
-        delay: None,
-    };
+    let leased = s.take(at(5), &q("jobs"), 1, None).expect("take");
     s.complete(
-        at(4),
+        at(5),
         &q("jobs"),
         second.id.as_str(),
         leased[0].token,
-        advance,
+        to_next(),
     )
     .expect("advance");
     let moved = s.get(&q("next"), second.id.as_str()).expect("get");
