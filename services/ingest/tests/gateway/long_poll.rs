@@ -25,15 +25,6 @@ fn seconds(d: &prost_types::Duration) -> f64 {
     d.seconds as f64 + f64::from(d.nanos) / 1e9
 }
 
-/// Gives `request` a deadline of half a second that the gateway keeps (gRPC's `grpc-timeout`)
-/// and the client does not time itself: the client hears of the deadline from the gateway,
-/// once tonic there has ended the call, so the test knows the call is over on both sides.
-fn give_up_after_half_a_second<T>(request: &mut tonic::Request<T>) {
-    request
-        .metadata_mut()
-        .insert("grpc-timeout", "500m".parse().expect("a header value"));
-}
-
 /// A gateway (takes wait up to 30 s) over a shard that holds each take for its wait, then
 /// answers that nothing came.
 async fn holding_gateway() -> (Gateway, Recorded) {
@@ -170,45 +161,35 @@ async fn a_large_abandoned_poll_is_released_in_requests_the_bus_can_answer() {
         lease_token: format!("t{i}"),
         lease_expires_at: None,
     };
-    // The shard answers the take once the test opens the gate: after the client gave up.
-    let gate = Arc::new(Semaphore::new(0));
-    let late: Answer = {
-        let gate = Arc::clone(&gate);
-        Arc::new(move |shard, request| {
-            let gate = Arc::clone(&gate);
-            Box::pin(async move {
-                let Some(Op::Take(_)) = &request.op else {
-                    return echo(shard, request);
-                };
-                let _open = gate.acquire().await.expect("the gate stays");
-                DispatcherReply {
-                    result: Some(Reply::Take(TakeResponse {
-                        events: (0..120).map(leased).collect(),
-                        completions: Vec::new(),
-                    })),
-                }
-            })
+    let late: Answer = Arc::new(move |shard, request| {
+        Box::pin(async move {
+            let Some(Op::Take(_)) = &request.op else {
+                return echo(shard, request);
+            };
+            tokio::time::sleep(Duration::from_secs(1)).await;
+            DispatcherReply {
+                result: Some(Reply::Take(TakeResponse {
+                    events: (0..120).map(leased).collect(),
+                    completions: Vec::new(),
+                })),
+            }
         })
-    };
+    });
     let bus = Bus::local();
     let recorded = fake_shards(&bus, [0], late).await;
-    let mut settings = settings(1);
-    settings.bus.request_timeout = Duration::from_secs(30); // the poll outlives its client
-    let gateway = Gateway::start(settings, &bus).await;
+    let gateway = Gateway::start(settings(1), &bus).await;
     let mut worker = gateway.worker().await;
-    let mut take = tonic::Request::new(TakeRequest {
-        queue: "jobs".into(),
-        max_events: 120,
-        ..TakeRequest::default()
+    let giving_up = tokio::spawn(async move {
+        worker
+            .take(TakeRequest {
+                queue: "jobs".into(),
+                max_events: 120,
+                ..TakeRequest::default()
+            })
+            .await
     });
-    // The client gives up: tonic ends its call on the gateway, not the poll's own task.
-    give_up_after_half_a_second(&mut take);
-    worker
-        .take(take)
-        .await
-        .expect_err("the shard holds the poll");
-    recorded.wait_for(1).await;
-    gate.add_permits(1);
+    recorded.wait_for(1).await; // the poll reached the shard
+    giving_up.abort(); // the client goes away
     recorded.wait_for(4).await;
 
     let mut released = Vec::new();
@@ -300,7 +281,7 @@ async fn a_poll_whose_client_went_away_holds_its_place_in_flight() {
     let mut worker = gateway.worker().await;
     for polls in 1..=2 {
         let mut request = tonic::Request::new(take.clone());
-        give_up_after_half_a_second(&mut request);
+        request.set_timeout(Duration::from_millis(500));
         let given_up = worker
             .take(request)
             .await
