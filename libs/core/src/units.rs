@@ -108,15 +108,18 @@ pub fn parse_size(input: &str) -> Result<u64, Error> {
         .ok_or_else(|| bad(" (too large)"))
 }
 
+/// The binary units sizes are written in, largest first.
+const BINARY_UNITS: [(&str, u64); 4] = [
+    ("TiB", 1 << 40),
+    ("GiB", 1 << 30),
+    ("MiB", 1 << 20),
+    ("KiB", 1 << 10),
+];
+
 /// A size for a person to read, to a tenth of its unit: `3.2MiB`, `900B`. Not exact:
 /// settings are written with [`format_size`].
 pub fn about_size(bytes: u64) -> String {
-    for (unit, size) in [
-        ("TiB", 1u64 << 40),
-        ("GiB", 1 << 30),
-        ("MiB", 1 << 20),
-        ("KiB", 1 << 10),
-    ] {
+    for (unit, size) in BINARY_UNITS {
         let tenths = (u128::from(bytes) * 10 + u128::from(size) / 2) / u128::from(size);
         if tenths >= 10 {
             return match tenths % 10 {
@@ -130,12 +133,7 @@ pub fn about_size(bytes: u64) -> String {
 
 /// Writes a size in its largest exact binary unit: `4MiB`, `1536KiB`, `100B`.
 pub fn format_size(bytes: u64) -> String {
-    for (unit, size) in [
-        ("TiB", 1u64 << 40),
-        ("GiB", 1 << 30),
-        ("MiB", 1 << 20),
-        ("KiB", 1 << 10),
-    ] {
+    for (unit, size) in BINARY_UNITS {
         if bytes != 0 && bytes.is_multiple_of(size) {
             return format!("{}{unit}", bytes / size);
         }

@@ -21,14 +21,9 @@ pub(super) fn check(kv: &Kv, expected: &ClusterIdentity) -> Result<(), StoreErro
 }
 
 fn check_store(kv: &Kv, expected: &str) -> Result<(), StoreError> {
-    let key = keys::meta("store");
-    let stored = kv
-        .db()
-        .get(&key)
-        .map_err(|e| StoreError::sled("read the store's name", kv.dir(), e))?;
-    let Some(stored) = stored else {
-        let record = records::encode_store_name(expected);
-        return super::write_meta(kv, key, record, "write the store's name");
+    let record = || records::encode_store_name(expected);
+    let Some(stored) = recorded(kv, "store", record)? else {
+        return Ok(());
     };
     let found = records::decode_store_name(&stored)
         .map_err(|e| StoreError::corrupt(kv.dir(), e.to_string()))?;
@@ -43,14 +38,9 @@ fn check_store(kv: &Kv, expected: &str) -> Result<(), StoreError> {
 }
 
 fn check_cluster(kv: &Kv, expected: &ClusterIdentity) -> Result<(), StoreError> {
-    let key = keys::meta("cluster");
-    let stored = kv
-        .db()
-        .get(&key)
-        .map_err(|e| StoreError::sled("read the cluster", kv.dir(), e))?;
-    let Some(stored) = stored else {
-        let record = records::encode_cluster(&expected.name, expected.shards);
-        return super::write_meta(kv, key, record, "write the cluster");
+    let record = || records::encode_cluster(&expected.name, expected.shards);
+    let Some(stored) = recorded(kv, "cluster", record)? else {
+        return Ok(());
     };
     let (found_name, found_shards) = records::decode_cluster(&stored)
         .map_err(|e| StoreError::corrupt(kv.dir(), e.to_string()))?;
@@ -64,6 +54,24 @@ fn check_cluster(kv: &Kv, expected: &ClusterIdentity) -> Result<(), StoreError> 
         expected_name: expected.name.clone(),
         expected_shards: expected.shards,
     })
+}
+
+/// The record `meta/<name>` as stored; `None` once `record()` has been written in its
+/// place, when the store had none.
+fn recorded(
+    kv: &Kv,
+    name: &str,
+    record: impl FnOnce() -> Vec<u8>,
+) -> Result<Option<sled::IVec>, StoreError> {
+    let key = keys::meta(name);
+    let stored = kv
+        .db()
+        .get(&key)
+        .map_err(|e| StoreError::sled("read an identity record", kv.dir(), e))?;
+    match stored {
+        Some(stored) => Ok(Some(stored)),
+        None => super::write_meta(kv, key, record(), "write an identity record").map(|()| None),
+    }
 }
 
 #[cfg(test)]
